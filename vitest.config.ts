@@ -1,0 +1,31 @@
+import { defineConfig } from 'vitest/config';
+
+// Two projects: `unit` needs nothing running (pure functions, the broker client against a local
+// HTTP server, the Queen node simulator as plain processes); `testbed` shares one test bed (a real
+// Kubernetes control plane, a Temporal server, simulated nodes) started once by its global setup.
+// Temporal workers and the simulator run in forked processes: vitest's thread pool and the
+// Temporal worker do not mix.
+export default defineConfig({
+  test: {
+    pool: 'forks',
+    projects: [
+      {
+        test: {
+          name: 'unit',
+          include: ['test/unit/**/*.test.ts', 'test/sim/**/*.test.ts'],
+          testTimeout: 60_000,
+          hookTimeout: 60_000,
+        },
+      },
+      {
+        test: {
+          name: 'testbed',
+          include: ['test/testbed/**/*.test.ts', 'test/workflows/**/*.test.ts', 'test/e2e/**/*.test.ts'],
+          globalSetup: ['test/testbed/global-setup.ts'],
+          testTimeout: 600_000,
+          hookTimeout: 300_000,
+        },
+      },
+    ],
+  },
+});
