@@ -68,7 +68,7 @@ replace (
 	go.etcd.io/etcd/client/v3 => go.etcd.io/etcd/client/v3 $ETCD_VERSION
 	go.etcd.io/etcd/pkg/v3 => go.etcd.io/etcd/pkg/v3 $ETCD_VERSION
 )" "" go.etcd.io/etcd/server/v3
-  mv "$etcd_dir/v3" "$etcd_dir/etcd" 2>/dev/null || true
+  mv "$etcd_dir/server" "$etcd_dir/etcd"
 fi
 
 temporal_dir="$cache/temporal-cli-$TEMPORAL_CLI_VERSION"
