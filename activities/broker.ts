@@ -1,0 +1,252 @@
+// The broker client: the HTTP routes an operator uses on a Queen node (port 6632), with timeouts
+// and typed refusals. See shared/reference/queen-broker-api.md sections 1 and 2.
+import { Agent, request } from 'undici';
+import type { HealthObservation, MembershipObservation, MemberObservation } from '../workflows/plan/observation.ts';
+
+const agent = new Agent({ keepAliveTimeout: 10_000, connections: 16 });
+
+export const TIMEOUTS = { healthMs: 3000, membershipMs: 3000, changeMs: 40_000, probeMs: 5000 } as const;
+
+/**
+ * How a refusal is handled. Transient codes fix themselves (a change in flight, an election, a
+ * learner still catching up) and are retried with backoff; permanent ones need a person.
+ */
+export type RefusalKind = 'transient' | 'permanent';
+
+const PERMANENT_CODES = new Set([
+  'address_mismatch',
+  'forbidden',
+  'bad_request',
+  'last_voter',
+  'kinds_behind',
+  'already_voter',
+  'not_a_learner',
+  'not_a_member',
+  'membership_invalid',
+  'unsupported',
+  'http_401',
+  'http_403',
+  'http_404',
+]);
+
+export function classifyRefusal(code: string): RefusalKind {
+  return PERMANENT_CODES.has(code) ? 'permanent' : 'transient';
+}
+
+/** What a person can do about a permanent refusal, in one line. */
+export function refusalAdvice(code: string, nodeId?: number): string {
+  const node = nodeId === undefined ? 'the node' : `node ${nodeId}`;
+  switch (code) {
+    case 'address_mismatch':
+      return `${node} is in the membership with other addresses: remove it from the membership first`;
+    case 'forbidden':
+    case 'http_401':
+    case 'http_403':
+      return 'the broker refuses membership changes without credentials: the operator does not support a broker port that asks for authentication';
+    case 'last_voter':
+      return `${node} is the last voter and cannot leave the membership`;
+    case 'kinds_behind':
+      return `${node} runs a build older than the cluster's catalogue version: give it the cluster's version`;
+    case 'already_voter':
+      return `${node} is already a voter`;
+    case 'not_a_learner':
+    case 'not_a_member':
+      return `${node} is not a member of the cluster`;
+    case 'unsupported':
+      return 'the broker does not support membership changes: it needs QUEEN_RAFT_PEERS and the openraft replicator';
+    default:
+      return 'see the broker log of the leader';
+  }
+}
+
+export class BrokerError extends Error {
+  readonly code: string | null;
+  readonly status: number | null;
+  constructor(message: string, code: string | null = null, status: number | null = null) {
+    super(message);
+    this.name = 'BrokerError';
+    this.code = code;
+    this.status = status;
+  }
+}
+
+interface Answer {
+  status: number;
+  body: string;
+  json: unknown;
+}
+
+async function call(url: string, method: string, timeoutMs: number, body?: unknown): Promise<Answer> {
+  const res = await request(url, {
+    method: method as 'GET',
+    dispatcher: agent,
+    headersTimeout: timeoutMs,
+    bodyTimeout: timeoutMs,
+    signal: AbortSignal.timeout(timeoutMs),
+    headers: body === undefined ? {} : { 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.body.text();
+  let json: unknown = undefined;
+  try {
+    json = text ? JSON.parse(text) : undefined;
+  } catch {
+    json = undefined;
+  }
+  return { status: res.statusCode, body: text, json };
+}
+
+function describeError(err: unknown, timeoutMs: number): string {
+  const e = err as { name?: string; code?: string; message?: string };
+  if (e?.name === 'TimeoutError' || e?.name === 'AbortError' || e?.code === 'UND_ERR_HEADERS_TIMEOUT' || e?.code === 'UND_ERR_BODY_TIMEOUT') {
+    return `no answer within ${timeoutMs / 1000}s`;
+  }
+  if (e?.code === 'ECONNREFUSED') return 'connection refused';
+  return e?.message ?? String(err);
+}
+
+const clip = (text: string, n = 200) => (text.length > n ? `${text.slice(0, n)}...` : text);
+
+const num = (v: unknown, dflt = 0) => (typeof v === 'number' && Number.isFinite(v) ? v : dflt);
+const numOrNull = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) ? v : null);
+const ids = (v: unknown) => (Array.isArray(v) ? v.filter((x): x is number => typeof x === 'number').sort((a, b) => a - b) : []);
+
+/** Reads /health whatever its status: a 503 settling body is an answer too. Null: no answer. */
+export function parseHealth(status: number, json: unknown): HealthObservation | null {
+  const h = json as { status?: unknown; version?: unknown; raft?: Record<string, unknown> } | undefined;
+  const raft = h?.raft;
+  if (!raft || typeof raft.role !== 'string' || raft.role === '') return null;
+  const apply = raft.apply as { failure?: unknown } | undefined;
+  const failure = apply?.failure;
+  return {
+    status,
+    healthy: status === 200,
+    role: raft.role,
+    leaderKnown: raft.leader === true,
+    term: num(raft.term),
+    applied: num(raft.applied),
+    commit: num(raft.commit),
+    lag: num(raft.lag),
+    quorumAckMs: numOrNull(raft.quorumAckMs),
+    version: typeof h?.version === 'string' ? h.version : '',
+    applyFailure: failure && typeof failure === 'object' ? (failure as Record<string, unknown>) : null,
+  };
+}
+
+export function parseMembership(json: unknown): MembershipObservation | null {
+  const m = (json as { membership?: Record<string, unknown> } | undefined)?.membership;
+  if (!m || typeof m !== 'object') return null;
+  const members: MemberObservation[] = Array.isArray(m.members)
+    ? (m.members as Record<string, unknown>[]).map((x) => ({
+        nodeId: num(x.nodeId),
+        voter: x.voter === true,
+        raft: typeof x.raft === 'string' ? x.raft : null,
+        http: typeof x.http === 'string' ? x.http : null,
+        matched: numOrNull(x.matched),
+        lag: numOrNull(x.lag),
+        lastAckMs: numOrNull(x.lastAckMs),
+        live: x.live === true,
+      }))
+    : [];
+  return {
+    nodeId: num(m.nodeId),
+    source: typeof m.source === 'string' ? m.source : 'leader',
+    viewAgeMs: numOrNull(m.viewAgeMs),
+    leader: numOrNull(m.leader),
+    term: num(m.term),
+    voters: ids(m.voters),
+    learners: ids(m.learners),
+    joint: Array.isArray(m.joint) ? (m.joint as unknown[]).map(ids) : null,
+    membershipIndex: numOrNull(m.membershipIndex),
+    changeInFlight: m.changeInFlight === true,
+    lastLogIndex: numOrNull(m.lastLogIndex),
+    committedIndex: numOrNull(m.committedIndex),
+    liveWithinMs: numOrNull(m.liveWithinMs),
+    promoteMaxLag: num(m.promoteMaxLag, 1000),
+    members,
+  };
+}
+
+/**
+ * The freshest of several membership views: the highest term, then the highest membership index,
+ * a leader's own view before a follower's.
+ */
+export function freshestView<T extends { view: MembershipObservation }>(views: T[]): T | null {
+  const rank = (v: MembershipObservation) => (v.source === 'leader' ? 2 : v.source === 'follower' ? 1 : 0);
+  let best: T | null = null;
+  for (const v of views) {
+    if (!best) {
+      best = v;
+      continue;
+    }
+    const a = v.view;
+    const b = best.view;
+    const cmp = a.term - b.term || (a.membershipIndex ?? -1) - (b.membershipIndex ?? -1) || rank(a) - rank(b);
+    if (cmp > 0) best = v;
+  }
+  return best;
+}
+
+export async function readHealth(base: string, timeoutMs: number = TIMEOUTS.healthMs): Promise<HealthObservation | null> {
+  try {
+    const a = await call(`${base}/health`, 'GET', timeoutMs);
+    return parseHealth(a.status, a.json);
+  } catch {
+    return null;
+  }
+}
+
+export async function readMembership(base: string, timeoutMs: number = TIMEOUTS.membershipMs): Promise<MembershipObservation | null> {
+  try {
+    const a = await call(`${base}/api/v1/system/raft/membership`, 'GET', timeoutMs);
+    return a.status === 200 ? parseMembership(a.json) : null;
+  } catch {
+    return null;
+  }
+}
+
+export type ChangeResult =
+  | { ok: true; membership: MembershipObservation }
+  | { ok: false; code: string | null; kind: RefusalKind; status: number | null; error: string };
+
+/** Turns a membership change answer into a result: a refusal carries the broker's code. */
+export function parseChangeAnswer(status: number, json: unknown, body: string): ChangeResult {
+  const j = json as { ok?: unknown; code?: unknown; error?: unknown } | undefined;
+  if (j === undefined) {
+    return { ok: false, code: null, kind: 'transient', status, error: `the broker answered ${status}: ${clip(body)}` };
+  }
+  const membership = parseMembership(json);
+  if (status === 200 && j.ok !== false && membership) return { ok: true, membership };
+  const code = typeof j.code === 'string' ? j.code : `http_${status}`;
+  return { ok: false, code, kind: classifyRefusal(code), status, error: typeof j.error === 'string' ? j.error : clip(body) };
+}
+
+async function change(base: string, method: string, path: string, body?: unknown, timeoutMs: number = TIMEOUTS.changeMs): Promise<ChangeResult> {
+  try {
+    const a = await call(`${base}/api/v1/system/raft/membership${path}`, method, timeoutMs, body ?? (method === 'DELETE' ? undefined : {}));
+    return parseChangeAnswer(a.status, a.json, a.body);
+  } catch (err) {
+    return { ok: false, code: null, kind: 'transient', status: null, error: describeError(err, timeoutMs) };
+  }
+}
+
+export const addLearner = (base: string, learner: { id: number; raft: string; http: string }) =>
+  change(base, 'POST', '/learners', learner);
+export const promote = (base: string, nodeIds: number[]) => change(base, 'POST', '/promote', { ids: nodeIds });
+export const removeMember = (base: string, nodeId: number) => change(base, 'DELETE', `/members/${nodeId}`);
+
+export type ProbeResult = { ok: true } | { ok: false; error: string };
+
+/**
+ * The write probe behind COMMITS: a KV put that the node answers only once it is committed by a
+ * quorum and applied on that node. The key expires by itself.
+ */
+export async function probeWrite(base: string, via: string, timeoutMs: number = TIMEOUTS.probeMs, now = new Date()): Promise<ProbeResult> {
+  try {
+    const a = await call(`${base}/api/v1/kv/queen-operator/probe`, 'PUT', timeoutMs, { value: now.toISOString(), ttlSeconds: 600 });
+    if (a.status === 200 && (a.json as { applied?: unknown } | undefined)?.applied === true) return { ok: true };
+    return { ok: false, error: `the write probe through ${via} answered ${a.status}: ${clip(a.body)}` };
+  } catch (err) {
+    return { ok: false, error: `the write probe through ${via} got ${describeError(err, timeoutMs)}` };
+  }
+}

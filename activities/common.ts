@@ -1,0 +1,124 @@
+// What every activity shares: loading the cluster it works on, writing the running operation's
+// step into status, waiting on a gate inside one heartbeating activity, and the write probe.
+import { activityInfo, heartbeat, sleep } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
+import type { Logger } from 'pino';
+import { withDefaults } from '../crd/defaults.ts';
+import type { Phase, QueenCluster } from '../crd/schema.ts';
+import type { Observation } from '../workflows/plan/observation.ts';
+import { probeWrite, type ProbeResult } from './broker.ts';
+import { getCluster, patchClusterStatus, recordEvent, type Kube } from './kube.ts';
+import { brokerBase, observe } from './observe.ts';
+import type { Settings } from './settings.ts';
+
+export interface ActivityDeps {
+  kube: Kube;
+  settings: Settings;
+  log: Logger;
+}
+
+/** The QueenCluster an operation works on; the uid tells a re-created object of the same name apart. */
+export interface ClusterRef {
+  namespace: string;
+  name: string;
+  uid: string;
+}
+
+export const clusterKey = (ref: Pick<ClusterRef, 'namespace' | 'name'>) => `${ref.namespace}/${ref.name}`;
+
+/** The QueenCluster as it is now; a deleted or re-created one ends the operation. */
+export async function loadCluster(deps: ActivityDeps, ref: ClusterRef): Promise<QueenCluster> {
+  const qc = await getCluster(deps.kube, ref.namespace, ref.name);
+  if (!qc || qc.metadata.uid !== ref.uid || qc.metadata.deletionTimestamp) {
+    throw ApplicationFailure.nonRetryable(`the QueenCluster ${clusterKey(ref)} is gone`, 'ClusterGone');
+  }
+  return qc;
+}
+
+export function opLogger(deps: ActivityDeps, ref: ClusterRef): Logger {
+  let workflowId: string | undefined;
+  try {
+    workflowId = activityInfo().workflowExecution?.workflowId;
+  } catch {
+    workflowId = undefined;
+  }
+  return deps.log.child({ namespace: ref.namespace, name: ref.name, ...(workflowId ? { workflowId } : {}) });
+}
+
+export interface StepStatus {
+  phase: Phase;
+  message: string;
+  /** The named gate that holds the step back, if any. */
+  gate?: string | null;
+}
+
+/** Mirrors the running step into status: phase, message, and operation.step / operation.gate. */
+export async function writeStep(deps: ActivityDeps, ref: ClusterRef, step: StepStatus) {
+  await patchClusterStatus(deps.kube, ref.namespace, ref.name, {
+    phase: step.phase,
+    message: step.message,
+    operation: { step: step.message, gate: step.gate ?? null },
+  });
+}
+
+/** Records a completed step as an Event on the QueenCluster. */
+export async function stepEvent(deps: ActivityDeps, qc: QueenCluster, reason: string, message: string, type: 'Normal' | 'Warning' = 'Normal') {
+  try {
+    await recordEvent(deps.kube, qc, reason, message, type);
+  } catch (err) {
+    deps.log.warn({ namespace: qc.metadata.namespace, name: qc.metadata.name, err: String(err) }, 'could not record an Event');
+  }
+}
+
+export type Hold = StepStatus;
+export type Check<T> = () => Promise<{ done: T } | { hold: Hold }>;
+
+/**
+ * Waits inside one activity until `check` is done: it looks again every pollMs, heartbeats each
+ * time (so a cancel reaches it, and a crashed worker is noticed), and writes the reason it waits
+ * into status whenever the reason changes.
+ */
+export async function holdUntil<T>(deps: ActivityDeps, ref: ClusterRef, check: Check<T>): Promise<T> {
+  let shown = '';
+  const log = opLogger(deps, ref);
+  for (;;) {
+    const r = await check();
+    if ('done' in r) return r.done;
+    const key = `${r.hold.phase}|${r.hold.message}|${r.hold.gate ?? ''}`;
+    if (key !== shown) {
+      await writeStep(deps, ref, r.hold);
+      log.info({ phase: r.hold.phase, gate: r.hold.gate }, r.hold.message);
+      shown = key;
+    }
+    heartbeat({ gate: r.hold.gate ?? null, message: r.hold.message });
+    await sleep(deps.settings.pollMs);
+  }
+}
+
+export async function observeCluster(deps: ActivityDeps, qc: QueenCluster): Promise<Observation> {
+  return observe(deps.kube, deps.settings.brokerAccess, qc);
+}
+
+/**
+ * A write through a pod that stays: each running pod that answered /health, other than the one
+ * about to stop, voters' Ready pods first; the first that commits proves the cluster commits.
+ * With one pod only, it goes through that pod.
+ */
+export async function probeThrough(deps: ActivityDeps, qc: QueenCluster, obs: Observation, except: number | null, attempts = 2): Promise<ProbeResult & { via?: number }> {
+  const spec = withDefaults(qc.spec);
+  const voters = new Set(obs.membership?.voters ?? []);
+  let candidates = obs.pods.filter((p) => p.running && !p.terminating && obs.health[p.ordinal] && p.ordinal !== except);
+  if (candidates.length === 0 && except !== null && obs.pods.length === 1) {
+    candidates = obs.pods.filter((p) => p.running && !p.terminating && obs.health[p.ordinal]);
+  }
+  candidates.sort((a, b) => Number(voters.has(b.ordinal + 1)) - Number(voters.has(a.ordinal + 1)) || Number(b.ready) - Number(a.ready) || a.ordinal - b.ordinal);
+  if (candidates.length === 0) return { ok: false, error: except === null ? 'no pod answers' : `no pod other than pod ${except} answers` };
+  let last: ProbeResult = { ok: false, error: 'no pod answers' };
+  for (const pod of candidates.slice(0, attempts)) {
+    const base = brokerBase(deps.settings.brokerAccess, qc, spec, pod);
+    if (!base) continue;
+    last = await probeWrite(base, `pod ${pod.ordinal}`);
+    if (last.ok) return { ok: true, via: pod.ordinal };
+  }
+  return last;
+}

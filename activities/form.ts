@@ -1,0 +1,163 @@
+// The steps of FormCluster: the objects, a leader, the voters, a committed write.
+import type { KubernetesObject, V1Pod } from '@kubernetes/client-node';
+import { withDefaults } from '../crd/defaults.ts';
+import type { QueenCluster } from '../crd/schema.ts';
+import { assess } from '../workflows/plan/assess.ts';
+import { stallMemoryFromStatus } from '../workflows/plan/stalls.ts';
+import {
+  holdUntil,
+  loadCluster,
+  observeCluster,
+  opLogger,
+  probeThrough,
+  stepEvent,
+  type ActivityDeps,
+  type ClusterRef,
+} from './common.ts';
+import { applyObject, listPods, patchClusterStatus, readObject } from './kube.ts';
+import { disruptionBudget, names, parseOrdinal, services, statefulSet } from './resources.ts';
+import { observedStatus } from './status.ts';
+
+const KIND_WORDS: Record<string, string> = {
+  StatefulSet: 'StatefulSet',
+  Service: 'Service',
+  PodDisruptionBudget: 'PodDisruptionBudget',
+};
+
+/** An object of ours must carry a controller reference to this QueenCluster; anything else is someone else's. */
+function foreign(obj: KubernetesObject | null, qc: QueenCluster): boolean {
+  if (!obj) return false;
+  return !obj.metadata?.ownerReferences?.some((o) => o.controller && o.uid === qc.metadata.uid);
+}
+
+export interface AppliedObjects {
+  created: boolean;
+  pods: number;
+}
+
+/** How many pods a new StatefulSet gets: the voters, or more if pods of this cluster already run above them. */
+function podsAtCreation(qc: QueenCluster, pods: V1Pod[]): number {
+  const spec = withDefaults(qc.spec);
+  const highest = Math.max(-1, ...pods.map((p) => parseOrdinal(qc.metadata.name, p.metadata?.name ?? '')));
+  return Math.max(spec.replicas, highest + 1);
+}
+
+export function formActivities(deps: ActivityDeps) {
+  return {
+    /**
+     * The Services, the disruption budget and the StatefulSet, with server-side apply. An object
+     * of the same name that this operator did not create is not taken over: Blocked, with its name.
+     */
+    async applyClusterObjects(ref: ClusterRef): Promise<AppliedObjects> {
+      return holdUntil<AppliedObjects>(deps, ref, async () => {
+        const qc = await loadCluster(deps, ref);
+        const spec = withDefaults(qc.spec);
+        const wanted: KubernetesObject[] = [...services(qc), disruptionBudget(qc)];
+        const existingSts = await readObject<KubernetesObject & { spec?: { replicas?: number; volumeClaimTemplates?: { spec?: { resources?: { requests?: { storage?: string } } } }[] } }>(
+          deps.kube,
+          'apps/v1',
+          'StatefulSet',
+          ref.namespace,
+          names.statefulSet(ref.name),
+        );
+        for (const obj of [...wanted, { apiVersion: 'apps/v1', kind: 'StatefulSet', metadata: { name: names.statefulSet(ref.name) } }]) {
+          const live = obj.kind === 'StatefulSet' ? existingSts : await readObject(deps.kube, obj.apiVersion!, obj.kind!, ref.namespace, obj.metadata!.name!);
+          if (foreign(live, qc)) {
+            return {
+              hold: {
+                phase: 'Blocked',
+                gate: 'objects-ours',
+                message: `a ${KIND_WORDS[obj.kind!] ?? obj.kind} named ${obj.metadata!.name} already exists in namespace ${ref.namespace} and this operator did not create it: remove it, or give the QueenCluster another name`,
+              },
+            };
+          }
+        }
+        if (existingSts?.metadata?.deletionTimestamp) {
+          return { hold: { phase: 'Forming', gate: 'statefulset-deleted', message: `waiting for the old StatefulSet ${ref.name} to be deleted` } };
+        }
+        for (const obj of wanted) await applyObject(deps.kube, obj);
+        const pods = existingSts ? (existingSts.spec?.replicas ?? spec.replicas) : podsAtCreation(qc, await listPods(deps.kube, ref.namespace, ref.name));
+        const claimSize = existingSts?.spec?.volumeClaimTemplates?.[0]?.spec?.resources?.requests?.storage ?? spec.storage.size;
+        await applyObject(deps.kube, statefulSet(qc, { pods, claimSize }));
+        await stepEvent(
+          deps,
+          qc,
+          'ApplyObjects',
+          existingSts
+            ? `applied the Services, the disruption budget and the StatefulSet ${ref.name} (${pods} pods)`
+            : `created the Services, the disruption budget and the StatefulSet ${ref.name} with ${pods} pods`,
+        );
+        return { done: { created: !existingSts, pods } };
+      });
+    },
+
+    /** Waits for the pods to start and elect a leader; a Secret that is missing shows as Blocked meanwhile. */
+    async awaitLeader(ref: ClusterRef): Promise<{ leader: number; term: number }> {
+      return holdUntil<{ leader: number; term: number }>(deps, ref, async () => {
+        const qc = await loadCluster(deps, ref);
+        const obs = await observeCluster(deps, qc);
+        if (obs.membership?.leader != null) {
+          await stepEvent(deps, qc, 'LeaderElected', `node ${obs.membership.leader} leads (term ${obs.membership.term})`);
+          return { done: { leader: obs.membership.leader, term: obs.membership.term } };
+        }
+        const a = assess({
+          obs,
+          memory: {},
+          formed: false,
+          probe: null,
+          stallAfterMs: deps.settings.stallAfterMs,
+          secretName: qc.spec.secretName,
+        });
+        if (a.phase === 'Blocked') return { hold: { phase: 'Blocked', message: a.message, gate: a.reason ?? null } };
+        const waiting = obs.pods.find((p) => p.unschedulable || p.waitingReason === 'CrashLoopBackOff');
+        const detail = waiting?.unschedulable
+          ? `: pod ${waiting.ordinal} cannot be scheduled: ${waiting.unschedulable}`
+          : waiting
+            ? `: pod ${waiting.ordinal} is crash-looping (exit code ${waiting.lastExitCode ?? 'unknown'})`
+            : '';
+        return { hold: { phase: 'Forming', message: `waiting for the pods to start and elect a leader${detail}`, gate: 'leader-known' } };
+      });
+    },
+
+    /** Waits until every voter of the membership is live and its pod Ready; records them in status. */
+    async awaitVoters(ref: ClusterRef): Promise<number[]> {
+      return holdUntil<number[]>(deps, ref, async () => {
+        const qc = await loadCluster(deps, ref);
+        const obs = await observeCluster(deps, qc);
+        const m = obs.membership;
+        if (!m) return { hold: { phase: 'Forming', message: 'waiting for the pods to start and elect a leader', gate: 'leader-known' } };
+        if (m.changeInFlight || m.joint) return { hold: { phase: 'Forming', message: 'a membership change is in flight', gate: 'no-change-in-flight' } };
+        for (const id of m.voters) {
+          const member = m.members.find((x) => x.nodeId === id);
+          if (!member?.live) return { hold: { phase: 'Forming', message: `waiting for the voters: the leader has not heard from node ${id}`, gate: 'voter-live' } };
+          const pod = obs.pods.find((p) => p.ordinal === id - 1);
+          if (!pod?.ready) return { hold: { phase: 'Forming', message: `waiting for the voters: pod ${id - 1} is not Ready`, gate: 'pod-ready' } };
+        }
+        await patchClusterStatus(deps.kube, ref.namespace, ref.name, observedStatus(obs, stallMemoryFromStatus(undefined, obs.at)));
+        await stepEvent(deps, qc, 'VotersLive', `voters [${m.voters.join(',')}] are live and Ready, node ${m.leader} leads`);
+        return { done: m.voters };
+      });
+    },
+
+    /** Waits until a write commits through one of the pods; COMMITS turns true. */
+    async confirmWrite(ref: ClusterRef): Promise<number> {
+      const log = opLogger(deps, ref);
+      return holdUntil<number>(deps, ref, async () => {
+        const qc = await loadCluster(deps, ref);
+        const obs = await observeCluster(deps, qc);
+        const probe = await probeThrough(deps, qc, obs, null);
+        await patchClusterStatus(deps.kube, ref.namespace, ref.name, {
+          commits: probe.ok,
+          lastProbeTime: new Date().toISOString(),
+          lastProbeError: probe.ok ? null : probe.error,
+        });
+        if (probe.ok && probe.via !== undefined) {
+          await stepEvent(deps, qc, 'WriteCommitted', `a write committed through pod ${probe.via}`);
+          return { done: probe.via };
+        }
+        log.info({ error: probe.ok ? null : probe.error }, 'the write probe failed');
+        return { hold: { phase: 'Forming', message: `waiting for a write to commit: ${probe.ok ? '' : probe.error}`, gate: 'write-commits' } };
+      });
+    },
+  };
+}

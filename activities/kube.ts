@@ -1,0 +1,213 @@
+// Kubernetes reads and writes: the QueenCluster and its status, server-side apply of the objects
+// it owns, deletes with UID preconditions, and Events.
+import { randomBytes } from 'node:crypto';
+import {
+  ApiException,
+  AppsV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  KubeConfig,
+  KubernetesObjectApi,
+  PatchStrategy,
+  setHeaderOptions,
+  type KubernetesObject,
+  type V1PersistentVolumeClaim,
+  type V1Pod,
+  type V1StatefulSet,
+} from '@kubernetes/client-node';
+import { GROUP, PLURAL, VERSION, type QueenCluster, type QueenClusterStatus } from '../crd/schema.ts';
+import { FIELD_MANAGER, selectorLabels } from './resources.ts';
+
+export interface Kube {
+  kc: KubeConfig;
+  core: CoreV1Api;
+  apps: AppsV1Api;
+  custom: CustomObjectsApi;
+  objects: KubernetesObjectApi;
+}
+
+export function makeKube(kc: KubeConfig): Kube {
+  return {
+    kc,
+    core: kc.makeApiClient(CoreV1Api),
+    apps: kc.makeApiClient(AppsV1Api),
+    custom: kc.makeApiClient(CustomObjectsApi),
+    objects: KubernetesObjectApi.makeApiClient(kc),
+  };
+}
+
+/** Loads a kubeconfig: an explicit file, else KUBECONFIG / ~/.kube/config / the in-cluster account. */
+export function loadKubeConfig(file?: string): KubeConfig {
+  const kc = new KubeConfig();
+  if (file) kc.loadFromFile(file);
+  else kc.loadFromDefault();
+  return kc;
+}
+
+export const statusCode = (err: unknown): number | null =>
+  err instanceof ApiException ? err.code : typeof (err as { code?: unknown })?.code === 'number' ? (err as { code: number }).code : null;
+
+export const isNotFound = (err: unknown) => statusCode(err) === 404;
+export const isConflict = (err: unknown) => statusCode(err) === 409;
+
+/** The message of a Kubernetes API error (the Status object's message when there is one). */
+export function apiErrorMessage(err: unknown): string {
+  if (err instanceof ApiException) {
+    const body = err.body as unknown;
+    if (typeof body === 'string') {
+      try {
+        const parsed = JSON.parse(body) as { message?: string };
+        if (parsed.message) return parsed.message;
+      } catch {
+        return body;
+      }
+    }
+    if (body && typeof body === 'object' && typeof (body as { message?: unknown }).message === 'string') {
+      return (body as { message: string }).message;
+    }
+  }
+  return err instanceof Error ? err.message : String(err);
+}
+
+/** A timestamp the client may hand back as a Date or a string, in ms (null when absent). */
+export function toMs(t: Date | string | undefined | null): number | null {
+  if (!t) return null;
+  const ms = t instanceof Date ? t.getTime() : Date.parse(t);
+  return Number.isFinite(ms) ? ms : null;
+}
+
+export async function getCluster(kube: Kube, namespace: string, name: string): Promise<QueenCluster | null> {
+  try {
+    return (await kube.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: PLURAL, name })) as QueenCluster;
+  } catch (err) {
+    if (isNotFound(err)) return null;
+    throw err;
+  }
+}
+
+const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+
+/**
+ * A merge patch of the status: fields left out stay as they are, null removes a field. With a
+ * resourceVersion it is a compare-and-set: a 409 if the object changed since it was read.
+ */
+export async function patchClusterStatus(
+  kube: Kube,
+  namespace: string,
+  name: string,
+  status: Partial<Record<keyof QueenClusterStatus, unknown>>,
+  resourceVersion?: string,
+) {
+  const body = resourceVersion ? { metadata: { resourceVersion }, status } : { status };
+  await kube.custom.patchNamespacedCustomObjectStatus({ group: GROUP, version: VERSION, namespace, plural: PLURAL, name, body }, mergePatch);
+}
+
+/** Sets (string) or removes (null) annotations of the QueenCluster. */
+export async function patchClusterAnnotations(kube: Kube, namespace: string, name: string, annotations: Record<string, string | null>) {
+  await kube.custom.patchNamespacedCustomObject(
+    { group: GROUP, version: VERSION, namespace, plural: PLURAL, name, body: { metadata: { annotations } } },
+    mergePatch,
+  );
+}
+
+/** Server-side apply under the operator's field manager. */
+export async function applyObject<T extends KubernetesObject>(kube: Kube, obj: T): Promise<T> {
+  return kube.objects.patch(obj, undefined, undefined, FIELD_MANAGER, true, PatchStrategy.ServerSideApply);
+}
+
+/** Reads an object by kind and name; null when it does not exist. */
+export async function readObject<T extends KubernetesObject>(kube: Kube, apiVersion: string, kind: string, namespace: string, name: string): Promise<T | null> {
+  try {
+    return (await kube.objects.read({ apiVersion, kind, metadata: { name, namespace } })) as T;
+  } catch (err) {
+    if (isNotFound(err)) return null;
+    throw err;
+  }
+}
+
+export async function listPods(kube: Kube, namespace: string, clusterName: string): Promise<V1Pod[]> {
+  const list = await kube.core.listNamespacedPod({ namespace, labelSelector: labelSelector(clusterName) });
+  return list.items;
+}
+
+export async function listServices(kube: Kube, namespace: string, clusterName: string) {
+  const list = await kube.core.listNamespacedService({ namespace, labelSelector: labelSelector(clusterName) });
+  return list.items;
+}
+
+export async function listClaims(kube: Kube, namespace: string): Promise<V1PersistentVolumeClaim[]> {
+  const list = await kube.core.listNamespacedPersistentVolumeClaim({ namespace });
+  return list.items;
+}
+
+export async function getStatefulSet(kube: Kube, namespace: string, name: string): Promise<V1StatefulSet | null> {
+  try {
+    return await kube.apps.readNamespacedStatefulSet({ namespace, name });
+  } catch (err) {
+    if (isNotFound(err)) return null;
+    throw err;
+  }
+}
+
+export async function getPod(kube: Kube, namespace: string, name: string): Promise<V1Pod | null> {
+  try {
+    return await kube.core.readNamespacedPod({ namespace, name });
+  } catch (err) {
+    if (isNotFound(err)) return null;
+    throw err;
+  }
+}
+
+/**
+ * Deletes a pod only if it is still the one that was observed (UID precondition). Returns false
+ * when that pod is already gone or replaced, so a retried step never stops its successor.
+ */
+export async function deletePodByUid(kube: Kube, namespace: string, name: string, uid: string): Promise<boolean> {
+  try {
+    await kube.core.deleteNamespacedPod({ namespace, name, body: { preconditions: { uid } } });
+    return true;
+  } catch (err) {
+    if (isNotFound(err) || isConflict(err)) return false;
+    throw err;
+  }
+}
+
+export function labelSelector(clusterName: string): string {
+  return Object.entries(selectorLabels(clusterName))
+    .map(([k, v]) => `${k}=${v}`)
+    .join(',');
+}
+
+/** An Event on the QueenCluster, so `kubectl describe queencluster` lists the steps. */
+export async function recordEvent(
+  kube: Kube,
+  qc: Pick<QueenCluster, 'metadata' | 'apiVersion' | 'kind'>,
+  reason: string,
+  message: string,
+  type: 'Normal' | 'Warning' = 'Normal',
+) {
+  const now = new Date();
+  await kube.core.createNamespacedEvent({
+    namespace: qc.metadata.namespace,
+    body: {
+      metadata: { name: `${qc.metadata.name}.${now.getTime().toString(16)}${randomBytes(3).toString('hex')}`, namespace: qc.metadata.namespace },
+      involvedObject: {
+        apiVersion: qc.apiVersion,
+        kind: qc.kind,
+        name: qc.metadata.name,
+        namespace: qc.metadata.namespace,
+        uid: qc.metadata.uid,
+      },
+      reason,
+      message,
+      type,
+      source: { component: 'queen-operator' },
+      reportingComponent: 'queen-operator',
+      reportingInstance: process.env.HOSTNAME ?? 'queen-operator',
+      firstTimestamp: now,
+      lastTimestamp: now,
+      eventTime: undefined,
+      count: 1,
+    },
+  });
+}

@@ -1,0 +1,145 @@
+// Taking an Observation of a cluster: its pods, claims and StatefulSet from the API server, then
+// /health of every running pod and the membership view of the pods that answered, concurrently.
+import type { V1PersistentVolumeClaim, V1Pod, V1StatefulSet } from '@kubernetes/client-node';
+import { withDefaults } from '../crd/defaults.ts';
+import { ANNOTATIONS, type QueenCluster, type StoredSpec } from '../crd/schema.ts';
+import { parseQuantity } from '../workflows/plan/format.ts';
+import type {
+  ClaimObservation,
+  HealthObservation,
+  MembershipObservation,
+  Observation,
+  PodObservation,
+  StatefulSetObservation,
+} from '../workflows/plan/observation.ts';
+import { freshestView, readHealth, readMembership } from './broker.ts';
+import { getStatefulSet, listClaims, listPods, listServices, toMs, type Kube } from './kube.ts';
+import { CONTAINER, names, parseOrdinal, podHost, wantedTemplateHash } from './resources.ts';
+
+/** How the operator reaches a pod's broker port. */
+export type BrokerAccessMode = 'dns' | 'pod-ip';
+
+export function brokerBase(mode: BrokerAccessMode, qc: QueenCluster, spec: StoredSpec, pod: PodObservation): string | null {
+  if (mode === 'pod-ip') return pod.ip ? `http://${pod.ip.includes(':') ? `[${pod.ip}]` : pod.ip}:${spec.port}` : null;
+  return `http://${podHost(qc, spec, pod.ordinal)}:${spec.port}`;
+}
+
+export function podObservation(clusterName: string, pod: V1Pod): PodObservation | null {
+  const name = pod.metadata?.name ?? '';
+  const ordinal = parseOrdinal(clusterName, name);
+  if (ordinal < 0) return null;
+  const cs = pod.status?.containerStatuses?.find((c) => c.name === CONTAINER);
+  const ready = pod.status?.conditions?.find((c) => c.type === 'Ready');
+  const scheduled = pod.status?.conditions?.find((c) => c.type === 'PodScheduled');
+  const last = cs?.lastState?.terminated ?? cs?.state?.terminated;
+  return {
+    ordinal,
+    name,
+    uid: pod.metadata?.uid ?? '',
+    terminating: !!pod.metadata?.deletionTimestamp,
+    phase: pod.status?.phase ?? 'Pending',
+    running: pod.status?.phase === 'Running' && !!cs?.state?.running,
+    ready: ready?.status === 'True',
+    readySince: ready?.status === 'True' ? toMs(ready.lastTransitionTime as Date | string | undefined) : null,
+    hash: pod.metadata?.annotations?.[ANNOTATIONS.configHash] ?? null,
+    image: cs?.image ?? pod.spec?.containers.find((c) => c.name === CONTAINER)?.image ?? null,
+    ip: pod.status?.podIP ?? null,
+    restarts: cs?.restartCount ?? 0,
+    lastExitCode: last?.exitCode ?? null,
+    lastExitAt: toMs(last?.finishedAt as Date | string | undefined),
+    waitingReason: cs?.state?.waiting?.reason ?? null,
+    waitingMessage: cs?.state?.waiting?.message ?? null,
+    unschedulable: scheduled?.status === 'False' && scheduled.reason === 'Unschedulable' ? (scheduled.message ?? 'unschedulable') : null,
+  };
+}
+
+export function claimObservation(clusterName: string, claim: V1PersistentVolumeClaim): ClaimObservation | null {
+  const name = claim.metadata?.name ?? '';
+  const ordinal = parseOrdinal(clusterName, name, 'data-');
+  if (ordinal < 0) return null;
+  const request = claim.spec?.resources?.requests?.storage ?? '';
+  const capacity = claim.status?.capacity?.storage;
+  return {
+    ordinal,
+    name,
+    uid: claim.metadata?.uid ?? '',
+    terminating: !!claim.metadata?.deletionTimestamp,
+    request: String(request),
+    requestBytes: parseQuantity(String(request)) || 0,
+    capacityBytes: capacity ? parseQuantity(String(capacity)) || 0 : 0,
+    resizePending: !!claim.status?.conditions?.some((c) => c.type === 'FileSystemResizePending' && c.status === 'True'),
+  };
+}
+
+export function statefulSetObservation(qc: QueenCluster, sts: V1StatefulSet | null): StatefulSetObservation | null {
+  if (!sts) return null;
+  return {
+    uid: sts.metadata?.uid ?? '',
+    replicas: sts.spec?.replicas ?? 0,
+    terminating: !!sts.metadata?.deletionTimestamp,
+    templateHash: sts.spec?.template.metadata?.annotations?.[ANNOTATIONS.configHash] ?? null,
+    specHash: sts.metadata?.annotations?.[ANNOTATIONS.specHash] ?? null,
+    claimTemplateSize: (sts.spec?.volumeClaimTemplates?.[0]?.spec?.resources?.requests?.storage as string | undefined) ?? null,
+    ours: !!sts.metadata?.ownerReferences?.some((o) => o.controller && o.uid === qc.metadata.uid),
+  };
+}
+
+export async function observe(kube: Kube, mode: BrokerAccessMode, qc: QueenCluster, now: () => number = Date.now): Promise<Observation> {
+  const spec = withDefaults(qc.spec);
+  const { namespace, name } = qc.metadata;
+  const [sts, pods, claims, services] = await Promise.all([
+    getStatefulSet(kube, namespace, names.statefulSet(name)),
+    listPods(kube, namespace, name),
+    listClaims(kube, namespace),
+    listServices(kube, namespace, name),
+  ]);
+  const serviceNames = new Set(services.filter((s) => !s.metadata?.deletionTimestamp).map((s) => s.metadata?.name));
+  const podObs = pods
+    .map((p) => podObservation(name, p))
+    .filter((p): p is PodObservation => p !== null)
+    .sort((a, b) => a.ordinal - b.ordinal);
+  const claimObs = claims
+    .map((c) => claimObservation(name, c))
+    .filter((c): c is ClaimObservation => c !== null)
+    .sort((a, b) => a.ordinal - b.ordinal);
+
+  const health: Record<number, HealthObservation> = {};
+  const answering = podObs.filter((p) => p.running && !p.terminating);
+  await Promise.all(
+    answering.map(async (p) => {
+      const base = brokerBase(mode, qc, spec, p);
+      const h = base ? await readHealth(base) : null;
+      if (h) health[p.ordinal] = h;
+    }),
+  );
+  const views = await Promise.all(
+    answering
+      .filter((p) => health[p.ordinal])
+      .map(async (p) => {
+        const base = brokerBase(mode, qc, spec, p);
+        const view = base ? await readMembership(base) : null;
+        return view ? { view, via: p.ordinal } : null;
+      }),
+  );
+  // Only a leader's own view (a follower relays it verbatim) says who is live and caught up now; a
+  // follower's aged view of a leader it cannot reach is no ground for a decision.
+  const withLeader = views.filter(
+    (v): v is { view: MembershipObservation; via: number } => v !== null && v.view.leader !== null && v.view.source === 'leader',
+  );
+  const best = freshestView(withLeader);
+  return {
+    at: now(),
+    namespace,
+    name,
+    voters: spec.replicas,
+    minReadySeconds: spec.minReadySeconds,
+    wantedHash: wantedTemplateHash(qc),
+    statefulSet: statefulSetObservation(qc, sts),
+    servicesPresent: serviceNames.has(names.clientService(name)) && serviceNames.has(names.headlessService(name)),
+    pods: podObs,
+    claims: claimObs,
+    health,
+    membership: best?.view ?? null,
+    membershipVia: best?.via ?? null,
+  };
+}

@@ -1,0 +1,136 @@
+// The per-cluster observer: health and membership mirrored into status, the write probe behind
+// COMMITS once a probe interval (also when no pod has a leader view), Degraded and Blocked with
+// their reason when no operation runs. One activity runs for a while, heartbeating its state, so
+// the workflow's history stays small; its state (stall memory, last probe) survives a crash in its
+// heartbeat and a restart of the operator in status.
+import { activityInfo, heartbeat, sleep } from '@temporalio/activity';
+import { ANNOTATIONS, type Condition, type Phase, type QueenCluster, type QueenClusterStatus } from '../crd/schema.ts';
+import { assess, type Assessment } from '../workflows/plan/assess.ts';
+import { decide, unsupportedMessage } from '../workflows/plan/decide.ts';
+import { stallMemoryFromStatus, trackStalls, type StallMemory } from '../workflows/plan/stalls.ts';
+import { observeCluster, opLogger, probeThrough, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
+import { getCluster, isConflict, patchClusterStatus } from './kube.ts';
+import { canonicalJson } from './resources.ts';
+import { observedStatus } from './status.ts';
+import { clusterView } from './view.ts';
+
+export interface ObserverState {
+  memory: StallMemory | null;
+  lastProbe: { at: number; ok: boolean; error?: string } | null;
+  lastPhase: Phase | null;
+}
+
+export interface ObserverRun {
+  gone: boolean;
+  state: ObserverState;
+}
+
+export const READY_MESSAGE = 'every voter is in place and the cluster commits';
+
+/** The Ready condition for a phase and message; its transition time moves only when it flips. */
+export function readyCondition(prev: Condition[] | undefined, phase: Phase, message: string, generation: number | undefined, now: Date): Condition[] {
+  const ready = phase === 'Ready';
+  const old = prev?.find((c) => c.type === 'Ready');
+  const status = ready ? 'True' : 'False';
+  return [
+    {
+      type: 'Ready',
+      status,
+      reason: phase,
+      message: ready ? READY_MESSAGE : message,
+      observedGeneration: generation,
+      lastTransitionTime: old && old.status === status ? old.lastTransitionTime : now.toISOString(),
+    },
+  ];
+}
+
+export function observerActivities(deps: ActivityDeps) {
+  return {
+    /**
+     * Observes one cluster for `observeRunMs`, then returns its state so the workflow can run it
+     * again (or continue as new). Returns `gone` once the QueenCluster is deleted or re-created.
+     */
+    async observeClusterStatus(ref: ClusterRef, initial: ObserverState | null): Promise<ObserverRun> {
+      const log = opLogger(deps, ref);
+      const resumed = activityInfo().heartbeatDetails as ObserverState | undefined;
+      let state: ObserverState = resumed ?? initial ?? { memory: null, lastProbe: null, lastPhase: null };
+      let lastWritten = '';
+      const until = Date.now() + deps.settings.observeRunMs;
+      while (Date.now() < until) {
+        const qc = await getCluster(deps.kube, ref.namespace, ref.name);
+        if (!qc || qc.metadata.uid !== ref.uid) return { gone: true, state };
+        if (!qc.metadata.deletionTimestamp) {
+          try {
+            const r = await observeOnce(deps, qc, state, lastWritten);
+            state = r.state;
+            lastWritten = r.written;
+          } catch (err) {
+            log.warn({ err: String(err) }, 'observation failed; trying again');
+          }
+        }
+        heartbeat(state);
+        await sleep(deps.settings.observeIntervalMs);
+      }
+      return { gone: false, state };
+    },
+  };
+}
+
+async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: ObserverState, lastWritten: string): Promise<{ state: ObserverState; written: string }> {
+  const ref = { namespace: qc.metadata.namespace, name: qc.metadata.name };
+  const obs = await observeCluster(deps, qc);
+  const memory = trackStalls(state.memory ?? stallMemoryFromStatus(qc.status?.members, obs.at), obs.membership, obs.at);
+  const prevProbeAt = state.lastProbe?.at ?? (qc.status?.lastProbeTime ? Date.parse(qc.status.lastProbeTime) : 0);
+  let lastProbe = state.lastProbe;
+  const status: Partial<QueenClusterStatus> = { ...observedStatus(obs, memory), observedGeneration: qc.metadata.generation };
+  if (!lastProbe || obs.at - prevProbeAt >= deps.settings.probeIntervalMs) {
+    const probe = await probeThrough(deps, qc, obs, null);
+    lastProbe = { at: Date.now(), ok: probe.ok, ...(probe.ok ? {} : { error: probe.error }) };
+    status.commits = probe.ok;
+    status.lastProbeTime = new Date(lastProbe.at).toISOString();
+    status.lastProbeError = probe.ok ? null : probe.error;
+  }
+
+  const running = qc.status?.operation ?? null;
+  let assessment: Assessment | null = null;
+  if (!running) {
+    const decision = decide(clusterView(qc, obs), null, obs.at);
+    const blockedBy =
+      decision.action === 'stopped' ? decision.message : decision.action === 'unsupported' ? unsupportedMessage(decision.need) : null;
+    assessment = assess({
+      obs,
+      memory,
+      formed: (qc.status?.voters?.length ?? 0) > 0,
+      probe: lastProbe,
+      stallAfterMs: deps.settings.stallAfterMs,
+      secretName: qc.spec.secretName,
+      stoppedOperation: blockedBy,
+    });
+    if (qc.metadata.annotations?.[ANNOTATIONS.pause] && assessment.phase === 'Ready' && decision.action === 'none' && decision.why.startsWith('paused')) {
+      assessment = { phase: 'Ready', message: `paused by the ${ANNOTATIONS.pause} annotation: no operation starts` };
+    }
+    status.phase = assessment.phase;
+    status.message = assessment.message;
+  }
+  const phase = (status.phase ?? qc.status?.phase ?? 'Forming') as Phase;
+  const message = status.message ?? qc.status?.message ?? '';
+  status.conditions = readyCondition(qc.status?.conditions, phase, message, qc.metadata.generation, new Date());
+
+  const comparable = canonicalJson({ ...status, lastProbeTime: undefined, conditions: status.conditions.map((c) => ({ ...c, lastTransitionTime: undefined })) });
+  if (comparable !== lastWritten || status.lastProbeTime) {
+    try {
+      // The resourceVersion makes this a compare-and-set: an operation that began since the read
+      // keeps its phase and message.
+      await patchClusterStatus(deps.kube, ref.namespace, ref.name, status, running ? undefined : qc.metadata.resourceVersion);
+    } catch (err) {
+      if (!isConflict(err)) throw err;
+      return { state: { memory, lastProbe, lastPhase: state.lastPhase }, written: '' };
+    }
+    lastWritten = comparable;
+  }
+  if (assessment && assessment.phase !== state.lastPhase && state.lastPhase !== null) {
+    if (assessment.phase === 'Degraded' || assessment.phase === 'Blocked') await stepEvent(deps, qc, assessment.phase, assessment.message, 'Warning');
+    else if (assessment.phase === 'Ready') await stepEvent(deps, qc, 'Ready', READY_MESSAGE);
+  }
+  return { state: { memory, lastProbe, lastPhase: assessment?.phase ?? state.lastPhase }, written: lastWritten };
+}

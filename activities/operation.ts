@@ -1,0 +1,102 @@
+// The beginning and the end of an operation in status: status.operation while it runs,
+// status.lastOperation once it ended, and a phase that is not sticky: Ready, Degraded or Blocked
+// as the cluster is when it ends.
+import { activityInfo } from '@temporalio/activity';
+import { ANNOTATIONS, type LastOperationStatus, type Phase } from '../crd/schema.ts';
+import { assess } from '../workflows/plan/assess.ts';
+import type { OperationType } from '../workflows/plan/decide.ts';
+import { stallMemoryFromStatus } from '../workflows/plan/stalls.ts';
+import { loadCluster, observeCluster, opLogger, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
+import { patchClusterAnnotations, patchClusterStatus } from './kube.ts';
+import { clusterView } from './view.ts';
+import { decide } from '../workflows/plan/decide.ts';
+
+export interface OperationStart {
+  type: OperationType;
+  phase: Phase;
+  message: string;
+  target: string;
+  fingerprint: string;
+  retryToken: string;
+}
+
+export interface OperationEnd {
+  type: OperationType;
+  result: LastOperationStatus['result'];
+  message: string;
+  target: string;
+  fingerprint: string;
+  retryToken: string;
+  startedAt: string;
+}
+
+function execution() {
+  const info = activityInfo();
+  return { workflowId: info.workflowExecution?.workflowId ?? '', runId: info.workflowExecution?.runId ?? '' };
+}
+
+export function operationActivities(deps: ActivityDeps) {
+  return {
+    /** Writes status.operation and the operation's first phase and message. Returns when it started. */
+    async beginOperation(ref: ClusterRef, start: OperationStart): Promise<string> {
+      const qc = await loadCluster(deps, ref);
+      const startedAt = new Date().toISOString();
+      await patchClusterStatus(deps.kube, ref.namespace, ref.name, {
+        observedGeneration: qc.metadata.generation,
+        phase: start.phase,
+        message: start.message,
+        operation: { type: start.type, ...execution(), target: start.target, step: start.message, gate: null, startedAt },
+      });
+      opLogger(deps, ref).info({ type: start.type, target: start.target }, `${start.type} started`);
+      await stepEvent(deps, qc, `${start.type}Started`, `${start.type} started: ${start.target}`);
+      return startedAt;
+    },
+
+    /**
+     * Clears status.operation, writes status.lastOperation, and sets the phase from a fresh look
+     * at the cluster. A cancelled or failed operation whose request still stands shows Blocked
+     * with its message, so nobody mistakes a half-done upgrade for a finished one.
+     */
+    async endOperation(ref: ClusterRef, end: OperationEnd): Promise<void> {
+      const qc = await loadCluster(deps, ref);
+      const log = opLogger(deps, ref);
+      const lastOperation: LastOperationStatus = {
+        type: end.type,
+        ...execution(),
+        result: end.result,
+        message: end.message,
+        target: end.target,
+        fingerprint: end.fingerprint,
+        retryToken: end.retryToken,
+        startedAt: end.startedAt,
+        finishedAt: new Date().toISOString(),
+      };
+      let phase: Phase = 'Ready';
+      let message = '';
+      try {
+        const obs = await observeCluster(deps, qc);
+        const afterwards = { ...qc, status: { ...qc.status, lastOperation, operation: null } };
+        const decision = decide(clusterView(afterwards, obs), null, Date.now());
+        const a = assess({
+          obs,
+          memory: stallMemoryFromStatus(qc.status?.members, obs.at),
+          formed: (qc.status?.voters?.length ?? 0) > 0 || (end.type === 'FormCluster' && end.result === 'Succeeded'),
+          probe: null,
+          stallAfterMs: deps.settings.stallAfterMs,
+          secretName: qc.spec.secretName,
+          stoppedOperation: decision.action === 'stopped' ? decision.message : null,
+        });
+        phase = a.phase;
+        message = a.message;
+      } catch (err) {
+        log.warn({ err: String(err) }, 'could not look at the cluster after the operation; the observer will');
+      }
+      await patchClusterStatus(deps.kube, ref.namespace, ref.name, { operation: null, lastOperation, phase, message });
+      if (qc.metadata.annotations?.[ANNOTATIONS.cancel]) {
+        await patchClusterAnnotations(deps.kube, ref.namespace, ref.name, { [ANNOTATIONS.cancel]: null });
+      }
+      log.info({ type: end.type, result: end.result }, end.message);
+      await stepEvent(deps, qc, `${end.type}${end.result}`, end.message, end.result === 'Succeeded' || end.result === 'Yielded' ? 'Normal' : 'Warning');
+    },
+  };
+}

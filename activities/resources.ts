@@ -1,0 +1,352 @@
+// The Kubernetes objects of a QueenCluster, as pure functions of the cluster: the Services, the
+// disruption budget and the StatefulSet with its pod template. They are applied with server-side
+// apply; the template's hash tells which pods run an old template.
+import { createHash } from 'node:crypto';
+import type {
+  V1Container,
+  V1EnvVar,
+  V1PersistentVolumeClaim,
+  V1PodDisruptionBudget,
+  V1PodTemplateSpec,
+  V1Service,
+  V1StatefulSet,
+} from '@kubernetes/client-node';
+import { withDefaults } from '../crd/defaults.ts';
+import { ANNOTATIONS, API_VERSION, KIND, type QueenCluster, type StoredSpec } from '../crd/schema.ts';
+
+export const FIELD_MANAGER = 'queen-operator';
+export const CONTAINER = 'queen';
+export const DATA_DIR = '/var/lib/queen/raft';
+
+/** The names of a cluster's objects, all derived from the QueenCluster's name. */
+export const names = {
+  statefulSet: (name: string) => name,
+  clientService: (name: string) => name,
+  headlessService: (name: string) => `${name}-headless`,
+  proxyService: (name: string) => `${name}-proxy`,
+  disruptionBudget: (name: string) => name,
+  pod: (name: string, ordinal: number) => `${name}-${ordinal}`,
+  claim: (name: string, ordinal: number) => `data-${name}-${ordinal}`,
+};
+
+/** Node id of the pod with this ordinal: pod <name>-0 is node 1. */
+export const nodeIdOf = (ordinal: number) => ordinal + 1;
+export const ordinalOf = (nodeId: number) => nodeId - 1;
+
+/** The ordinal of a pod or claim name of this cluster, or -1. */
+export function parseOrdinal(clusterName: string, objectName: string, prefix = ''): number {
+  const head = `${prefix}${clusterName}-`;
+  if (!objectName.startsWith(head)) return -1;
+  const rest = objectName.slice(head.length);
+  return /^(0|[1-9][0-9]{0,5})$/.test(rest) ? Number(rest) : -1;
+}
+
+export function selectorLabels(name: string): Record<string, string> {
+  return { 'app.kubernetes.io/name': 'queen', 'app.kubernetes.io/instance': name };
+}
+
+export function objectLabels(name: string, component?: string): Record<string, string> {
+  return {
+    ...selectorLabels(name),
+    'app.kubernetes.io/managed-by': 'queen-operator',
+    ...(component ? { 'app.kubernetes.io/component': component } : {}),
+  };
+}
+
+export function headlessDomain(qc: Pick<QueenCluster, 'metadata'>, spec: StoredSpec): string {
+  return `${names.headlessService(qc.metadata.name)}.${qc.metadata.namespace}.svc.${spec.clusterDomain}`;
+}
+
+/** The DNS name of a pod through the headless Service. */
+export function podHost(qc: Pick<QueenCluster, 'metadata'>, spec: StoredSpec, ordinal: number): string {
+  return `${names.pod(qc.metadata.name, ordinal)}.${headlessDomain(qc, spec)}`;
+}
+
+/** QUEEN_RAFT_PEERS for a pod count: `id=<raft host:port>/<http host:port>,...`. */
+export function peersFor(qc: Pick<QueenCluster, 'metadata'>, spec: StoredSpec, pods: number): string {
+  const entries: string[] = [];
+  for (let i = 0; i < pods; i++) {
+    const host = podHost(qc, spec, i);
+    entries.push(`${nodeIdOf(i)}=${host}:${spec.raftPort}/${host}:${spec.port}`);
+  }
+  return entries.join(',');
+}
+
+function ownerReference(qc: QueenCluster) {
+  if (!qc.metadata.uid) throw new Error(`QueenCluster ${qc.metadata.namespace}/${qc.metadata.name} has no uid`);
+  return { apiVersion: API_VERSION, kind: KIND, name: qc.metadata.name, uid: qc.metadata.uid, controller: true, blockOwnerDeletion: true };
+}
+
+/** Canonical JSON: keys sorted, undefined dropped, so equal objects hash equally. */
+export function canonicalJson(value: unknown): string {
+  return JSON.stringify(value, (_key, v: unknown) => {
+    if (v && typeof v === 'object' && !Array.isArray(v)) {
+      const sorted: Record<string, unknown> = {};
+      for (const k of Object.keys(v).sort()) sorted[k] = (v as Record<string, unknown>)[k];
+      return sorted;
+    }
+    return v;
+  });
+}
+
+export function shortHash(value: unknown): string {
+  return createHash('sha256').update(canonicalJson(value)).digest('hex').slice(0, 16);
+}
+
+const secretEnv = (secret: string, name: string, optional: boolean): V1EnvVar => ({
+  name,
+  valueFrom: { secretKeyRef: { name: secret, key: name, ...(optional ? { optional: true } : {}) } },
+});
+
+/** Kafka cluster mode: Kafka on and more than one voter. */
+export const kafkaClusterMode = (spec: StoredSpec) => spec.kafka.enabled && spec.replicas > 1;
+
+/** The Secret keys a pod of this spec cannot start without. */
+export function requiredSecretKeys(spec: StoredSpec): string[] {
+  const keys = ['QUEEN_RAFT_TOKEN'];
+  if (spec.proxy.enabled) keys.push('QUEEN_PROXY_JWT_SECRET');
+  if (kafkaClusterMode(spec)) keys.push('QUEEN_TOKEN');
+  return keys;
+}
+
+function brokerEnv(qc: QueenCluster, spec: StoredSpec, pods: number): V1EnvVar[] {
+  const env: V1EnvVar[] = [
+    { name: 'PORT', value: String(spec.port) },
+    { name: 'QUEEN_RAFT_REPLICATOR', value: 'openraft' },
+    { name: 'QUEEN_RAFT_DIR', value: DATA_DIR },
+    { name: 'QUEEN_RAFT_NODE_ID', value: 'ordinal' },
+    { name: 'QUEEN_RAFT_PEERS', value: peersFor(qc, spec, pods) },
+    secretEnv(spec.secretName, 'QUEEN_RAFT_TOKEN', false),
+    secretEnv(spec.secretName, 'QUEEN_ENCRYPTION_KEY', true),
+    { name: 'QUEEN_SERVER_ID', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+    { name: 'QUEEN_LOG_JSON', value: 'true' },
+  ];
+  if (spec.proxy.enabled) {
+    env.push(
+      { name: 'QUEEN_PROXY_EMBEDDED', value: 'true' },
+      { name: 'QUEEN_PROXY_PORT', value: String(spec.proxy.port) },
+      { name: 'QUEEN_PROXY_SPOOL_DIR', value: `${DATA_DIR}/proxy-spool` },
+      secretEnv(spec.secretName, 'QUEEN_PROXY_JWT_SECRET', false),
+      secretEnv(spec.secretName, 'QUEEN_PROXY_CP_TOKEN', true),
+      secretEnv(spec.secretName, 'QUEEN_PROXY_BOOTSTRAP_API_KEY', true),
+    );
+    if (spec.proxy.publicUrl) env.push({ name: 'QUEEN_PROXY_PUBLIC_URL', value: spec.proxy.publicUrl });
+  }
+  if (spec.kafka.enabled) {
+    env.push(
+      { name: 'QUEEN_KAFKA_EMBEDDED', value: 'true' },
+      { name: 'QUEEN_KAFKA_ADDR', value: `0.0.0.0:${spec.kafka.port}` },
+      { name: 'QUEEN_KAFKA_ADVERTISED_ADDR', value: `$(QUEEN_SERVER_ID).${headlessDomain(qc, spec)}:${spec.kafka.port}` },
+    );
+    if (kafkaClusterMode(spec)) env.push(secretEnv(spec.secretName, 'QUEEN_TOKEN', false));
+  }
+  for (const extra of spec.env ?? []) env.push(extra as unknown as V1EnvVar);
+  return env;
+}
+
+/** In Kafka cluster mode each facade needs QUEEN_KAFKA_NODE_ID = ordinal + 1, derived at start. */
+const KAFKA_NODE_ID_SCRIPT =
+  'ordinal="${HOSTNAME##*-}"; case "$ordinal" in ""|*[!0-9]*) ' +
+  'echo "queen: cannot derive QUEEN_KAFKA_NODE_ID from HOSTNAME=$HOSTNAME" >&2; exit 1;; esac; ' +
+  'export QUEEN_KAFKA_NODE_ID=$((ordinal + 1)); exec /app/bin/queen';
+
+function brokerContainer(qc: QueenCluster, spec: StoredSpec, pods: number): V1Container {
+  const ports = [
+    { name: 'http', containerPort: spec.port },
+    { name: 'raft', containerPort: spec.raftPort },
+  ];
+  if (spec.proxy.enabled) ports.push({ name: 'proxy', containerPort: spec.proxy.port });
+  if (spec.kafka.enabled) ports.push({ name: 'kafka', containerPort: spec.kafka.port });
+  return {
+    name: CONTAINER,
+    image: `${spec.image}:${spec.version}`,
+    imagePullPolicy: spec.imagePullPolicy,
+    ...(kafkaClusterMode(spec) ? { command: ['/bin/sh', '-c', KAFKA_NODE_ID_SCRIPT] } : {}),
+    ports,
+    env: brokerEnv(qc, spec, pods),
+    resources: (spec.resources as V1Container['resources']) ?? {
+      requests: { cpu: '1', memory: '4Gi' },
+      limits: { memory: '4Gi' },
+    },
+    startupProbe: { tcpSocket: { port: 'http' }, periodSeconds: 5, timeoutSeconds: 5, failureThreshold: 360 },
+    readinessProbe: { httpGet: { path: '/health', port: 'http' }, periodSeconds: 5, timeoutSeconds: 5, failureThreshold: 3 },
+    livenessProbe: { tcpSocket: { port: 'http' }, periodSeconds: 20, timeoutSeconds: 5, failureThreshold: 3 },
+    lifecycle: { preStop: { exec: { command: ['/bin/sleep', '5'] } } },
+    securityContext: { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } },
+    volumeMounts: [
+      { name: 'data', mountPath: DATA_DIR },
+      { name: 'tmp', mountPath: '/tmp' },
+    ],
+  };
+}
+
+/** The pod template with its hash; changing the pod count (the peer list) leaves the hash alone. */
+export function podTemplate(qc: QueenCluster, pods: number): { template: V1PodTemplateSpec; hash: string } {
+  const spec = withDefaults(qc.spec);
+  const name = qc.metadata.name;
+  const selector = { matchLabels: selectorLabels(name) };
+  const labels = { ...(spec.podLabels ?? {}), ...selectorLabels(name) };
+  const template: V1PodTemplateSpec = {
+    metadata: { labels, annotations: { ...(spec.podAnnotations ?? {}) } },
+    spec: {
+      terminationGracePeriodSeconds: spec.terminationGracePeriodSeconds,
+      automountServiceAccountToken: false,
+      securityContext: {
+        runAsNonRoot: true,
+        runAsUser: 65532,
+        runAsGroup: 65532,
+        fsGroup: 65532,
+        seccompProfile: { type: 'RuntimeDefault' },
+      },
+      affinity: {
+        podAntiAffinity:
+          spec.podAntiAffinity === 'required'
+            ? { requiredDuringSchedulingIgnoredDuringExecution: [{ topologyKey: 'kubernetes.io/hostname', labelSelector: selector }] }
+            : {
+                preferredDuringSchedulingIgnoredDuringExecution: [
+                  { weight: 100, podAffinityTerm: { topologyKey: 'kubernetes.io/hostname', labelSelector: selector } },
+                ],
+              },
+      },
+      topologySpreadConstraints: [
+        { maxSkew: 1, topologyKey: 'topology.kubernetes.io/zone', whenUnsatisfiable: spec.zoneSpread, labelSelector: selector },
+      ],
+      ...(spec.imagePullSecrets ? { imagePullSecrets: spec.imagePullSecrets } : {}),
+      ...(spec.priorityClassName ? { priorityClassName: spec.priorityClassName } : {}),
+      ...(spec.nodeSelector ? { nodeSelector: spec.nodeSelector } : {}),
+      ...(spec.tolerations ? { tolerations: spec.tolerations as never } : {}),
+      containers: [brokerContainer(qc, spec, pods)],
+      volumes: [{ name: 'tmp', emptyDir: {} }],
+    },
+  };
+  const hash = templateHash(template);
+  template.metadata!.annotations![ANNOTATIONS.configHash] = hash;
+  return { template, hash };
+}
+
+/** The hash of a template without its hash annotation and with the peer list blanked. */
+function templateHash(template: V1PodTemplateSpec): string {
+  const copy = structuredClone(template);
+  delete copy.metadata?.annotations?.[ANNOTATIONS.configHash];
+  for (const c of copy.spec?.containers ?? []) {
+    for (const e of c.env ?? []) if (e.name === 'QUEEN_RAFT_PEERS') e.value = '';
+  }
+  return shortHash(copy);
+}
+
+export interface StatefulSetShape {
+  /** Pods of the StatefulSet: at creation the voters, later whatever the live object has. */
+  pods: number;
+  /** The claim template's size: a live StatefulSet's cannot be edited, so it is carried over. */
+  claimSize: string;
+}
+
+export function statefulSet(qc: QueenCluster, shape: StatefulSetShape): V1StatefulSet {
+  const spec = withDefaults(qc.spec);
+  const name = qc.metadata.name;
+  const { template } = podTemplate(qc, shape.pods);
+  const claim: V1PersistentVolumeClaim = {
+    apiVersion: 'v1',
+    kind: 'PersistentVolumeClaim',
+    metadata: { name: 'data' },
+    spec: {
+      accessModes: ['ReadWriteOnce'],
+      ...(spec.storage.storageClassName ? { storageClassName: spec.storage.storageClassName } : {}),
+      resources: { requests: { storage: shape.claimSize } },
+    },
+  };
+  return {
+    apiVersion: 'apps/v1',
+    kind: 'StatefulSet',
+    metadata: {
+      name: names.statefulSet(name),
+      namespace: qc.metadata.namespace,
+      labels: objectLabels(name),
+      annotations: { [ANNOTATIONS.specHash]: specHash(qc) },
+      ownerReferences: [ownerReference(qc)],
+    },
+    spec: {
+      replicas: shape.pods,
+      serviceName: names.headlessService(name),
+      podManagementPolicy: 'Parallel',
+      minReadySeconds: spec.minReadySeconds,
+      updateStrategy: { type: 'OnDelete' },
+      persistentVolumeClaimRetentionPolicy: { whenDeleted: 'Retain', whenScaled: 'Retain' },
+      selector: { matchLabels: selectorLabels(name) },
+      template,
+      volumeClaimTemplates: [claim],
+    },
+  };
+}
+
+function service(qc: QueenCluster, svcName: string, component: string, body: V1Service['spec']): V1Service {
+  return {
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: {
+      name: svcName,
+      namespace: qc.metadata.namespace,
+      labels: objectLabels(qc.metadata.name, component),
+      ownerReferences: [ownerReference(qc)],
+    },
+    spec: body,
+  };
+}
+
+export function services(qc: QueenCluster): V1Service[] {
+  const spec = withDefaults(qc.spec);
+  const name = qc.metadata.name;
+  const selector = selectorLabels(name);
+  const http = { name: 'http', port: spec.port, targetPort: 'http' as never };
+  const kafka = spec.kafka.enabled ? [{ name: 'kafka', port: spec.kafka.port, targetPort: 'kafka' as never }] : [];
+  const out = [
+    service(qc, names.clientService(name), 'client', { selector, ports: [http, ...kafka] }),
+    service(qc, names.headlessService(name), 'peers', {
+      clusterIP: 'None',
+      publishNotReadyAddresses: true,
+      selector,
+      ports: [http, { name: 'raft', port: spec.raftPort, targetPort: 'raft' as never }, ...kafka],
+    }),
+  ];
+  if (spec.proxy.enabled) {
+    out.push(service(qc, names.proxyService(name), 'proxy', { selector, ports: [{ name: 'proxy', port: spec.proxy.port, targetPort: 'proxy' as never }] }));
+  }
+  return out;
+}
+
+export function disruptionBudget(qc: QueenCluster): V1PodDisruptionBudget {
+  const spec = withDefaults(qc.spec);
+  const name = qc.metadata.name;
+  return {
+    apiVersion: 'policy/v1',
+    kind: 'PodDisruptionBudget',
+    metadata: {
+      name: names.disruptionBudget(name),
+      namespace: qc.metadata.namespace,
+      labels: objectLabels(name),
+      ownerReferences: [ownerReference(qc)],
+    },
+    // With one voter an eviction would stop the cluster: a drain then waits for a person.
+    spec: { maxUnavailable: spec.replicas === 1 ? 0 : 1, selector: { matchLabels: selectorLabels(name) } },
+  };
+}
+
+/**
+ * The hash of everything rendered from the spec that a rolling operation applies (the pod
+ * template, the Services, the budget, the StatefulSet's own settings), except the pod count and
+ * the claim size, which have operations of their own.
+ */
+export function specHash(qc: QueenCluster): string {
+  const spec = withDefaults(qc.spec);
+  const { hash } = podTemplate(qc, 0);
+  const rendered = {
+    template: hash,
+    services: services(qc).map((s) => s.spec),
+    budget: disruptionBudget(qc).spec,
+    minReadySeconds: spec.minReadySeconds,
+  };
+  return shortHash(rendered);
+}
+
+/** The wanted template hash of the pods, for a cluster as it is specified now. */
+export const wantedTemplateHash = (qc: QueenCluster) => podTemplate(qc, 0).hash;

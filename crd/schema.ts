@@ -1,0 +1,375 @@
+// The QueenCluster API (queenmq.com/v1alpha1): the one source of truth for the CRD written to
+// deploy/ (crd/generate.ts) and for the TypeScript types the operator uses (below).
+import type { FromSchema } from './schema-types.ts';
+
+export const GROUP = 'queenmq.com';
+export const VERSION = 'v1alpha1';
+export const KIND = 'QueenCluster';
+export const PLURAL = 'queenclusters';
+export const API_VERSION = `${GROUP}/${VERSION}`;
+
+const port = (description: string, dflt: number) =>
+  ({ type: 'integer', format: 'int32', minimum: 1, maximum: 65535, default: dflt, description }) as const;
+
+const labelMap = {
+  type: 'object',
+  additionalProperties: { type: 'string' },
+} as const;
+
+const freeObject = { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } as const;
+
+export const specSchema = {
+  type: 'object',
+  required: ['version', 'secretName'],
+  description: 'The cluster wanted: its version, its voters, its storage and the settings of its pods.',
+  properties: {
+    version: {
+      type: 'string',
+      minLength: 1,
+      maxLength: 128,
+      pattern: '^[A-Za-z0-9_][A-Za-z0-9_.-]*$',
+      description: 'Broker version: the image tag. Changing it rolls the pods one at a time, the leader last.',
+    },
+    image: {
+      type: 'string',
+      minLength: 1,
+      default: 'ghcr.io/queen-mq/queen',
+      description: 'Image repository; the image is <image>:<version>.',
+    },
+    imagePullPolicy: { type: 'string', enum: ['Always', 'IfNotPresent', 'Never'], default: 'IfNotPresent' },
+    imagePullSecrets: {
+      type: 'array',
+      items: { type: 'object', required: ['name'], properties: { name: { type: 'string', minLength: 1 } } },
+    },
+    replicas: {
+      type: 'integer',
+      format: 'int32',
+      enum: [1, 3, 5],
+      default: 3,
+      description: 'Number of voters: 1, 3 or 5. Changed through the membership API, learners first.',
+    },
+    secretName: {
+      type: 'string',
+      minLength: 1,
+      description:
+        'Secret in the same namespace with QUEEN_RAFT_TOKEN (required), QUEEN_ENCRYPTION_KEY, and ' +
+        'QUEEN_PROXY_JWT_SECRET when the proxy is on, QUEEN_TOKEN for Kafka with more than one voter.',
+    },
+    storage: {
+      type: 'object',
+      default: {},
+      description: 'One volume claim per pod, data-<name>-<ordinal>. Volumes grow, never shrink.',
+      properties: {
+        size: {
+          type: 'string',
+          maxLength: 32,
+          default: '50Gi',
+          'x-kubernetes-validations': [
+            { rule: 'isQuantity(self) && quantity(self).sign() > 0', message: 'must be a positive quantity such as 50Gi' },
+          ],
+          description: 'Size of each volume. Raising it grows every claim; lowering it is refused.',
+        },
+        storageClassName: {
+          type: 'string',
+          minLength: 1,
+          maxLength: 253,
+          description: 'StorageClass of the claims; the cluster default when unset. Fixed at creation.',
+        },
+      },
+    },
+    resources: {
+      ...freeObject,
+      description:
+        'Resources of the broker container; default requests cpu 1 and memory 4Gi, limit memory 4Gi, no CPU limit.',
+    },
+    podAntiAffinity: { type: 'string', enum: ['required', 'preferred'], default: 'required' },
+    zoneSpread: { type: 'string', enum: ['ScheduleAnyway', 'DoNotSchedule'], default: 'ScheduleAnyway' },
+    nodeSelector: labelMap,
+    tolerations: { type: 'array', items: freeObject },
+    priorityClassName: { type: 'string' },
+    proxy: {
+      type: 'object',
+      default: {},
+      description: 'The embedded proxy (tenants and API keys) on a port and a Service of its own.',
+      properties: {
+        enabled: { type: 'boolean', default: false },
+        port: port('Proxy port.', 6711),
+        publicUrl: { type: 'string', description: 'URL for OAuth callbacks and sessions.' },
+      },
+    },
+    kafka: {
+      type: 'object',
+      default: {},
+      description: 'The Kafka facade.',
+      properties: {
+        enabled: { type: 'boolean', default: false },
+        port: port('Kafka port.', 9092),
+      },
+    },
+    env: {
+      type: 'array',
+      items: { ...freeObject, required: ['name'], properties: { name: { type: 'string', minLength: 1 } } },
+      description: 'Extra broker settings, appended after the ones the operator sets.',
+    },
+    podLabels: labelMap,
+    podAnnotations: labelMap,
+    port: port('Broker HTTP port. Part of the peer addresses: fixed at creation.', 6632),
+    raftPort: port('Raft port. Part of the peer addresses: fixed at creation.', 7400),
+    clusterDomain: {
+      type: 'string',
+      minLength: 1,
+      maxLength: 253,
+      default: 'cluster.local',
+      description: 'Cluster DNS domain. Part of the peer addresses: fixed at creation.',
+    },
+    minReadySeconds: {
+      type: 'integer',
+      format: 'int32',
+      minimum: 0,
+      default: 30,
+      description: 'How long every other voter must have been Ready before a pod is stopped.',
+    },
+    terminationGracePeriodSeconds: {
+      type: 'integer',
+      format: 'int64',
+      minimum: 1,
+      default: 90,
+      description: 'Grace period of the pods; covers the broker shutdown sequence.',
+    },
+  },
+  'x-kubernetes-validations': [
+    { rule: 'self.port != self.raftPort', message: 'port and raftPort must differ', fieldPath: '.raftPort' },
+    {
+      rule: 'self.port == oldSelf.port',
+      message: 'port is part of the peer addresses and cannot change',
+      fieldPath: '.port',
+    },
+    {
+      rule: 'self.raftPort == oldSelf.raftPort',
+      message: 'raftPort is part of the peer addresses and cannot change',
+      fieldPath: '.raftPort',
+    },
+    {
+      rule: 'self.clusterDomain == oldSelf.clusterDomain',
+      message: 'clusterDomain is part of the peer addresses and cannot change',
+      fieldPath: '.clusterDomain',
+    },
+    {
+      rule:
+        'has(self.storage.storageClassName) == has(oldSelf.storage.storageClassName) && ' +
+        '(!has(self.storage.storageClassName) || self.storage.storageClassName == oldSelf.storage.storageClassName)',
+      message: 'storageClassName cannot be set, changed or removed after creation: the claims keep the class they were made with',
+      fieldPath: '.storage.storageClassName',
+    },
+    {
+      rule:
+        '!isQuantity(self.storage.size) || !isQuantity(oldSelf.storage.size) || ' +
+        'quantity(self.storage.size).compareTo(quantity(oldSelf.storage.size)) >= 0',
+      message: 'storage.size cannot shrink: a volume only grows',
+      fieldPath: '.storage.size',
+    },
+  ],
+} as const;
+
+const memberSchema = {
+  type: 'object',
+  required: ['nodeId', 'pod', 'voter', 'live', 'ready'],
+  properties: {
+    nodeId: { type: 'integer', format: 'int64' },
+    pod: { type: 'string' },
+    voter: { type: 'boolean' },
+    learner: { type: 'boolean' },
+    live: { type: 'boolean', description: 'The leader heard from the node within its liveness window.' },
+    ready: { type: 'boolean' },
+    lag: { type: 'integer', format: 'int64', nullable: true, description: 'Entries behind the leader.' },
+    matched: { type: 'integer', format: 'int64', nullable: true, description: 'Last entry the leader knows it holds.' },
+    behindSince: {
+      type: 'string',
+      format: 'date-time',
+      nullable: true,
+      description: 'Since when the node has been behind the leader without moving.',
+    },
+    version: { type: 'string' },
+    restarts: { type: 'integer', format: 'int32' },
+    lastExitCode: { type: 'integer', format: 'int32', nullable: true },
+  },
+} as const;
+
+const operationSchema = {
+  type: 'object',
+  required: ['type', 'workflowId'],
+  properties: {
+    type: { type: 'string', description: 'FormCluster, RollingUpgrade, ScaleVoters, ReplaceNode or GrowVolumes.' },
+    workflowId: { type: 'string' },
+    runId: { type: 'string' },
+    step: { type: 'string', description: 'The step running now, in the words of the step list.' },
+    gate: { type: 'string', description: 'The named gate that holds the step back, if any.' },
+    target: { type: 'string', description: 'What the operation works towards, e.g. the version.' },
+    startedAt: { type: 'string', format: 'date-time' },
+  },
+} as const;
+
+const lastOperationSchema = {
+  type: 'object',
+  required: ['type', 'result'],
+  properties: {
+    type: { type: 'string' },
+    workflowId: { type: 'string' },
+    runId: { type: 'string' },
+    result: { type: 'string', enum: ['Succeeded', 'Failed', 'Cancelled', 'Yielded'] },
+    message: { type: 'string' },
+    target: { type: 'string' },
+    fingerprint: { type: 'string', description: 'What the operation was started for; not restarted for the same one.' },
+    retryToken: { type: 'string', description: 'Value of the queenmq.com/retry annotation when it started.' },
+    startedAt: { type: 'string', format: 'date-time' },
+    finishedAt: { type: 'string', format: 'date-time' },
+  },
+} as const;
+
+const conditionSchema = {
+  type: 'object',
+  required: ['type', 'status', 'lastTransitionTime', 'reason', 'message'],
+  properties: {
+    type: { type: 'string' },
+    status: { type: 'string', enum: ['True', 'False', 'Unknown'] },
+    observedGeneration: { type: 'integer', format: 'int64' },
+    lastTransitionTime: { type: 'string', format: 'date-time' },
+    reason: { type: 'string' },
+    message: { type: 'string' },
+  },
+} as const;
+
+export const PHASES = ['Forming', 'Ready', 'Scaling', 'Upgrading', 'Replacing', 'Resizing', 'Degraded', 'Blocked'] as const;
+
+export const statusSchema = {
+  type: 'object',
+  properties: {
+    observedGeneration: { type: 'integer', format: 'int64' },
+    phase: {
+      type: 'string',
+      enum: PHASES,
+      description:
+        'Forming, Ready, Scaling, Upgrading, Replacing, Resizing (an operation runs), Degraded (a pod is down ' +
+        'or a voter is behind; the reason is in message) or Blocked (only a person can decide; the reason is in message).',
+    },
+    message: { type: 'string', description: 'One line: what the operator is doing or waiting for.' },
+    version: { type: 'string', description: 'The broker version every pod reports; empty while they differ.' },
+    leader: { type: 'integer', format: 'int64', nullable: true },
+    term: { type: 'integer', format: 'int64', nullable: true },
+    voters: { type: 'array', items: { type: 'integer', format: 'int64' } },
+    learners: { type: 'array', items: { type: 'integer', format: 'int64' } },
+    members: { type: 'array', items: memberSchema },
+    commits: {
+      type: 'boolean',
+      nullable: true,
+      description: 'Whether the last write probe committed: false when no write commits.',
+    },
+    lastProbeTime: { type: 'string', format: 'date-time' },
+    lastProbeError: { type: 'string', nullable: true, description: 'Why the last write probe failed.' },
+    operation: { ...operationSchema, nullable: true, description: 'The operation running now.' },
+    lastOperation: { ...lastOperationSchema, description: 'How the last operation ended.' },
+    conditions: {
+      type: 'array',
+      items: conditionSchema,
+      'x-kubernetes-list-type': 'map',
+      'x-kubernetes-list-map-keys': ['type'],
+    },
+  },
+} as const;
+
+export type QueenClusterSpec = FromSchema<typeof specSchema>;
+export type StoredSpec = FromSchema<typeof specSchema, 'stored'>;
+export type QueenClusterStatus = FromSchema<typeof statusSchema>;
+export type MemberStatus = FromSchema<typeof memberSchema>;
+export type OperationStatus = FromSchema<typeof operationSchema>;
+export type LastOperationStatus = FromSchema<typeof lastOperationSchema>;
+export type Condition = FromSchema<typeof conditionSchema>;
+export type Phase = (typeof PHASES)[number];
+
+export interface ObjectMeta {
+  name: string;
+  namespace: string;
+  uid?: string;
+  generation?: number;
+  resourceVersion?: string;
+  creationTimestamp?: string;
+  deletionTimestamp?: string;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+}
+
+export interface QueenCluster {
+  apiVersion: typeof API_VERSION;
+  kind: typeof KIND;
+  metadata: ObjectMeta;
+  spec: QueenClusterSpec;
+  status?: QueenClusterStatus;
+}
+
+/** Annotations a person sets on a QueenCluster. */
+export const ANNOTATIONS = {
+  replacePod: `${GROUP}/replace-pod`,
+  retry: `${GROUP}/retry`,
+  cancel: `${GROUP}/cancel`,
+  pause: `${GROUP}/pause`,
+  /** On the pod template and so on every pod: the hash of the template it was made from. */
+  configHash: `${GROUP}/config-hash`,
+  /** On the StatefulSet: the hash of everything the operator renders from the spec. */
+  specHash: `${GROUP}/spec-hash`,
+} as const;
+
+export const printerColumns = [
+  { name: 'Version', type: 'string', jsonPath: '.status.version' },
+  { name: 'Voters', type: 'string', jsonPath: '.status.voters' },
+  { name: 'Commits', type: 'boolean', jsonPath: '.status.commits' },
+  { name: 'Phase', type: 'string', jsonPath: '.status.phase' },
+  { name: 'Message', type: 'string', jsonPath: '.status.message', priority: 1 },
+  { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+] as const;
+
+/** The CustomResourceDefinition object, as written to deploy/crd.yaml. */
+export function customResourceDefinition() {
+  return {
+    apiVersion: 'apiextensions.k8s.io/v1',
+    kind: 'CustomResourceDefinition',
+    metadata: { name: `${PLURAL}.${GROUP}` },
+    spec: {
+      group: GROUP,
+      names: { kind: KIND, listKind: `${KIND}List`, plural: PLURAL, singular: 'queencluster', shortNames: ['qc'] },
+      scope: 'Namespaced',
+      versions: [
+        {
+          name: VERSION,
+          served: true,
+          storage: true,
+          subresources: { status: {} },
+          additionalPrinterColumns: printerColumns,
+          schema: {
+            openAPIV3Schema: {
+              type: 'object',
+              description: 'A Queen 2.x broker cluster: a Raft cluster of 1, 3 or 5 voters in a StatefulSet.',
+              required: ['spec'],
+              properties: {
+                apiVersion: { type: 'string' },
+                kind: { type: 'string' },
+                metadata: {
+                  type: 'object',
+                  properties: {
+                    name: {
+                      type: 'string',
+                      maxLength: 40,
+                      pattern: '^[a-z]([-a-z0-9]*[a-z0-9])?$',
+                      description: 'Part of the pod, Service and peer names: a DNS label of at most 40 characters.',
+                    },
+                  },
+                },
+                spec: specSchema,
+                status: statusSchema,
+              },
+            },
+          },
+        },
+      ],
+    },
+  };
+}

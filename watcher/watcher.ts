@@ -1,0 +1,302 @@
+// The thin watcher: informers on QueenClusters and the objects they own. On every event (and on a
+// resync) it looks at one cluster, decides which operation it needs (workflows/plan/decide.ts) and
+// starts it under the cluster's workflow id, so Temporal itself refuses a second one while one
+// runs; it signals a running operation to yield to a more urgent one, and cancels one when asked.
+// It also keeps the cluster's observer running. No broker calls, no step logic.
+import {
+  makeInformer,
+  type Informer,
+  type KubeConfig,
+  type KubernetesObject,
+  type ObjectCache,
+  type V1PersistentVolumeClaim,
+  type V1Pod,
+  type V1Service,
+  type V1StatefulSet,
+} from '@kubernetes/client-node';
+import { Client, WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
+import type { Logger } from 'pino';
+import type { ClusterRef } from '../activities/common.ts';
+import { getCluster, type Kube } from '../activities/kube.ts';
+import { claimObservation, podObservation, statefulSetObservation } from '../activities/observe.ts';
+import { names, selectorLabels } from '../activities/resources.ts';
+import { clusterView } from '../activities/view.ts';
+import { GROUP, PLURAL, VERSION, type QueenCluster } from '../crd/schema.ts';
+import type { OperationInput } from '../workflows/operation.ts';
+import { decide, OPERATION_TYPES, type Decision, type OperationType, type RunningOperation } from '../workflows/plan/decide.ts';
+import type { ClaimObservation, PodObservation } from '../workflows/plan/observation.ts';
+
+export const operationWorkflowId = (ns: string, name: string) => `queencluster/${ns}/${name}`;
+export const observerWorkflowId = (ns: string, name: string) => `queencluster-observer/${ns}/${name}`;
+
+/** The workflow function behind each operation type. */
+const WORKFLOW_OF: Partial<Record<OperationType, string>> = {
+  FormCluster: 'formCluster',
+  RollingUpgrade: 'rollingUpgrade',
+};
+const TYPE_OF: Record<string, OperationType> = Object.fromEntries(
+  Object.entries(WORKFLOW_OF).map(([type, workflow]) => [workflow, type as OperationType]),
+);
+
+export interface WatcherOptions {
+  kc: KubeConfig;
+  kube: Kube;
+  temporal: Client;
+  taskQueue: string;
+  /** Namespaces to watch; empty means all. */
+  namespaces: string[];
+  log: Logger;
+  resyncMs?: number;
+  /** Evaluations of one cluster are at least this far apart (events in between are folded). */
+  settleMs?: number;
+}
+
+interface Caches {
+  clusters: ObjectCache<QueenCluster>;
+  pods: ObjectCache<V1Pod>;
+  statefulSets: ObjectCache<V1StatefulSet>;
+  services: ObjectCache<V1Service>;
+  claims: ObjectCache<V1PersistentVolumeClaim>;
+}
+
+export class Watcher {
+  private readonly opts: Required<WatcherOptions>;
+  private readonly informers: Informer<KubernetesObject>[] = [];
+  private readonly caches: Caches[] = [];
+  private readonly pending = new Map<string, NodeJS.Timeout>();
+  private readonly busy = new Set<string>();
+  private readonly again = new Set<string>();
+  private readonly observed = new Map<string, string>();
+  private readonly cancelled = new Set<string>();
+  private resync: NodeJS.Timeout | null = null;
+  private stopped = false;
+
+  constructor(opts: WatcherOptions) {
+    this.opts = { resyncMs: 30_000, settleMs: 300, ...opts };
+  }
+
+  async start(): Promise<void> {
+    const scopes = this.opts.namespaces.length > 0 ? this.opts.namespaces : [null];
+    for (const ns of scopes) {
+      const { kc, kube } = this.opts;
+      const at = (path: string) => (ns ? `/api/v1/namespaces/${ns}/${path}` : `/api/v1/${path}`);
+      const apps = (path: string) => (ns ? `/apis/apps/v1/namespaces/${ns}/${path}` : `/apis/apps/v1/${path}`);
+      const custom = ns ? `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${PLURAL}` : `/apis/${GROUP}/${VERSION}/${PLURAL}`;
+      const owned = 'app.kubernetes.io/name=queen';
+      // Custom objects come as plain JSON (timestamps as strings): typed as QueenCluster here.
+      const clusters = makeInformer<KubernetesObject>(kc, custom, async () =>
+        (ns
+          ? kube.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: PLURAL })
+          : kube.custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural: PLURAL })) as never,
+      );
+      const pods = makeInformer<V1Pod>(kc, at('pods'), () =>
+        ns ? kube.core.listNamespacedPod({ namespace: ns, labelSelector: owned }) : kube.core.listPodForAllNamespaces({ labelSelector: owned }),
+      owned);
+      const statefulSets = makeInformer<V1StatefulSet>(kc, apps('statefulsets'), () =>
+        ns ? kube.apps.listNamespacedStatefulSet({ namespace: ns, labelSelector: owned }) : kube.apps.listStatefulSetForAllNamespaces({ labelSelector: owned }),
+      owned);
+      const services = makeInformer<V1Service>(kc, at('services'), () =>
+        ns ? kube.core.listNamespacedService({ namespace: ns, labelSelector: owned }) : kube.core.listServiceForAllNamespaces({ labelSelector: owned }),
+      owned);
+      // Claims made from the StatefulSet's template carry its selector labels.
+      const claims = makeInformer<V1PersistentVolumeClaim>(kc, at('persistentvolumeclaims'), () =>
+        ns
+          ? kube.core.listNamespacedPersistentVolumeClaim({ namespace: ns, labelSelector: owned })
+          : kube.core.listPersistentVolumeClaimForAllNamespaces({ labelSelector: owned }),
+      owned);
+      this.caches.push({ clusters: clusters as unknown as ObjectCache<QueenCluster>, pods, statefulSets, services, claims });
+
+      const onCluster = (obj: KubernetesObject) => this.enqueue(obj.metadata!.namespace!, obj.metadata!.name!);
+      for (const verb of ['add', 'update', 'delete'] as const) clusters.on(verb, onCluster);
+      const onOwned = (obj: KubernetesObject) => {
+        const instance = obj.metadata?.labels?.['app.kubernetes.io/instance'];
+        if (instance && obj.metadata?.namespace) this.enqueue(obj.metadata.namespace, instance);
+      };
+      for (const inf of [pods, statefulSets, services, claims] as Informer<KubernetesObject>[]) {
+        for (const verb of ['add', 'update', 'delete'] as const) inf.on(verb, onOwned);
+      }
+      for (const inf of [clusters, pods, statefulSets, services, claims] as Informer<KubernetesObject>[]) {
+        inf.on('error', (err) => {
+          if (this.stopped) return;
+          this.opts.log.warn({ err: String(err) }, 'a watch failed; listing again');
+          setTimeout(() => {
+            if (!this.stopped) inf.start().catch((e) => this.opts.log.warn({ err: String(e) }, 'restarting a watch failed'));
+          }, 1000);
+        });
+        this.informers.push(inf);
+      }
+    }
+    await Promise.all(this.informers.map((inf) => inf.start()));
+    this.resync = setInterval(() => this.resyncAll(), this.opts.resyncMs);
+    this.resyncAll();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.resync) clearInterval(this.resync);
+    for (const t of this.pending.values()) clearTimeout(t);
+    await Promise.all(this.informers.map((inf) => inf.stop().catch(() => undefined)));
+  }
+
+  private resyncAll() {
+    for (const c of this.caches) for (const qc of c.clusters.list()) this.enqueue(qc.metadata.namespace, qc.metadata.name);
+  }
+
+  private enqueue(namespace: string, name: string) {
+    if (this.stopped) return;
+    const key = `${namespace}/${name}`;
+    if (this.busy.has(key)) {
+      this.again.add(key);
+      return;
+    }
+    if (this.pending.has(key)) return;
+    this.pending.set(
+      key,
+      setTimeout(() => {
+        this.pending.delete(key);
+        void this.evaluate(namespace, name);
+      }, this.opts.settleMs),
+    );
+  }
+
+  private cachesFor(namespace: string): Caches | undefined {
+    const i = this.opts.namespaces.indexOf(namespace);
+    return this.opts.namespaces.length === 0 ? this.caches[0] : i >= 0 ? this.caches[i] : undefined;
+  }
+
+  private async evaluate(namespace: string, name: string) {
+    const key = `${namespace}/${name}`;
+    this.busy.add(key);
+    const log = this.opts.log.child({ namespace, name });
+    try {
+      const caches = this.cachesFor(namespace);
+      const cached = caches?.clusters.get(name, namespace);
+      if (!caches || !cached || cached.metadata.deletionTimestamp) return;
+      await this.ensureObserver(cached, log);
+      const running = await this.runningOperation(namespace, name);
+      let decision = decide(this.view(cached, caches), running, Date.now());
+      if (decision.action === 'start') {
+        // Decide again on the object as the API server has it now, not as the cache had it.
+        const fresh = await getCluster(this.opts.kube, namespace, name);
+        if (!fresh || fresh.metadata.uid !== cached.metadata.uid || fresh.metadata.deletionTimestamp) return;
+        decision = decide(this.view(fresh, caches), running, Date.now());
+        if (decision.action === 'start') await this.startOperation(fresh, decision, log);
+        return;
+      }
+      await this.act(decision, log);
+    } catch (err) {
+      log.warn({ err: String(err) }, 'evaluating the cluster failed; trying again at the next event or resync');
+    } finally {
+      this.busy.delete(key);
+      if (this.again.delete(key)) this.enqueue(namespace, name);
+    }
+  }
+
+  private view(qc: QueenCluster, caches: Caches) {
+    const { namespace, name } = qc.metadata;
+    const instance = selectorLabels(name)['app.kubernetes.io/instance'];
+    const pods = caches.pods
+      .list(namespace)
+      .filter((p) => p.metadata?.labels?.['app.kubernetes.io/instance'] === instance)
+      .map((p) => podObservation(name, p))
+      .filter((p): p is PodObservation => p !== null);
+    const claims = caches.claims
+      .list(namespace)
+      .map((c) => claimObservation(name, c))
+      .filter((c): c is ClaimObservation => c !== null);
+    const svc = (n: string) => {
+      const s = caches.services.get(n, namespace);
+      return !!s && !s.metadata?.deletionTimestamp;
+    };
+    return clusterView(qc, {
+      statefulSet: statefulSetObservation(qc, caches.statefulSets.get(names.statefulSet(name), namespace) ?? null),
+      servicesPresent: svc(names.clientService(name)) && svc(names.headlessService(name)),
+      pods,
+      claims,
+    });
+  }
+
+  private async runningOperation(namespace: string, name: string): Promise<RunningOperation | null> {
+    const workflowId = operationWorkflowId(namespace, name);
+    try {
+      const d = await this.opts.temporal.workflow.getHandle(workflowId).describe();
+      if (d.status.name !== 'RUNNING') return null;
+      const type = TYPE_OF[d.type] ?? (OPERATION_TYPES.includes(d.type as OperationType) ? (d.type as OperationType) : null);
+      return type ? { type, workflowId, runId: d.runId } : null;
+    } catch (err) {
+      if (err instanceof WorkflowNotFoundError) return null;
+      throw err;
+    }
+  }
+
+  /** The observer runs as long as the QueenCluster exists; starting it again is a no-op. */
+  private async ensureObserver(qc: QueenCluster, log: Logger) {
+    const { namespace, name, uid } = qc.metadata;
+    const key = `${namespace}/${name}`;
+    if (this.observed.get(key) === uid) return;
+    const ref: ClusterRef = { namespace, name, uid: uid! };
+    try {
+      await this.opts.temporal.workflow.start('clusterObserver', {
+        workflowId: observerWorkflowId(namespace, name),
+        taskQueue: this.opts.taskQueue,
+        args: [ref, null],
+        workflowIdConflictPolicy: 'USE_EXISTING',
+        staticSummary: `observes the QueenCluster ${namespace}/${name}`,
+      });
+      this.observed.set(key, uid!);
+      log.debug('observer running');
+    } catch (err) {
+      if (err instanceof WorkflowExecutionAlreadyStartedError) {
+        this.observed.set(key, uid!);
+        return;
+      }
+      throw err;
+    }
+  }
+
+  private async startOperation(qc: QueenCluster, decision: Extract<Decision, { action: 'start' }>, log: Logger) {
+    const { namespace, name, uid } = qc.metadata;
+    const workflow = WORKFLOW_OF[decision.need.type];
+    if (!workflow) return;
+    const input: OperationInput = {
+      ref: { namespace, name, uid: uid! },
+      fingerprint: decision.need.fingerprint,
+      target: decision.need.target,
+      retryToken: decision.retryToken,
+    };
+    try {
+      const handle = await this.opts.temporal.workflow.start(workflow, {
+        workflowId: operationWorkflowId(namespace, name),
+        taskQueue: this.opts.taskQueue,
+        args: [input],
+        staticSummary: `${decision.need.type} of ${namespace}/${name}: ${decision.need.target}`,
+      });
+      log.info({ workflowId: handle.workflowId, runId: handle.firstExecutionRunId, type: decision.need.type, target: decision.need.target }, `started ${decision.need.type}`);
+    } catch (err) {
+      if (err instanceof WorkflowExecutionAlreadyStartedError) {
+        log.debug({ type: decision.need.type }, 'an operation already runs');
+        return;
+      }
+      throw err;
+    }
+  }
+
+  private async act(decision: Decision, log: Logger) {
+    switch (decision.action) {
+      case 'yield':
+        log.info({ running: decision.running.type, need: decision.need.type }, `asking ${decision.running.type} to yield to ${decision.need.type}`);
+        await this.opts.temporal.workflow.getHandle(decision.running.workflowId, decision.running.runId).signal('yield', decision.need.type);
+        return;
+      case 'cancel': {
+        const runKey = `${decision.running.workflowId}/${decision.running.runId}`;
+        if (this.cancelled.has(runKey)) return;
+        this.cancelled.add(runKey);
+        log.info({ running: decision.running.type }, `cancelling ${decision.running.type}: the queenmq.com/cancel annotation asks for it`);
+        await this.opts.temporal.workflow.getHandle(decision.running.workflowId, decision.running.runId).cancel();
+        return;
+      }
+      default:
+        return;
+    }
+  }
+}

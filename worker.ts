@@ -1,0 +1,51 @@
+// The Temporal worker: the workflows (bundled once, or read from a prebuilt bundle) and the
+// activities bound to the Kubernetes client and the settings.
+import { fileURLToPath } from 'node:url';
+import { NativeConnection, Worker, bundleWorkflowCode, type WorkerOptions } from '@temporalio/worker';
+import type { Logger } from 'pino';
+import { createActivities } from './activities/index.ts';
+import type { Kube } from './activities/kube.ts';
+import type { Settings } from './activities/settings.ts';
+
+export const WORKFLOWS_PATH = fileURLToPath(new URL('./workflows/index.ts', import.meta.url));
+
+/** Bundles the workflow code (webpack + swc), for a worker or for a file several workers share. */
+export async function bundleWorkflows(): Promise<string> {
+  const { code } = await bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: quietBundlerLogger });
+  return code;
+}
+
+const quietBundlerLogger = {
+  log: () => undefined,
+  trace: () => undefined,
+  debug: () => undefined,
+  info: () => undefined,
+  warn: () => undefined,
+  error: (message: string, meta?: Record<string, unknown>) => console.error(message, meta ?? ''),
+};
+
+export interface WorkerConfig {
+  address: string;
+  namespace: string;
+  taskQueue: string;
+  kube: Kube;
+  settings: Settings;
+  log: Logger;
+  /** A bundle written by bundleWorkflows(); without it the worker bundles at start. */
+  workflowBundlePath?: string;
+}
+
+export async function createWorker(cfg: WorkerConfig): Promise<Worker> {
+  const connection = await NativeConnection.connect({ address: cfg.address });
+  const options: WorkerOptions = {
+    connection,
+    namespace: cfg.namespace,
+    taskQueue: cfg.taskQueue,
+    activities: createActivities({ kube: cfg.kube, settings: cfg.settings, log: cfg.log }),
+    ...(cfg.workflowBundlePath ? { workflowBundle: { codePath: cfg.workflowBundlePath } } : { workflowBundle: { code: await bundleWorkflows() } }),
+    // Waiting steps are long-running heartbeating activities: allow plenty at once.
+    maxConcurrentActivityTaskExecutions: 200,
+    shutdownGraceTime: '5s',
+  };
+  return Worker.create(options);
+}

@@ -1,0 +1,88 @@
+// The cluster's state in one phase and one line, when no operation runs: Ready, Degraded with the
+// reason when a pod is down or a voter is behind, Blocked when only a person can decide, Forming
+// before the first leader. Phases are not sticky: this is computed afresh from every observation.
+import type { Phase } from '../../crd/schema.ts';
+import { stopGate, type GateName } from './gates.ts';
+import type { Observation, PodObservation } from './observation.ts';
+import type { StallMemory } from './stalls.ts';
+
+export interface Assessment {
+  phase: Phase;
+  message: string;
+  /** The named gate or check behind a Degraded or Blocked phase. */
+  reason?: GateName | 'pod-config' | 'crash-loop' | 'unschedulable' | 'forming' | 'last-operation';
+}
+
+export interface AssessInput {
+  obs: Observation;
+  memory: StallMemory;
+  /** A leader's membership has been seen before (status.voters is set). */
+  formed: boolean;
+  /** The last write probe, if it ran. */
+  probe: { ok: boolean; error?: string } | null;
+  stallAfterMs: number;
+  secretName: string;
+  /** Why the last operation cannot go on by itself (cancelled, failed), if it still applies. */
+  stoppedOperation?: string | null;
+}
+
+/** What the kubelet says about a container that cannot start because of its Secret, in our words. */
+export function podConfigProblem(pod: PodObservation, secretName: string): string | null {
+  if (pod.waitingReason !== 'CreateContainerConfigError') return null;
+  const msg = pod.waitingMessage ?? '';
+  const missingSecret = /secret "([^"]+)" not found/.exec(msg);
+  if (missingSecret) {
+    return `the Secret ${missingSecret[1]} does not exist: create it with the key QUEEN_RAFT_TOKEN (pod ${pod.ordinal} cannot start)`;
+  }
+  const missingKey = /couldn't find key (\S+) in Secret (\S+)/.exec(msg);
+  if (missingKey) {
+    const secret = missingKey[2]!.split('/').pop();
+    return `the Secret ${secret ?? secretName} has no key ${missingKey[1]}: add it (pod ${pod.ordinal} cannot start)`;
+  }
+  return `pod ${pod.ordinal} cannot start: ${msg || 'its container configuration is invalid'}`;
+}
+
+/** A crash loop: the kubelet backs off restarting the container. Exit code 75 once is normal, a loop is not. */
+export function crashLoop(pod: PodObservation): string | null {
+  if (pod.waitingReason !== 'CrashLoopBackOff') return null;
+  const code = pod.lastExitCode === null ? '' : ` with code ${pod.lastExitCode}`;
+  return `pod ${pod.ordinal} is crash-looping: its container exited${code} (${pod.restarts} restarts)`;
+}
+
+export function assess(input: AssessInput): Assessment {
+  const { obs } = input;
+  for (const pod of obs.pods) {
+    const problem = podConfigProblem(pod, input.secretName);
+    if (problem) return { phase: 'Blocked', message: problem, reason: 'pod-config' };
+  }
+  for (const pod of obs.pods) {
+    if (obs.health[pod.ordinal]?.applyFailure) {
+      return { phase: 'Blocked', message: `apply stopped on pod ${pod.ordinal}: this needs a person, see the recovery guide`, reason: 'apply-running' };
+    }
+  }
+  if (!obs.membership) {
+    if (!input.formed) return { phase: 'Forming', message: 'waiting for the pods to start and elect a leader', reason: 'forming' };
+    return {
+      phase: 'Degraded',
+      message: "no pod answers with a leader's view of the membership: an election is under way, or the cluster lost its majority",
+      reason: 'leader-known',
+    };
+  }
+  if (input.stoppedOperation) return { phase: 'Blocked', message: input.stoppedOperation, reason: 'last-operation' };
+  for (const pod of obs.pods) {
+    const loop = crashLoop(pod);
+    if (loop) return { phase: 'Degraded', message: loop, reason: 'crash-loop' };
+    if (pod.unschedulable) return { phase: 'Degraded', message: `pod ${pod.ordinal} cannot be scheduled: ${pod.unschedulable}`, reason: 'unschedulable' };
+  }
+  const hold = stopGate({
+    obs,
+    memory: input.memory,
+    target: null,
+    opts: { minReadyMs: 0, stallAfterMs: input.stallAfterMs, caughtUpEntries: obs.membership.promoteMaxLag },
+  });
+  if (hold) return { phase: 'Degraded', message: hold.reason, reason: hold.gate };
+  if (input.probe && !input.probe.ok) {
+    return { phase: 'Degraded', message: `a write does not commit: ${input.probe.error ?? 'the write probe failed'}`, reason: 'write-commits' };
+  }
+  return { phase: 'Ready', message: '' };
+}

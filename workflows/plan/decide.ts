@@ -1,0 +1,121 @@
+// Which operation a cluster needs now. Level-triggered: a pure function of the QueenCluster and of
+// what the API server shows of its objects, evaluated on every event and on a resync, so nothing
+// depends on seeing a particular event. One operation at a time, in this priority: form the
+// cluster; replace a node (annotation); change the voters; grow the volumes; roll pods whose
+// template is out of date.
+import { ANNOTATIONS, type QueenCluster } from '../../crd/schema.ts';
+import { parseQuantity } from './format.ts';
+import type { ClaimObservation, PodObservation, StatefulSetObservation } from './observation.ts';
+
+export const OPERATION_TYPES = ['FormCluster', 'ReplaceNode', 'ScaleVoters', 'GrowVolumes', 'RollingUpgrade'] as const;
+export type OperationType = (typeof OPERATION_TYPES)[number];
+
+/** Lower is more urgent. */
+export const priority = (t: OperationType) => OPERATION_TYPES.indexOf(t);
+
+/** The operations this version of the operator runs. */
+export const IMPLEMENTED: ReadonlySet<OperationType> = new Set<OperationType>(['FormCluster', 'RollingUpgrade']);
+
+export interface ClusterView {
+  qc: QueenCluster;
+  /** Hashes of what the spec renders now (activities/resources.ts). */
+  wantedSpecHash: string;
+  wantedTemplateHash: string;
+  statefulSet: StatefulSetObservation | null;
+  /** The client and headless Services exist. */
+  servicesPresent: boolean;
+  pods: PodObservation[];
+  claims: ClaimObservation[];
+}
+
+export interface Need {
+  type: OperationType;
+  /** What the operation works towards; the same need with the same fingerprint is the same request. */
+  fingerprint: string;
+  /** One line for people: what is wanted. */
+  target: string;
+}
+
+/** The most urgent operation the cluster needs, or null when it is as specified. */
+export function neededOperation(v: ClusterView): Need | null {
+  const { qc } = v;
+  const spec = qc.spec;
+  const status = qc.status ?? {};
+  const formed = (status.voters?.length ?? 0) > 0;
+  const sts = v.statefulSet;
+  if (!formed || !sts || sts.terminating || !v.servicesPresent) {
+    return { type: 'FormCluster', fingerprint: `form:${v.wantedSpecHash}`, target: `${spec.replicas ?? 3} voters on ${spec.version}` };
+  }
+  const replace = qc.metadata.annotations?.[ANNOTATIONS.replacePod];
+  if (replace) return { type: 'ReplaceNode', fingerprint: `replace:${replace}`, target: `replace ${replace}` };
+  const voters = spec.replicas ?? 3;
+  if ((status.voters?.length ?? voters) !== voters) {
+    return { type: 'ScaleVoters', fingerprint: `voters:${voters}`, target: `${voters} voters` };
+  }
+  const size = spec.storage?.size ?? '50Gi';
+  const sizeBytes = parseQuantity(size);
+  const claimsBehind = v.claims.some((c) => !c.terminating && c.requestBytes > 0 && c.requestBytes < sizeBytes);
+  const templateBehind = sts.claimTemplateSize !== null && parseQuantity(sts.claimTemplateSize) < sizeBytes;
+  if (claimsBehind || templateBehind) return { type: 'GrowVolumes', fingerprint: `size:${size}`, target: `volumes of ${size}` };
+  const podsBehind = v.pods.some((p) => !p.terminating && p.hash !== v.wantedTemplateHash);
+  if (sts.specHash !== v.wantedSpecHash || podsBehind) {
+    return { type: 'RollingUpgrade', fingerprint: `spec:${v.wantedSpecHash}`, target: spec.version };
+  }
+  return null;
+}
+
+export interface RunningOperation {
+  type: OperationType;
+  workflowId: string;
+  runId?: string;
+}
+
+export type Decision =
+  | { action: 'none'; why: string }
+  | { action: 'start'; need: Need; retryToken: string }
+  | { action: 'yield'; running: RunningOperation; need: Need }
+  | { action: 'cancel'; running: RunningOperation }
+  | { action: 'unsupported'; need: Need }
+  | { action: 'stopped'; need: Need; message: string };
+
+/** How long a succeeded operation's request is not started again, whatever a stale cache says. */
+export const SUCCEEDED_GRACE_MS = 30_000;
+
+export function decide(v: ClusterView, running: RunningOperation | null, now: number): Decision {
+  const annotations = v.qc.metadata.annotations ?? {};
+  if (running && annotations[ANNOTATIONS.cancel]) return { action: 'cancel', running };
+  const need = neededOperation(v);
+  if (running) {
+    if (need && priority(need.type) < priority(running.type) && IMPLEMENTED.has(need.type)) return { action: 'yield', running, need };
+    return { action: 'none', why: `${running.type} runs` };
+  }
+  if (!need) return { action: 'none', why: 'the cluster is as specified' };
+  if (annotations[ANNOTATIONS.pause]) return { action: 'none', why: 'paused by the queenmq.com/pause annotation' };
+  if (!IMPLEMENTED.has(need.type)) return { action: 'unsupported', need };
+  const retryToken = annotations[ANNOTATIONS.retry] ?? '';
+  const last = v.qc.status?.lastOperation;
+  if (last && last.type === need.type && last.fingerprint === need.fingerprint) {
+    if ((last.result === 'Cancelled' || last.result === 'Failed') && (last.retryToken ?? '') === retryToken) {
+      return { action: 'stopped', need, message: last.message ?? `${need.type} ${last.result.toLowerCase()}` };
+    }
+    const finished = last.finishedAt ? Date.parse(last.finishedAt) : NaN;
+    if (last.result === 'Succeeded' && Number.isFinite(finished) && now - finished < SUCCEEDED_GRACE_MS) {
+      return { action: 'none', why: `${need.type} for the same request succeeded a moment ago` };
+    }
+  }
+  return { action: 'start', need, retryToken };
+}
+
+/** Words for an operation that this version does not run, for status.message. */
+export function unsupportedMessage(need: Need): string {
+  switch (need.type) {
+    case 'ReplaceNode':
+      return `replacing a node (${need.target.replace(/^replace /, '')}) is not supported by this version of the operator`;
+    case 'ScaleVoters':
+      return `changing the number of voters to ${need.target.replace(/ voters$/, '')} is not supported by this version of the operator`;
+    case 'GrowVolumes':
+      return `growing the volumes to ${need.target.replace(/^volumes of /, '')} is not supported by this version of the operator`;
+    default:
+      return `${need.type} is not supported by this version of the operator`;
+  }
+}

@@ -1,0 +1,71 @@
+// Formatting of the words users read, so every message says the same thing the same way.
+
+/** A duration as Go prints it: 30s, 1m0s, 1m30s, 1h2m3s; sub-second values as 500ms. */
+export function goDuration(ms: number): string {
+  if (ms <= 0) return '0s';
+  if (ms < 1000) return `${Math.round(ms)}ms`;
+  const total = Math.floor(ms / 1000);
+  const h = Math.floor(total / 3600);
+  const m = Math.floor((total % 3600) / 60);
+  const s = total % 60;
+  if (h > 0) return `${h}h${m}m${s}s`;
+  if (m > 0) return `${m}m${s}s`;
+  return `${s}s`;
+}
+
+/** "node 4" for one id, "nodes 4 and 5" or "nodes 3, 4 and 5" for several. */
+export function idsText(ids: readonly number[]): string {
+  if (ids.length === 1) return `node ${ids[0]}`;
+  return `nodes ${listText(ids.map(String))}`;
+}
+
+/** "pod 1", "pods 1 and 2". */
+export function podsText(ordinals: readonly number[]): string {
+  if (ordinals.length === 1) return `pod ${ordinals[0]}`;
+  return `pods ${listText(ordinals.map(String))}`;
+}
+
+export function listText(items: readonly string[]): string {
+  if (items.length <= 1) return items.join('');
+  return `${items.slice(0, -1).join(', ')} and ${items[items.length - 1]}`;
+}
+
+/** " (N entries behind)" when the lag is known, else nothing. */
+export function lagText(lag: number | null | undefined): string {
+  return typeof lag === 'number' ? ` (${lag} ${lag === 1 ? 'entry' : 'entries'} behind)` : '';
+}
+
+/** Bytes in the largest binary unit that divides them: 53687091200 → 50Gi. */
+export function quantityText(bytes: number): string {
+  const units = ['Ei', 'Pi', 'Ti', 'Gi', 'Mi', 'Ki'] as const;
+  for (let i = 0; i < units.length; i++) {
+    const size = 1024 ** (units.length - i);
+    if (bytes >= size && bytes % size === 0) return `${bytes / size}${units[i]}`;
+  }
+  return String(bytes);
+}
+
+const SUFFIX: Record<string, number> = {
+  Ki: 1024,
+  Mi: 1024 ** 2,
+  Gi: 1024 ** 3,
+  Ti: 1024 ** 4,
+  Pi: 1024 ** 5,
+  Ei: 1024 ** 6,
+  k: 1e3,
+  M: 1e6,
+  G: 1e9,
+  T: 1e12,
+  P: 1e15,
+  E: 1e18,
+  '': 1,
+};
+
+/** A Kubernetes quantity in bytes (binary and decimal suffixes, no exponent forms). NaN if malformed. */
+export function parseQuantity(q: string | number | undefined | null): number {
+  if (typeof q === 'number') return q;
+  if (!q) return NaN;
+  const m = /^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|)$/.exec(q.trim());
+  if (!m) return NaN;
+  return Math.round(Number(m[1]) * SUFFIX[m[2]!]!);
+}

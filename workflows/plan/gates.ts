@@ -1,0 +1,153 @@
+// The stop gate: the named conditions that hold a disruptive step (stopping a pod) back, shared
+// by every operation. Each gate returns the reason it holds, in the words of the README, or null.
+// The target pod is the one about to be stopped: the other voters must carry the cluster without it.
+import { goDuration, lagText } from './format.ts';
+import type { Observation } from './observation.ts';
+import { isStalled, type StallMemory } from './stalls.ts';
+
+export interface GateOptions {
+  /** spec.minReadySeconds, in ms (0 for the settled check). */
+  minReadyMs: number;
+  stallAfterMs: number;
+  /** A voter is caught up when the leader sees it at most this many entries behind. */
+  caughtUpEntries: number;
+}
+
+export interface GateContext {
+  obs: Observation;
+  memory: StallMemory;
+  /** Ordinal of the pod about to be stopped, or null to ask whether the cluster is settled. */
+  target: number | null;
+  opts: GateOptions;
+}
+
+export interface GateHold {
+  gate: GateName;
+  reason: string;
+}
+
+export const GATE_NAMES = [
+  'leader-known',
+  'apply-running',
+  'no-change-in-flight',
+  'pod-running',
+  'pod-ready',
+  'pod-ready-for-min-ready-seconds',
+  'voter-live',
+  'voter-not-stalled',
+  'voter-caught-up',
+  'write-commits',
+  'not-paused',
+] as const;
+export type GateName = (typeof GATE_NAMES)[number];
+
+/** The voters' node ids: the leader's view when there is one, and the ids the spec asks for. */
+export function voterIds(obs: Observation): number[] {
+  const ids = new Set<number>(obs.membership?.voters ?? []);
+  for (let id = 1; id <= obs.voters; id++) ids.add(id);
+  return [...ids].sort((a, b) => a - b);
+}
+
+const otherVoters = (c: GateContext) => voterIds(c.obs).filter((id) => c.target === null || id !== c.target + 1);
+
+type Gate = { name: GateName; check: (c: GateContext) => string | null };
+
+/** The gates a pure observation can decide, in the order they are checked. */
+export const STOP_GATES: readonly Gate[] = [
+  {
+    name: 'leader-known',
+    check: ({ obs }) =>
+      obs.membership && obs.membership.leader !== null
+        ? null
+        : 'no pod answers with a leader\'s view of the membership: an election is under way, or the cluster lost its majority',
+  },
+  {
+    name: 'apply-running',
+    check: ({ obs }) => {
+      for (const p of obs.pods) {
+        if (obs.health[p.ordinal]?.applyFailure) return `apply stopped on pod ${p.ordinal}: this needs a person, see the recovery guide`;
+      }
+      return null;
+    },
+  },
+  {
+    name: 'no-change-in-flight',
+    check: ({ obs }) => (obs.membership?.changeInFlight || obs.membership?.joint ? 'a membership change is in flight' : null),
+  },
+  {
+    name: 'pod-running',
+    check: (c) => {
+      for (const id of otherVoters(c)) {
+        const pod = c.obs.pods.find((p) => p.ordinal === id - 1);
+        if (!pod || pod.terminating || !pod.running) return `pod ${id - 1} is not running`;
+      }
+      return null;
+    },
+  },
+  {
+    name: 'pod-ready',
+    check: (c) => {
+      for (const id of otherVoters(c)) {
+        const pod = c.obs.pods.find((p) => p.ordinal === id - 1);
+        if (pod && !pod.ready) return `pod ${id - 1} is not Ready`;
+      }
+      return null;
+    },
+  },
+  {
+    name: 'pod-ready-for-min-ready-seconds',
+    check: (c) => {
+      if (c.opts.minReadyMs <= 0) return null;
+      for (const id of otherVoters(c)) {
+        const pod = c.obs.pods.find((p) => p.ordinal === id - 1);
+        // A Ready time in the future (clock skew) counts as just now, never as a negative wait.
+        const readyFor = pod?.readySince === null || pod?.readySince === undefined ? 0 : Math.max(0, c.obs.at - pod.readySince);
+        if (readyFor < c.opts.minReadyMs) return `pod ${id - 1} has been Ready for less than ${goDuration(c.opts.minReadyMs)}`;
+      }
+      return null;
+    },
+  },
+  {
+    name: 'voter-live',
+    check: (c) => {
+      for (const id of otherVoters(c)) {
+        const m = c.obs.membership?.members.find((x) => x.nodeId === id);
+        if (!m || !m.live) return `the leader has not heard from node ${id}`;
+      }
+      return null;
+    },
+  },
+  {
+    // Every voter, the target too: restarting a voter that does not catch up repairs nothing,
+    // and stopping another one would leave the cluster on the last voters that work.
+    name: 'voter-not-stalled',
+    check: (c) => {
+      for (const id of voterIds(c.obs)) {
+        if (isStalled(c.obs, c.memory, id, c.opts.stallAfterMs)) {
+          const m = c.obs.membership?.members.find((x) => x.nodeId === id);
+          return `node ${id} is behind the leader and does not catch up${lagText(m?.lag)}: if its volume was wiped or put back from a copy, it has to be replaced`;
+        }
+      }
+      return null;
+    },
+  },
+  {
+    name: 'voter-caught-up',
+    check: (c) => {
+      for (const id of otherVoters(c)) {
+        const m = c.obs.membership?.members.find((x) => x.nodeId === id);
+        if (m && (m.lag === null || m.lag > c.opts.caughtUpEntries)) return `node ${id} is behind the leader${lagText(m.lag)}`;
+      }
+      return null;
+    },
+  },
+];
+
+/** The first gate that holds a stop of `target` back, or null when the pure gates pass. */
+export function stopGate(c: GateContext): GateHold | null {
+  for (const gate of STOP_GATES) {
+    const reason = gate.check(c);
+    if (reason) return { gate: gate.name, reason };
+  }
+  return null;
+}

@@ -1,0 +1,126 @@
+// What the operator knows about a cluster at one instant: its pods, claims and StatefulSet as the
+// API server has them, and each node's /health and the leader's membership view as the brokers
+// answer. Plain data, so the planning rules are pure functions of it (and of the clock).
+
+export interface PodObservation {
+  ordinal: number;
+  name: string;
+  uid: string;
+  terminating: boolean;
+  phase: string;
+  /** The broker container is running. */
+  running: boolean;
+  ready: boolean;
+  /** When the Ready condition last turned True (ms since the epoch), if it is True. */
+  readySince: number | null;
+  /** The template hash the pod was made from (queenmq.com/config-hash). */
+  hash: string | null;
+  image: string | null;
+  ip: string | null;
+  restarts: number;
+  lastExitCode: number | null;
+  /** When the container last terminated (ms), if it ever did. */
+  lastExitAt: number | null;
+  /** Why the container is waiting (CrashLoopBackOff, CreateContainerConfigError, ...), and the kubelet's message. */
+  waitingReason: string | null;
+  waitingMessage: string | null;
+  /** The pod cannot be scheduled, and the scheduler's message. */
+  unschedulable: string | null;
+}
+
+export interface ClaimObservation {
+  ordinal: number;
+  name: string;
+  uid: string;
+  terminating: boolean;
+  /** spec.resources.requests.storage and status.capacity.storage, in bytes (capacity 0 when unbound). */
+  requestBytes: number;
+  capacityBytes: number;
+  request: string;
+  resizePending: boolean;
+}
+
+export interface HealthObservation {
+  /** The HTTP status of /health (200 healthy, 503 settling). */
+  status: number;
+  healthy: boolean;
+  role: string;
+  leaderKnown: boolean;
+  term: number;
+  applied: number;
+  commit: number;
+  lag: number;
+  quorumAckMs: number | null;
+  version: string;
+  applyFailure: Record<string, unknown> | null;
+}
+
+export interface MemberObservation {
+  nodeId: number;
+  voter: boolean;
+  raft: string | null;
+  http: string | null;
+  matched: number | null;
+  lag: number | null;
+  lastAckMs: number | null;
+  live: boolean;
+}
+
+export interface MembershipObservation {
+  /** The node whose view this is, and where it came from (leader / follower / stopped). */
+  nodeId: number;
+  source: string;
+  viewAgeMs: number | null;
+  leader: number | null;
+  term: number;
+  voters: number[];
+  learners: number[];
+  joint: number[][] | null;
+  membershipIndex: number | null;
+  changeInFlight: boolean;
+  lastLogIndex: number | null;
+  committedIndex: number | null;
+  liveWithinMs: number | null;
+  promoteMaxLag: number;
+  members: MemberObservation[];
+}
+
+export interface StatefulSetObservation {
+  uid: string;
+  replicas: number;
+  terminating: boolean;
+  /** The hash on its pod template, and its spec hash annotation. */
+  templateHash: string | null;
+  specHash: string | null;
+  claimTemplateSize: string | null;
+  /** Controlled by this QueenCluster (owner reference with its uid). */
+  ours: boolean;
+}
+
+export interface Observation {
+  /** When it was taken (ms since the epoch). */
+  at: number;
+  namespace: string;
+  name: string;
+  /** Voters wanted (spec.replicas) and spec.minReadySeconds. */
+  voters: number;
+  minReadySeconds: number;
+  /** The template hash the pods should carry, from the spec as it is now. */
+  wantedHash: string;
+  statefulSet: StatefulSetObservation | null;
+  /** The client and headless Services exist (and are not being deleted). */
+  servicesPresent: boolean;
+  /** Pods and claims of this cluster by ordinal, whatever the StatefulSet's count. */
+  pods: PodObservation[];
+  claims: ClaimObservation[];
+  /** /health answers by ordinal: absent when the pod is not running or did not answer. */
+  health: Record<number, HealthObservation>;
+  /** The freshest leader view of the membership, if any pod gave one. */
+  membership: MembershipObservation | null;
+  /** The ordinal of the pod that gave it. */
+  membershipVia: number | null;
+}
+
+export const podAt = (obs: Observation, ordinal: number) => obs.pods.find((p) => p.ordinal === ordinal);
+export const claimAt = (obs: Observation, ordinal: number) => obs.claims.find((c) => c.ordinal === ordinal);
+export const memberOf = (m: MembershipObservation | null, nodeId: number) => m?.members.find((x) => x.nodeId === nodeId);
