@@ -117,6 +117,19 @@ async function shutdown(signal: string): Promise<void> {
   exitNow(0);
 }
 process.on('SIGTERM', () => void shutdown('SIGTERM'));
+
+// Test-bed safety net: exit when the process that started us is gone (never in production).
+const parentPid = Number(process.env.QUEEN_SIM_EXIT_WITH_PARENT ?? '');
+if (Number.isInteger(parentPid) && parentPid > 1) {
+  setInterval(() => {
+    try {
+      process.kill(parentPid, 0);
+    } catch {
+      logger.warn('the test process that started this node is gone; exiting');
+      exitNow(137);
+    }
+  }, 1000).unref();
+}
 process.on('SIGINT', () => void shutdown('SIGINT'));
 
 function clusterIdFor(peers: SimConfig['peers']): string {

@@ -1,0 +1,388 @@
+// Test harness for the Queen node simulator: starts simulated nodes as OS processes on distinct
+// loopback addresses of one random 127.X.Y.0/24 (so parallel test files never clash), peers as
+// literal IPs, data dirs in a temp folder, fast timings. Restarts a node on the same data dir
+// (optionally wiped), sends SIGTERM/SIGKILL, reads exit codes. Every process is killed at the end,
+// and when the test process exits for any reason.
+
+import { spawn, type ChildProcess } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+export const REPO_ROOT = path.resolve(here, '..', '..');
+export const SIM_MAIN = path.join(here, 'main.ts');
+
+// Node.js 24 from the `node` devDependency (the machine's own node is older).
+export function node24(): string {
+  const bin = path.join(REPO_ROOT, 'node_modules', 'node', 'bin', 'node');
+  if (fs.existsSync(bin)) return bin;
+  const major = Number(process.versions.node.split('.')[0]);
+  if (major >= 24) return process.execPath;
+  throw new Error('Node.js 24 not found: run npm install (the `node` devDependency)');
+}
+
+const live = new Set<ChildProcess>();
+let exitHookInstalled = false;
+function installExitHook(): void {
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  process.on('exit', () => {
+    for (const c of live) {
+      try {
+        c.kill('SIGKILL');
+      } catch {
+        // already gone
+      }
+    }
+  });
+}
+
+// Fast timings for tests: heartbeat 50 ms, election 300-600 ms (liveness window 1 s), readiness
+// quorum 2 s, statement timeout 2 s, boot waits and drains x0.1.
+export const FAST_ENV: Record<string, string> = {
+  QUEEN_RAFT_HEARTBEAT_MS: '50',
+  QUEEN_RAFT_ELECTION_MS: '300',
+  QUEEN_RAFT_READY_QUORUM_MS: '2000',
+  QUEEN_STMT_TIMEOUT_MS: '2000',
+  QUEEN_SIM_TIME_FACTOR: '0.1',
+  QUEEN_RAFT_DISK_CHECK_MS: '50',
+};
+
+export interface HttpResult {
+  status: number;
+  json: any;
+  headers: Headers;
+}
+
+export type TryResult = HttpResult | { error: string };
+
+export function isError(r: TryResult): r is { error: string } {
+  return (r as { error?: string }).error !== undefined;
+}
+
+export class SimProc {
+  id: number;
+  child: ChildProcess;
+  pid: number;
+  exitCode: number | null = null;
+  signal: NodeJS.Signals | null = null;
+  exited: Promise<number>;
+  lines: string[] = [];
+
+  constructor(id: number, child: ChildProcess) {
+    this.id = id;
+    this.child = child;
+    this.pid = child.pid ?? -1;
+    let buf = '';
+    const onData = (d: Buffer) => {
+      buf += d.toString('utf8');
+      let i: number;
+      while ((i = buf.indexOf('\n')) >= 0) {
+        this.lines.push(buf.slice(0, i));
+        buf = buf.slice(i + 1);
+        if (this.lines.length > 5000) this.lines.splice(0, 1000);
+      }
+    };
+    child.stdout?.on('data', onData);
+    child.stderr?.on('data', onData);
+    this.exited = new Promise((resolve) => {
+      child.on('exit', (code, signal) => {
+        live.delete(child);
+        this.exitCode = code ?? (signal === 'SIGKILL' ? 137 : signal === 'SIGTERM' ? 143 : 128);
+        this.signal = signal;
+        resolve(this.exitCode);
+      });
+    });
+  }
+
+  get running(): boolean {
+    return this.exitCode === null;
+  }
+
+  logs(): { level?: string; msg?: string; [k: string]: unknown }[] {
+    const out: { level?: string; msg?: string }[] = [];
+    for (const l of this.lines) {
+      try {
+        out.push(JSON.parse(l) as { level?: string; msg?: string });
+      } catch {
+        out.push({ msg: l });
+      }
+    }
+    return out;
+  }
+
+  hasLog(re: RegExp): boolean {
+    return this.lines.some((l) => re.test(l));
+  }
+}
+
+export interface StartOptions {
+  env?: Record<string, string>; // extra env for this start (merged over the cluster env)
+  wipe?: boolean; // empty the data dir first
+  join?: boolean; // QUEEN_RAFT_JOIN=true
+}
+
+export interface ClusterOptions {
+  size?: number; // founders, ids 1..size (default 3)
+  env?: Record<string, string>; // env for every node, over FAST_ENV
+  token?: string | null; // QUEEN_RAFT_TOKEN (default: a random one)
+}
+
+function randomSubnet(): string {
+  const x = 100 + Math.floor(Math.random() * 150);
+  const y = Math.floor(Math.random() * 256);
+  return `127.${x}.${y}`;
+}
+
+export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+export async function waitFor<T>(desc: string, fn: () => Promise<T | undefined | null | false>, timeoutMs = 15_000, everyMs = 50): Promise<T> {
+  const until = Date.now() + timeoutMs;
+  let last: unknown = undefined;
+  for (;;) {
+    try {
+      const v = await fn();
+      if (v !== undefined && v !== null && v !== false) return v;
+      last = v;
+    } catch (e) {
+      last = e;
+    }
+    if (Date.now() > until) throw new Error(`timed out after ${timeoutMs} ms waiting for ${desc} (last: ${last instanceof Error ? last.message : JSON.stringify(last)})`);
+    await sleep(everyMs);
+  }
+}
+
+export class SimCluster {
+  subnet: string;
+  root: string;
+  size: number;
+  env: Record<string, string>;
+  token: string | null;
+  procs = new Map<number, SimProc>();
+  history: SimProc[] = [];
+
+  constructor(opts: ClusterOptions = {}) {
+    installExitHook();
+    this.subnet = randomSubnet();
+    this.root = fs.mkdtempSync(path.join(os.tmpdir(), 'queen-sim-'));
+    this.size = opts.size ?? 3;
+    this.token = opts.token === undefined ? `tok-${Math.random().toString(36).slice(2)}` : opts.token;
+    this.env = { ...FAST_ENV, ...(opts.env ?? {}) };
+  }
+
+  ip(id: number): string {
+    return `${this.subnet}.${id}`;
+  }
+
+  raftAddr(id: number): string {
+    return `${this.ip(id)}:7400`;
+  }
+
+  httpAddr(id: number): string {
+    return `${this.ip(id)}:6632`;
+  }
+
+  peers(ids?: number[]): string {
+    const list = ids ?? Array.from({ length: this.size }, (_, i) => i + 1);
+    return list.map((id) => `${id}=${this.raftAddr(id)}/${this.httpAddr(id)}`).join(',');
+  }
+
+  dataDir(id: number): string {
+    return path.join(this.root, `node-${id}`);
+  }
+
+  node(id: number): SimProc {
+    const p = this.procs.get(id);
+    if (!p) throw new Error(`node ${id} was never started`);
+    return p;
+  }
+
+  start(id: number, opts: StartOptions = {}): SimProc {
+    const prev = this.procs.get(id);
+    if (prev && prev.running) throw new Error(`node ${id} is still running (pid ${prev.pid})`);
+    const dir = this.dataDir(id);
+    if (opts.wipe) fs.rmSync(dir, { recursive: true, force: true });
+    fs.mkdirSync(dir, { recursive: true });
+    const env: Record<string, string> = {
+      PATH: process.env.PATH ?? '/usr/bin:/bin',
+      HOME: process.env.HOME ?? '/tmp',
+      HOSTNAME: `queen-${id - 1}`,
+      QUEEN_RAFT_REPLICATOR: 'openraft',
+      QUEEN_RAFT_NODE_ID: 'ordinal',
+      QUEEN_RAFT_PEERS: this.peers(),
+      QUEEN_RAFT_DIR: '/var/lib/queen/raft',
+      QUEEN_SIM_MOUNTS: JSON.stringify({ '/var/lib/queen/raft': dir }),
+      QUEEN_SIM_IP: this.ip(id),
+      QUEEN_SIM_EXIT_WITH_PARENT: String(process.pid),
+      ...(this.token !== null ? { QUEEN_RAFT_TOKEN: this.token } : {}),
+      ...this.env,
+      ...(opts.join ? { QUEEN_RAFT_JOIN: 'true' } : {}),
+      ...(opts.env ?? {}),
+    };
+    const child = spawn(node24(), [SIM_MAIN], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    live.add(child);
+    const p = new SimProc(id, child);
+    this.procs.set(id, p);
+    this.history.push(p);
+    return p;
+  }
+
+  startAll(ids?: number[], opts: StartOptions = {}): void {
+    for (const id of ids ?? Array.from({ length: this.size }, (_, i) => i + 1)) this.start(id, opts);
+  }
+
+  async restart(id: number, opts: StartOptions = {}): Promise<SimProc> {
+    const p = this.procs.get(id);
+    if (p && p.running) await this.kill(id);
+    return this.start(id, opts);
+  }
+
+  wipe(id: number): void {
+    const p = this.procs.get(id);
+    if (p && p.running) throw new Error(`node ${id} is running; stop it before wiping`);
+    fs.rmSync(this.dataDir(id), { recursive: true, force: true });
+  }
+
+  async kill(id: number, signal: NodeJS.Signals = 'SIGKILL'): Promise<number> {
+    const p = this.node(id);
+    if (!p.running) return p.exitCode!;
+    p.child.kill(signal);
+    return await p.exited;
+  }
+
+  sigterm(id: number): Promise<number> {
+    const p = this.node(id);
+    p.child.kill('SIGTERM');
+    return p.exited;
+  }
+
+  async waitExit(id: number, timeoutMs = 15_000): Promise<number> {
+    const p = this.node(id);
+    const t = sleep(timeoutMs).then(() => -1);
+    const code = await Promise.race([p.exited, t]);
+    if (code === -1) throw new Error(`node ${id} did not exit within ${timeoutMs} ms`);
+    return code;
+  }
+
+  // ---- HTTP --------------------------------------------------------------------------------
+
+  async req(id: number, method: string, pth: string, body?: unknown, timeoutMs = 5000): Promise<HttpResult> {
+    const res = await fetch(`http://${this.httpAddr(id)}${pth}`, {
+      method,
+      headers: body !== undefined ? { 'content-type': 'application/json' } : {},
+      body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+    const text = await res.text();
+    let json: unknown = null;
+    try {
+      json = text === '' ? null : JSON.parse(text);
+    } catch {
+      json = { raw: text };
+    }
+    return { status: res.status, json, headers: res.headers };
+  }
+
+  // Like req, but a connection failure or a timeout is a value: {error: 'refused' | 'timeout' | ...}.
+  async tryReq(id: number, method: string, pth: string, body?: unknown, timeoutMs = 5000): Promise<TryResult> {
+    try {
+      return await this.req(id, method, pth, body, timeoutMs);
+    } catch (e) {
+      const err = e as { name?: string; cause?: { code?: string }; message?: string };
+      if (err.name === 'TimeoutError' || err.name === 'AbortError') return { error: 'timeout' };
+      if (err.cause?.code === 'ECONNREFUSED') return { error: 'refused' };
+      return { error: err.cause?.code ?? err.message ?? 'error' };
+    }
+  }
+
+  // A raft RPC straight to a node's raft port (with the cluster token unless told otherwise).
+  async raft(id: number, route: string, body: unknown = {}, token: string | null | undefined = undefined): Promise<HttpResult> {
+    const tok = token === undefined ? this.token : token;
+    const res = await fetch(`http://${this.raftAddr(id)}${route}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...(tok !== null ? { 'x-queen-raft-token': tok } : {}) },
+      body: JSON.stringify(body),
+      signal: AbortSignal.timeout(3000),
+    });
+    const text = await res.text();
+    let json: unknown = null;
+    try {
+      json = text === '' ? null : JSON.parse(text);
+    } catch {
+      json = { raw: text };
+    }
+    return { status: res.status, json, headers: res.headers };
+  }
+
+  health(id: number, timeoutMs = 2000): Promise<TryResult> {
+    return this.tryReq(id, 'GET', '/health', undefined, timeoutMs);
+  }
+
+  async membership(id: number): Promise<any> {
+    const r = await this.req(id, 'GET', '/api/v1/system/raft/membership');
+    if (r.status !== 200) throw new Error(`membership via node ${id}: HTTP ${r.status}`);
+    return r.json.membership;
+  }
+
+  async info(id: number): Promise<any> {
+    return (await this.req(id, 'GET', '/_sim/info')).json;
+  }
+
+  async put(id: number, key: string, value: unknown, timeoutMs = 5000): Promise<TryResult> {
+    return this.tryReq(id, 'PUT', `/api/v1/kv/test/${encodeURIComponent(key)}`, { value, ttlSeconds: 600 }, timeoutMs);
+  }
+
+  // Writes n KV entries through node id, each acknowledged (200) before the next.
+  async writeMany(id: number, n: number, prefix = 'k'): Promise<void> {
+    for (let i = 0; i < n; i++) {
+      const r = await this.put(id, `${prefix}-${i}`, { i });
+      if (isError(r) || r.status !== 200) throw new Error(`write ${prefix}-${i} through node ${id} failed: ${JSON.stringify(isError(r) ? r : r.json)}`);
+    }
+  }
+
+  running(): number[] {
+    return [...this.procs.values()].filter((p) => p.running).map((p) => p.id);
+  }
+
+  // The node every running node (among `among`) that reports role leader, once exactly one does.
+  async waitLeader(among?: number[], timeoutMs = 15_000): Promise<{ id: number; term: number }> {
+    return waitFor(
+      'a leader',
+      async () => {
+        const ids = among ?? this.running();
+        const found: { id: number; term: number }[] = [];
+        for (const id of ids) {
+          const h = await this.health(id, 1000);
+          if (!isError(h) && h.json?.raft?.role === 'leader') found.push({ id, term: h.json.raft.term });
+        }
+        if (found.length === 0) return undefined;
+        found.sort((a, b) => b.term - a.term);
+        return found[0];
+      },
+      timeoutMs,
+    );
+  }
+
+  async waitHealthy(ids: number[], timeoutMs = 15_000): Promise<void> {
+    for (const id of ids) {
+      await waitFor(`node ${id} healthy`, async () => {
+        const h = await this.health(id, 1000);
+        return !isError(h) && h.status === 200;
+      }, timeoutMs);
+    }
+  }
+
+  async close(): Promise<void> {
+    const waits: Promise<number>[] = [];
+    for (const p of this.history) {
+      if (p.running) {
+        p.child.kill('SIGKILL');
+        waits.push(p.exited);
+      }
+    }
+    await Promise.all(waits);
+    fs.rmSync(this.root, { recursive: true, force: true });
+  }
+}
