@@ -1,0 +1,119 @@
+// The objects made from a QueenCluster: names, labels, the pod template of seed 001, the peer
+// list, and which changes restart pods (the template hash).
+import { describe, expect, it } from 'vitest';
+import { disruptionBudget, peersFor, podTemplate, services, specHash, statefulSet } from '../../activities/resources.ts';
+import { withDefaults } from '../../crd/defaults.ts';
+import type { QueenCluster, QueenClusterSpec } from '../../crd/schema.ts';
+
+function qc(spec: Partial<QueenClusterSpec> = {}): QueenCluster {
+  return {
+    apiVersion: 'queenmq.com/v1alpha1',
+    kind: 'QueenCluster',
+    metadata: { name: 'queen', namespace: 'queen', uid: 'uid-1' },
+    spec: { version: '2.6.0', secretName: 'queen', ...spec },
+  };
+}
+
+const container = (c: QueenCluster, pods = 3) => podTemplate(c, pods).template.spec!.containers[0]!;
+const env = (c: QueenCluster, pods = 3) => Object.fromEntries(container(c, pods).env!.map((e) => [e.name, e]));
+
+describe('the StatefulSet', () => {
+  const sts = statefulSet(qc(), { pods: 3, claimSize: '50Gi' });
+  it('restarts nothing by itself and keeps claims when it is deleted', () => {
+    expect(sts.spec).toMatchObject({
+      replicas: 3,
+      serviceName: 'queen-headless',
+      podManagementPolicy: 'Parallel',
+      minReadySeconds: 30,
+      updateStrategy: { type: 'OnDelete' },
+      persistentVolumeClaimRetentionPolicy: { whenDeleted: 'Retain', whenScaled: 'Retain' },
+    });
+    expect(sts.spec!.volumeClaimTemplates![0]).toMatchObject({ metadata: { name: 'data' }, spec: { resources: { requests: { storage: '50Gi' } } } });
+    expect(sts.metadata!.ownerReferences).toEqual([
+      { apiVersion: 'queenmq.com/v1alpha1', kind: 'QueenCluster', name: 'queen', uid: 'uid-1', controller: true, blockOwnerDeletion: true },
+    ]);
+  });
+  it('carries the probes, the preStop, the grace period and the security context of seed 001', () => {
+    const c = container(qc());
+    expect(c.image).toBe('ghcr.io/queen-mq/queen:2.6.0');
+    expect(c.startupProbe).toEqual({ tcpSocket: { port: 'http' }, periodSeconds: 5, timeoutSeconds: 5, failureThreshold: 360 });
+    expect(c.readinessProbe).toEqual({ httpGet: { path: '/health', port: 'http' }, periodSeconds: 5, timeoutSeconds: 5, failureThreshold: 3 });
+    expect(c.livenessProbe).toEqual({ tcpSocket: { port: 'http' }, periodSeconds: 20, timeoutSeconds: 5, failureThreshold: 3 });
+    expect(c.lifecycle).toEqual({ preStop: { exec: { command: ['/bin/sleep', '5'] } } });
+    expect(c.resources).toEqual({ requests: { cpu: '1', memory: '4Gi' }, limits: { memory: '4Gi' } });
+    const pod = podTemplate(qc(), 3).template.spec!;
+    expect(pod.terminationGracePeriodSeconds).toBe(90);
+    expect(pod.affinity!.podAntiAffinity!.requiredDuringSchedulingIgnoredDuringExecution![0]!.topologyKey).toBe('kubernetes.io/hostname');
+    expect(pod.topologySpreadConstraints![0]).toMatchObject({ topologyKey: 'topology.kubernetes.io/zone', whenUnsatisfiable: 'ScheduleAnyway' });
+  });
+  it('sets the broker environment in the reference order, spec.env last', () => {
+    const names = container(qc({ env: [{ name: 'QUEEN_RAFT_HEARTBEAT_MS', value: '50' }] })).env!.map((e) => e.name);
+    expect(names).toEqual([
+      'PORT',
+      'QUEEN_RAFT_REPLICATOR',
+      'QUEEN_RAFT_DIR',
+      'QUEEN_RAFT_NODE_ID',
+      'QUEEN_RAFT_PEERS',
+      'QUEEN_RAFT_TOKEN',
+      'QUEEN_ENCRYPTION_KEY',
+      'QUEEN_SERVER_ID',
+      'QUEEN_LOG_JSON',
+      'QUEEN_RAFT_HEARTBEAT_MS',
+    ]);
+    expect(env(qc()).QUEEN_RAFT_TOKEN!.valueFrom!.secretKeyRef).toEqual({ name: 'queen', key: 'QUEEN_RAFT_TOKEN' });
+    expect(env(qc()).QUEEN_ENCRYPTION_KEY!.valueFrom!.secretKeyRef).toEqual({ name: 'queen', key: 'QUEEN_ENCRYPTION_KEY', optional: true });
+  });
+  it('names every pod in the peer list, node id = ordinal + 1', () => {
+    expect(peersFor(qc(), withDefaults(qc().spec), 3)).toBe(
+      '1=queen-0.queen-headless.queen.svc.cluster.local:7400/queen-0.queen-headless.queen.svc.cluster.local:6632,' +
+        '2=queen-1.queen-headless.queen.svc.cluster.local:7400/queen-1.queen-headless.queen.svc.cluster.local:6632,' +
+        '3=queen-2.queen-headless.queen.svc.cluster.local:7400/queen-2.queen-headless.queen.svc.cluster.local:6632',
+    );
+  });
+  it('the proxy needs its session secret; Kafka with several voters derives its node id at start', () => {
+    const p = env(qc({ proxy: { enabled: true } }));
+    expect(p.QUEEN_PROXY_PORT!.value).toBe('6711');
+    expect(p.QUEEN_PROXY_JWT_SECRET!.valueFrom!.secretKeyRef!.optional).toBeUndefined();
+    const k = container(qc({ kafka: { enabled: true } }));
+    expect(k.command?.slice(0, 2)).toEqual(['/bin/sh', '-c']);
+    expect(k.env!.map((e) => e.name)).toContain('QUEEN_TOKEN');
+    expect(container(qc({ kafka: { enabled: true }, replicas: 1 })).command).toBeUndefined();
+  });
+});
+
+describe('which changes restart pods', () => {
+  const hash = (spec: Partial<QueenClusterSpec>, pods = 3) => podTemplate(qc(spec), pods).hash;
+  it('a new version, resources or env change the template hash', () => {
+    expect(hash({ version: '2.6.1' })).not.toBe(hash({}));
+    expect(hash({ resources: { requests: { cpu: '2' } } })).not.toBe(hash({}));
+    expect(hash({ env: [{ name: 'X', value: '1' }] })).not.toBe(hash({}));
+  });
+  it('the pod count (the peer list) and the StatefulSet-only fields do not', () => {
+    expect(hash({}, 5)).toBe(hash({}, 3));
+    expect(hash({ minReadySeconds: 10 })).toBe(hash({}));
+    expect(hash({ storage: { size: '100Gi' } })).toBe(hash({}));
+  });
+  it('the spec hash follows what a rolling operation applies, not the claim size', () => {
+    expect(specHash(qc({ minReadySeconds: 10 }))).not.toBe(specHash(qc()));
+    expect(specHash(qc({ storage: { size: '100Gi' } }))).toBe(specHash(qc()));
+  });
+  it('the hash is the same however the spec keys are ordered', () => {
+    const a = qc({ podLabels: { a: '1', b: '2' } });
+    const b = qc({ podLabels: { b: '2', a: '1' } });
+    expect(podTemplate(a, 3).hash).toBe(podTemplate(b, 3).hash);
+  });
+});
+
+describe('the Services and the disruption budget', () => {
+  it('the headless Service publishes not-ready pods; the client Service carries only http', () => {
+    const [client, headless] = services(qc());
+    expect(client!.spec!.ports!.map((p) => p.name)).toEqual(['http']);
+    expect(headless!.spec).toMatchObject({ clusterIP: 'None', publishNotReadyAddresses: true });
+    expect(headless!.spec!.ports!.map((p) => p.name)).toEqual(['http', 'raft']);
+    expect(services(qc({ proxy: { enabled: true } })).map((s) => s.metadata!.name)).toEqual(['queen', 'queen-headless', 'queen-proxy']);
+  });
+  it('a drain may take one of three or five voters, and none of one (G25)', () => {
+    expect(disruptionBudget(qc()).spec!.maxUnavailable).toBe(1);
+    expect(disruptionBudget(qc({ replicas: 1 })).spec!.maxUnavailable).toBe(0);
+  });
+});
