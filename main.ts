@@ -220,7 +220,7 @@ export async function main(argv: string[]): Promise<void> {
         `  kubectl apply -f ${fileURLToPath(new URL('./deploy/examples/queen.yaml', import.meta.url))}`,
         '  kubectl -n queen get queencluster -w',
         `Temporal Web UI: ${tb.temporal.uiUrl}`,
-        `(kubectl: ${tb.info.kubectl ?? 'the one built in the tools cache'})`,
+        `(a kubectl of the same version: ${tb.info.tools.kubectl})`,
         '',
       ].join('\n'),
     );

@@ -21,7 +21,8 @@ export default defineConfig({
         test: {
           name: 'testbed',
           include: ['test/testbed/**/*.test.ts', 'test/workflows/**/*.test.ts', 'test/e2e/**/*.test.ts'],
-          globalSetup: ['test/testbed/global-setup.ts'],
+          // The test bed first, then what the operator needs in it (CRD, RBAC, the workflow bundle).
+          globalSetup: ['test/testbed/global-setup.ts', 'test/e2e/global-setup.ts'],
           testTimeout: 600_000,
           hookTimeout: 300_000,
         },

@@ -41,7 +41,9 @@ export type FromSchema<S, M extends Mode = 'sent'> = Nullable<
             ? boolean
             : S extends { type: 'array'; items: infer I }
               ? FromSchema<I, M>[]
-              : S extends { type: 'object'; properties: infer P }
+              : S extends { type: 'object'; properties: infer P; 'x-kubernetes-preserve-unknown-fields': true }
+                ? ObjectOf<P, S, M> & Record<string, unknown>
+                : S extends { type: 'object'; properties: infer P }
                 ? ObjectOf<P, S, M>
                 : S extends { type: 'object'; additionalProperties: infer A }
                   ? Record<string, FromSchema<A, M>>

@@ -1,0 +1,76 @@
+// e2e `form`: seed 000's Install section. A Secret and a QueenCluster become a cluster that
+// commits, as `kubectl get queencluster` shows it; `kubectl describe` lists the steps; the
+// operator runs under the ServiceAccount and ClusterRole of deploy/install.yaml.
+import { afterEach, describe, expect, it } from 'vitest';
+import { clusterEvents, createCluster, kubectl, pods, scenario, seedSpec, waitForCluster, type Scenario } from './harness.ts';
+import { workflowRuns, activityTypes } from './temporal.ts';
+
+let s: Scenario | null = null;
+afterEach(async () => {
+  await s?.close();
+  s = null;
+});
+
+async function form(prefix: string, replicas: 1 | 3 | 5) {
+  s = await scenario(prefix);
+  const op = s.startOperator();
+  await createCluster(s, seedSpec({ replicas }));
+  const voters = Array.from({ length: replicas }, (_, i) => i + 1);
+  const qc = await waitForCluster(
+    s,
+    `${replicas} voters Ready`,
+    (q) => q.status?.phase === 'Ready' && q.status?.commits === true && q.status?.version === '2.6.0' && JSON.stringify(q.status?.voters) === JSON.stringify(voters),
+    240_000,
+  );
+  return { s, op, qc, voters };
+}
+
+describe('form', () => {
+  it('seed 000: three voters, VERSION 2.6.0, VOTERS [1,2,3], COMMITS true, PHASE Ready', async () => {
+    const { s, op, qc } = await form('form3', 3);
+    expect(qc.status?.operation ?? null).toBeNull();
+    expect(qc.status?.lastOperation).toMatchObject({ type: 'FormCluster', result: 'Succeeded' });
+    expect(qc.status?.members?.map((m) => [m.pod, m.voter, m.live, m.ready])).toEqual([
+      ['queen-0', true, true, true],
+      ['queen-1', true, true, true],
+      ['queen-2', true, true, true],
+    ]);
+    expect(qc.status?.conditions?.find((c) => c.type === 'Ready')).toMatchObject({ status: 'True', message: 'every voter is in place and the cluster commits' });
+
+    const get = await kubectl(['-n', s.ns, 'get', 'queencluster']);
+    expect(get.code).toBe(0);
+    expect(get.stdout).toMatch(/^NAME\s+VERSION\s+VOTERS\s+COMMITS\s+PHASE\s+AGE$/m);
+    expect(get.stdout).toMatch(/^queen\s+2\.6\.0\s+\[1,2,3\]\s+true\s+Ready\s+\S+$/m);
+
+    const describeOut = await kubectl(['-n', s.ns, 'describe', 'queencluster', 'queen']);
+    for (const step of ['FormClusterStarted', 'ApplyObjects', 'LeaderElected', 'VotersLive', 'WriteCommitted', 'FormClusterSucceeded']) {
+      expect(describeOut.stdout).toContain(step);
+    }
+    const reasons = (await clusterEvents(s)).map((e) => e.reason);
+    expect(reasons.indexOf('ApplyObjects')).toBeLessThan(reasons.indexOf('LeaderElected'));
+    expect(reasons.indexOf('VotersLive')).toBeLessThan(reasons.indexOf('FormClusterSucceeded'));
+
+    // One FormCluster run, its steps as activities in the Temporal history.
+    const runs = await workflowRuns(s, `queencluster/${s.ns}/queen`);
+    expect(runs.map((r) => [r.type, r.status])).toEqual([['formCluster', 'COMPLETED']]);
+    expect(await activityTypes(s, runs[0]!)).toEqual(['beginOperation', 'applyClusterObjects', 'awaitLeader', 'awaitVoters', 'confirmWrite', 'endOperation']);
+
+    // Pods are spread over distinct simulated nodes (hard anti-affinity is really scheduled).
+    const nodes = new Set((await pods(s)).map((p) => p.spec?.nodeName));
+    expect(nodes.size).toBe(3);
+    // Under the ServiceAccount of install.yaml, nothing was refused.
+    expect(op.log()).not.toMatch(/forbidden|\b403\b/i);
+  });
+
+  it('one voter', async () => {
+    const { s, op } = await form('form1', 1);
+    expect((await pods(s)).map((p) => p.metadata?.name)).toEqual(['queen-0']);
+    expect(op.log()).not.toMatch(/forbidden|\b403\b/i);
+  });
+
+  it('five voters', async () => {
+    const { s, op } = await form('form5', 5);
+    expect((await pods(s)).length).toBe(5);
+    expect(op.log()).not.toMatch(/forbidden|\b403\b/i);
+  });
+});

@@ -1,0 +1,253 @@
+// What an end-to-end scenario needs: its own namespace with the Secret of seed 000, operator
+// processes run as a user would run them (under the ServiceAccount of deploy/install.yaml), the
+// QueenCluster as kubectl shows it, its Events, the Temporal client, and waits with deadlines that
+// say what was last seen when they run out.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { CoreV1Api, CustomObjectsApi, KubeConfig, PatchStrategy, setHeaderOptions, type CoreV1Event, type V1Pod } from '@kubernetes/client-node';
+import { Client, Connection } from '@temporalio/client';
+import { inject } from 'vitest';
+import { GROUP, PLURAL, VERSION, type QueenCluster, type QueenClusterSpec } from '../../crd/schema.ts';
+
+const MAIN = fileURLToPath(new URL('../../main.ts', import.meta.url));
+
+export const testbed = () => inject('testbed');
+export const operatorSetup = () => inject('operator');
+
+export function adminKubeConfig(): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromFile(testbed().kubeconfigPath);
+  return kc;
+}
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Polls `check` until it returns a value (not undefined/false), or fails saying what it saw last. */
+export async function waitFor<T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs: number, lastSeen?: () => string): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  for (;;) {
+    try {
+      const v = await check();
+      if (v !== undefined && v !== false) return v;
+    } catch (err) {
+      lastError = err;
+    }
+    if (Date.now() > deadline) {
+      const seen = lastSeen ? lastSeen() : lastError ? String(lastError) : '';
+      throw new Error(`timed out after ${timeoutMs / 1000}s waiting for ${what}${seen ? `; last seen: ${seen}` : ''}`);
+    }
+    await sleep(250);
+  }
+}
+
+export interface OperatorFlags {
+  pollInterval?: string;
+  observeInterval?: string;
+  probeInterval?: string;
+  stallAfter?: string;
+  settleTimeout?: string;
+  extra?: string[];
+}
+
+/** One operator process (watcher and worker), as `npm start` runs it, for one namespace. */
+export class OperatorProcess {
+  readonly logPath: string;
+  private proc: ChildProcess | null = null;
+  private exited: Promise<number | null> | null = null;
+  private readonly args: string[];
+  readonly namespace: string;
+  readonly label: string;
+
+  constructor(namespace: string, label: string, taskQueue: string, flags: OperatorFlags = {}) {
+    this.namespace = namespace;
+    this.label = label;
+    const dir = join(testbed().dir, 'operator', namespace);
+    mkdirSync(dir, { recursive: true });
+    this.logPath = join(dir, `${label}.log`);
+    this.args = [
+      MAIN,
+      `--kubeconfig=${operatorSetup().kubeconfig}`,
+      `--temporal-address=${testbed().temporal.address}`,
+      `--task-queue=${taskQueue}`,
+      `--namespace=${namespace}`,
+      '--broker-access=pod-ip',
+      `--workflow-bundle=${operatorSetup().workflowBundle}`,
+      `--state-dir=${dir}`,
+      `--poll-interval=${flags.pollInterval ?? '500ms'}`,
+      `--observe-interval=${flags.observeInterval ?? '1s'}`,
+      `--probe-interval=${flags.probeInterval ?? '10s'}`,
+      `--stall-after=${flags.stallAfter ?? '5s'}`,
+      `--settle-timeout=${flags.settleTimeout ?? '5m'}`,
+      ...(flags.extra ?? []),
+    ];
+  }
+
+  start(): this {
+    const fd = openSync(this.logPath, 'a');
+    this.proc = spawn(process.execPath, this.args, { stdio: ['ignore', fd, fd], env: { ...process.env, LOG_LEVEL: 'debug' } });
+    closeSync(fd);
+    const p = this.proc;
+    this.exited = new Promise((resolve) => p.once('exit', (code) => resolve(code)));
+    return this;
+  }
+
+  get pid(): number | undefined {
+    return this.proc?.pid;
+  }
+
+  /** Stops it the hard way (a crash) or gracefully. */
+  async kill(signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
+    if (!this.proc || this.proc.exitCode !== null || this.proc.signalCode !== null) return;
+    this.proc.kill(signal);
+    const timer = setTimeout(() => this.proc?.kill('SIGKILL'), 10_000);
+    await this.exited;
+    clearTimeout(timer);
+  }
+
+  log(): string {
+    return existsSync(this.logPath) ? readFileSync(this.logPath, 'utf8') : '';
+  }
+}
+
+export interface Scenario {
+  ns: string;
+  kc: KubeConfig;
+  core: CoreV1Api;
+  custom: CustomObjectsApi;
+  temporal: Client;
+  taskQueue: string;
+  operators: OperatorProcess[];
+  startOperator(label?: string, flags?: OperatorFlags): OperatorProcess;
+  close(): Promise<void>;
+}
+
+let counter = 0;
+
+/** A namespace of its own with the Secret of seed 000, and a Temporal client. */
+export async function scenario(prefix: string, opts: { secret?: boolean } = {}): Promise<Scenario> {
+  const kc = adminKubeConfig();
+  const core = kc.makeApiClient(CoreV1Api);
+  const custom = kc.makeApiClient(CustomObjectsApi);
+  const ns = `${prefix}-${process.pid.toString(36)}${(counter++).toString(36)}${Date.now().toString(36).slice(-4)}`;
+  await core.createNamespace({ body: { metadata: { name: ns } } });
+  if (opts.secret !== false) await createSecret(core, ns);
+  const connection = await Connection.connect({ address: testbed().temporal.address });
+  const temporal = new Client({ connection, namespace: testbed().temporal.namespace });
+  const taskQueue = `queen-${ns}`;
+  const operators: OperatorProcess[] = [];
+  return {
+    ns,
+    kc,
+    core,
+    custom,
+    temporal,
+    taskQueue,
+    operators,
+    startOperator(label = `operator-${operators.length}`, flags?: OperatorFlags) {
+      const op = new OperatorProcess(ns, label, taskQueue, flags).start();
+      operators.push(op);
+      return op;
+    },
+    async close() {
+      await Promise.all(operators.map((o) => o.kill('SIGTERM')));
+      await connection.close();
+      // The namespace goes with its pods; the observer workflow ends once its QueenCluster is gone.
+      await core.deleteNamespace({ name: ns }).catch(() => undefined);
+    },
+  };
+}
+
+export async function createSecret(core: CoreV1Api, ns: string, data: Record<string, string> = { QUEEN_RAFT_TOKEN: 'a'.repeat(64), QUEEN_ENCRYPTION_KEY: 'b'.repeat(64) }) {
+  await core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'queen' }, stringData: data } });
+}
+
+/** The spec of seed 000's example, with small requests so several clusters fit the simulated nodes. */
+export function seedSpec(over: Partial<QueenClusterSpec> = {}): QueenClusterSpec {
+  return {
+    version: '2.6.0',
+    replicas: 3,
+    secretName: 'queen',
+    storage: { size: '1Gi' },
+    resources: { requests: { cpu: '100m', memory: '128Mi' }, limits: { memory: '256Mi' } },
+    minReadySeconds: 5,
+    ...over,
+  };
+}
+
+export async function createCluster(s: Scenario, spec: QueenClusterSpec, name = 'queen'): Promise<QueenCluster> {
+  return (await s.custom.createNamespacedCustomObject({
+    group: GROUP,
+    version: VERSION,
+    namespace: s.ns,
+    plural: PLURAL,
+    body: { apiVersion: `${GROUP}/${VERSION}`, kind: 'QueenCluster', metadata: { name, namespace: s.ns }, spec },
+  })) as QueenCluster;
+}
+
+export async function getCluster(s: Scenario, name = 'queen'): Promise<QueenCluster> {
+  return (await s.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: s.ns, plural: PLURAL, name })) as QueenCluster;
+}
+
+export async function patchSpec(s: Scenario, spec: Partial<QueenClusterSpec>, name = 'queen') {
+  await s.custom.patchNamespacedCustomObject(
+    { group: GROUP, version: VERSION, namespace: s.ns, plural: PLURAL, name, body: { spec } },
+    mergePatchOptions(),
+  );
+}
+
+export async function annotate(s: Scenario, annotations: Record<string, string | null>, name = 'queen') {
+  await s.custom.patchNamespacedCustomObject(
+    { group: GROUP, version: VERSION, namespace: s.ns, plural: PLURAL, name, body: { metadata: { annotations } } },
+    mergePatchOptions(),
+  );
+}
+
+const mergePatchOptions = () => setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+
+/** The status as `kubectl get queencluster` prints it. */
+export function row(qc: QueenCluster): string {
+  const st = qc.status ?? {};
+  return `version=${st.version ?? ''} voters=${JSON.stringify(st.voters ?? [])} commits=${st.commits ?? ''} phase=${st.phase ?? ''} message=${st.message ?? ''}`;
+}
+
+/** Waits until the QueenCluster's status satisfies `ok`; the error says the last status seen. */
+export async function waitForCluster(s: Scenario, what: string, ok: (qc: QueenCluster) => boolean, timeoutMs: number, name = 'queen'): Promise<QueenCluster> {
+  let last: QueenCluster | null = null;
+  return waitFor(
+    what,
+    async () => {
+      last = await getCluster(s, name);
+      return ok(last) ? last : undefined;
+    },
+    timeoutMs,
+    () => (last ? row(last) : 'no QueenCluster'),
+  );
+}
+
+/** The Events of the QueenCluster in the order they happened, as `kubectl describe` lists them. */
+export async function clusterEvents(s: Scenario, name = 'queen'): Promise<CoreV1Event[]> {
+  const list = await s.core.listNamespacedEvent({ namespace: s.ns, fieldSelector: `involvedObject.kind=QueenCluster,involvedObject.name=${name}` });
+  return list.items.sort((a, b) => time(a) - time(b));
+}
+
+const time = (e: CoreV1Event) => new Date((e.lastTimestamp ?? e.eventTime ?? e.firstTimestamp ?? 0) as Date).getTime();
+
+export async function pods(s: Scenario, name = 'queen'): Promise<V1Pod[]> {
+  const list = await s.core.listNamespacedPod({ namespace: s.ns, labelSelector: `app.kubernetes.io/instance=${name}` });
+  return list.items.sort((a, b) => a.metadata!.name!.localeCompare(b.metadata!.name!));
+}
+
+export async function kubectl(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const tb = testbed();
+  return new Promise((resolve) => {
+    const p = spawn(tb.tools.kubectl, [`--kubeconfig=${tb.kubeconfigPath}`, ...args]);
+    let stdout = '';
+    let stderr = '';
+    p.stdout.on('data', (d) => (stdout += d));
+    p.stderr.on('data', (d) => (stderr += d));
+    p.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
+  });
+}
