@@ -211,7 +211,7 @@ export class SimCluster {
       HOSTNAME: `queen-${id - 1}`,
       QUEEN_RAFT_REPLICATOR: 'openraft',
       QUEEN_RAFT_NODE_ID: 'ordinal',
-      QUEEN_RAFT_PEERS: this.peers(),
+      QUEEN_RAFT_PEERS: this.peers(Array.from({ length: Math.max(this.size, id) }, (_, i) => i + 1)),
       QUEEN_RAFT_DIR: '/var/lib/queen/raft',
       QUEEN_SIM_MOUNTS: JSON.stringify({ '/var/lib/queen/raft': dir }),
       QUEEN_SIM_IP: this.ip(id),

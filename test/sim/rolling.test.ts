@@ -1,0 +1,132 @@
+// §5.1 Rolling restart with leader transfer, and SIGTERM with no live voter (§3.5).
+
+import { afterEach, describe, expect, it } from 'vitest';
+import { isError, SimCluster, sleep, waitFor } from './harness.ts';
+
+let cluster: SimCluster | null = null;
+afterEach(async () => {
+  await cluster?.close();
+  cluster = null;
+});
+
+async function leaderCommit(c: SimCluster, leader: number): Promise<number> {
+  const h = await c.health(leader);
+  if (isError(h)) throw new Error(`leader ${leader}: ${h.error}`);
+  return h.json.raft.commit;
+}
+
+// Restart one pod the way the operator does: SIGTERM, wait for exit 0, start it again on the same
+// volume, wait for 200 and applied >= the leader's commit.
+async function restartOne(c: SimCluster, id: number, others: number[]): Promise<{ sawRefused: boolean }> {
+  expect(await c.sigterm(id)).toBe(0);
+  expect(await c.health(id)).toEqual({ error: 'refused' });
+  for (const o of others) expect((await c.health(o)).status ?? 0).toBe(200);
+  c.start(id);
+  let sawRefused = false;
+  await waitFor(`node ${id} back, healthy and caught up`, async () => {
+    const h = await c.health(id, 1000);
+    if (isError(h)) {
+      sawRefused ||= h.error === 'refused';
+      return false;
+    }
+    if (h.status !== 200) return false;
+    const l = await c.waitLeader(others.concat(id));
+    return h.json.raft.applied >= (await leaderCommit(c, l.id)) - 1;
+  });
+  return { sawRefused };
+}
+
+describe('§5.1 rolling restart', () => {
+  it('followers first, leader last: the leader hands off on SIGTERM, the others stay healthy', async () => {
+    const c = (cluster = new SimCluster());
+    c.startAll();
+    const first = await c.waitLeader();
+    await c.waitHealthy([1, 2, 3]);
+    await c.writeMany(first.id, 20);
+    const followers = [1, 2, 3].filter((id) => id !== first.id);
+
+    for (const f of followers) {
+      const r = await restartOne(c, f, [1, 2, 3].filter((x) => x !== f));
+      expect(r.sawRefused).toBe(true); // connection refused while it finds the leader
+      // The leader did not change while a follower restarted.
+      expect((await c.waitLeader()).id).toBe(first.id);
+    }
+
+    // Watch /health on the other two while the leader gets SIGTERM.
+    const others = followers;
+    const blips = new Map<number, number>(others.map((id) => [id, 0]));
+    let watching = true;
+    const watcher = (async () => {
+      const prev = new Map<number, number>(others.map((id) => [id, 200]));
+      while (watching) {
+        for (const id of others) {
+          const h = await c.health(id, 500);
+          const s = isError(h) ? 0 : h.status;
+          if (s !== 200 && prev.get(id) === 200) blips.set(id, blips.get(id)! + 1);
+          prev.set(id, s);
+        }
+        await sleep(10);
+      }
+    })();
+
+    const t0 = Date.now();
+    const exit = c.sigterm(first.id);
+    const next = await waitFor('another voter leads with a higher term', async () => {
+      for (const id of others) {
+        const h = await c.health(id, 500);
+        if (!isError(h) && h.json.raft.role === 'leader' && h.json.raft.term > first.term) return { id, term: h.json.raft.term as number };
+      }
+      return undefined;
+    }, 5000, 10);
+    const elapsed = Date.now() - t0;
+    expect(await exit).toBe(0);
+    watching = false;
+    await watcher;
+
+    expect(elapsed).toBeLessThan(1000);
+    expect(c.node(first.id).hasLog(/handing leadership off/)).toBe(true);
+    expect(c.node(first.id).hasLog(/shutdown complete/)).toBe(true);
+    for (const id of others) expect(blips.get(id)).toBeLessThanOrEqual(1);
+    // The stopped pod refuses connections; the remaining pair serves writes.
+    expect(await c.health(first.id)).toEqual({ error: 'refused' });
+    expect((await c.put(next.id, 'after-handoff', 1)).status ?? 0).toBe(200);
+
+    // The old leader comes back: refused, then healthy and caught up, as a follower.
+    c.start(first.id);
+    await waitFor('old leader back and caught up', async () => {
+      const h = await c.health(first.id, 1000);
+      if (isError(h) || h.status !== 200) return false;
+      return h.json.raft.role === 'follower' && h.json.raft.applied >= (await leaderCommit(c, next.id)) - 1;
+    });
+    // No hand-back: the leadership stays where it went.
+    expect((await c.waitLeader()).id).toBe(next.id);
+  });
+
+  it('SIGTERM with no voter acked within 1 s: no transfer, the rest elect after it exits', async () => {
+    const c = (cluster = new SimCluster());
+    c.startAll();
+    const first = await c.waitLeader();
+    await c.waitHealthy([1, 2, 3]);
+    const others = [1, 2, 3].filter((id) => id !== first.id);
+    for (const id of others) expect((await c.req(id, 'POST', '/_sim/isolate', { on: true })).json.isolated).toBe(true);
+    // The leader no longer hears from anyone.
+    await waitFor('both followers non-live on the leader', async () => {
+      const m = await c.membership(first.id);
+      return m.members.filter((x: { nodeId: number; live: boolean }) => x.nodeId !== first.id && !x.live).length === 2;
+    });
+    expect(await c.sigterm(first.id)).toBe(0);
+    expect(c.node(first.id).hasLog(/no live voter to hand leadership to/)).toBe(true);
+    expect(c.node(first.id).hasLog(/handing leadership off/)).toBe(false);
+    // Nobody else took over meanwhile (the survivors were cut off).
+    for (const id of others) {
+      const h = await c.health(id);
+      if (isError(h)) throw new Error(h.error);
+      expect(h.json.raft.role).not.toBe('leader');
+    }
+    for (const id of others) await c.req(id, 'POST', '/_sim/isolate', { on: false });
+    const t0 = Date.now();
+    const next = await c.waitLeader(others, 10_000);
+    expect(next.term).toBeGreaterThan(first.term);
+    expect(Date.now() - t0).toBeLessThan(5000);
+  });
+});
