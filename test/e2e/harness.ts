@@ -251,3 +251,79 @@ export async function kubectl(args: string[]): Promise<{ code: number; stdout: s
     p.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
   });
 }
+
+/** Starts an operator and forms a cluster; returns once it is Ready and commits. */
+export async function formed(s: Scenario, spec: QueenClusterSpec, name = 'queen'): Promise<QueenCluster> {
+  if (s.operators.length === 0) s.startOperator();
+  await createCluster(s, spec, name);
+  const voters = JSON.stringify(Array.from({ length: spec.replicas ?? 3 }, (_, i) => i + 1));
+  return waitForCluster(
+    s,
+    'the cluster Ready',
+    (q) => q.status?.phase === 'Ready' && q.status?.commits === true && JSON.stringify(q.status?.voters) === voters && !!q.status?.version,
+    240_000,
+    name,
+  );
+}
+
+/** The pod IPs of the voters, from the API server. */
+export async function voterIps(s: Scenario, name = 'queen'): Promise<string[]> {
+  const qc = await getCluster(s, name);
+  const voters = new Set((qc.status?.voters ?? []).map((id) => `${name}-${id - 1}`));
+  return (await pods(s, name)).filter((p) => voters.has(p.metadata!.name!)).map((p) => p.status!.podIP!);
+}
+
+export interface Monitor {
+  /** status.message values in the order they were first seen (consecutive repeats folded). */
+  messages: string[];
+  /** phase values in order (consecutive repeats folded). */
+  phases: string[];
+  /** For each pod name, the UIDs it had, in order. */
+  uids: Map<string, string[]>;
+  /** The most voter pods that were not Ready at one time. */
+  maxNotReady: number;
+  /** (leader, term) pairs seen in status, in order. */
+  leaders: { leader: number | null; term: number | null }[];
+  stop(): Promise<void>;
+}
+
+/** Samples the QueenCluster and its pods every `everyMs` until stopped. */
+export function monitor(s: Scenario, everyMs = 200, name = 'queen'): Monitor {
+  const m: Monitor = { messages: [], phases: [], uids: new Map(), maxNotReady: 0, leaders: [], stop: async () => undefined };
+  let running = true;
+  const loop = (async () => {
+    while (running) {
+      try {
+        const [qc, list] = await Promise.all([getCluster(s, name), pods(s, name)]);
+        const msg = qc.status?.message ?? '';
+        if (m.messages.at(-1) !== msg) m.messages.push(msg);
+        const phase = qc.status?.phase ?? '';
+        if (m.phases.at(-1) !== phase) m.phases.push(phase);
+        const l = { leader: qc.status?.leader ?? null, term: qc.status?.term ?? null };
+        const lastL = m.leaders.at(-1);
+        if (!lastL || lastL.leader !== l.leader || lastL.term !== l.term) m.leaders.push(l);
+        const voters = new Set((qc.status?.voters ?? []).map((id) => `${name}-${id - 1}`));
+        let notReady = 0;
+        for (const v of voters) {
+          const p = list.find((x) => x.metadata?.name === v);
+          const ready = !!p && !p.metadata?.deletionTimestamp && p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True');
+          if (!ready) notReady++;
+        }
+        m.maxNotReady = Math.max(m.maxNotReady, notReady);
+        for (const p of list) {
+          const seen = m.uids.get(p.metadata!.name!) ?? [];
+          if (seen.at(-1) !== p.metadata!.uid) seen.push(p.metadata!.uid!);
+          m.uids.set(p.metadata!.name!, seen);
+        }
+      } catch {
+        // a sample lost; the next one counts
+      }
+      await sleep(everyMs);
+    }
+  })();
+  m.stop = async () => {
+    running = false;
+    await loop;
+  };
+  return m;
+}

@@ -1,0 +1,47 @@
+// e2e `upgrade-cancel`: cancelling the upgrade's workflow from the Temporal CLI stops it between
+// pods with the cluster whole. The status says it was cancelled, which pods run which version and
+// how to resume; the operator does not start it again until a retry is asked for.
+import { spawnSync } from 'node:child_process';
+import { afterAll, expect, it } from 'vitest';
+import { annotate, clusterEvents, formed, getCluster, patchSpec, scenario, seedSpec, sleep, testbed, waitForCluster, type Scenario } from './harness.ts';
+import { workflowRuns } from './temporal.ts';
+
+let s: Scenario;
+afterAll(() => s?.close());
+
+it('upgrade-cancel: stops between pods, says how to resume, resumes on retry', async () => {
+  s = await scenario('cancel');
+  await formed(s, seedSpec({ minReadySeconds: 10 }));
+  await patchSpec(s, { version: '2.6.1' });
+  for (;;) {
+    if ((await clusterEvents(s)).some((e) => e.reason === 'RestartPod')) break;
+    await sleep(250);
+  }
+  const tb = testbed();
+  const cancel = spawnSync(tb.tools.temporalBin, ['workflow', 'cancel', '--address', tb.temporal.address, '--namespace', 'default', '--workflow-id', `queencluster/${s.ns}/queen`], { encoding: 'utf8' });
+  expect(cancel.status, cancel.stderr).toBe(0);
+
+  const stopped = await waitForCluster(s, 'the upgrade cancelled', (q) => q.status?.lastOperation?.result === 'Cancelled', 120_000);
+  const message = stopped.status!.lastOperation!.message!;
+  expect(message).toMatch(/^the upgrade to 2\.6\.1 was cancelled after restarting pod \d: /);
+  expect(message).toMatch(/pod \d runs 2\.6\.1/);
+  expect(message).toMatch(/pods \d and \d run 2\.6\.0/);
+  expect(message).toContain('queenmq.com/retry=');
+  // The cluster is whole, and says it is not where its spec wants it.
+  const whole = await waitForCluster(s, 'Blocked with the cancel message', (q) => q.status?.phase === 'Blocked' && q.status?.message === message, 60_000);
+  expect(whole.status?.members?.every((m) => m.ready && m.live)).toBe(true);
+  const runs = await workflowRuns(s, `queencluster/${s.ns}/queen`);
+  expect(runs.filter((r) => r.type === 'rollingUpgrade').map((r) => r.status)).toEqual(['CANCELED']);
+
+  // No hot loop: nothing starts again for the same spec.
+  await sleep(15_000);
+  expect((await workflowRuns(s, `queencluster/${s.ns}/queen`)).filter((r) => r.type === 'rollingUpgrade')).toHaveLength(1);
+  expect((await clusterEvents(s)).filter((e) => e.reason === 'RestartPod')).toHaveLength(1);
+
+  // A retry resumes it, and only the pods still on 2.6.0 restart.
+  await annotate(s, { 'queenmq.com/retry': '1' });
+  const done = await waitForCluster(s, 'every pod on 2.6.1', (q) => q.status?.version === '2.6.1' && q.status?.phase === 'Ready', 300_000);
+  expect(done.status?.lastOperation).toMatchObject({ type: 'RollingUpgrade', result: 'Succeeded', retryToken: '1' });
+  expect((await clusterEvents(s)).filter((e) => e.reason === 'RestartPod')).toHaveLength(3);
+  expect((await getCluster(s)).status?.operation ?? null).toBeNull();
+});

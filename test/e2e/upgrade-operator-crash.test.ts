@@ -1,0 +1,33 @@
+// e2e `upgrade-operator-crash`: the operator killed with SIGKILL at a random moment of the upgrade
+// and started again: the upgrade completes, no pod restarted twice, never a second voter down.
+import { afterAll, expect, it } from 'vitest';
+import { startLoad, verifyAcknowledged } from '../testbed/load.ts';
+import { formed, monitor, patchSpec, scenario, seedSpec, sleep, voterIps, waitForCluster, type Scenario } from './harness.ts';
+import { workflowRuns } from './temporal.ts';
+
+let s: Scenario;
+afterAll(() => s?.close());
+
+it('upgrade-operator-crash: completes after SIGKILL, each pod restarted once', async () => {
+  s = await scenario('upcrash');
+  const first = s.startOperator('first');
+  await formed(s, seedSpec());
+  const load = startLoad({ kubeConfig: s.kc, namespace: s.ns, service: 'queen', rate: 50 });
+  const watch = monitor(s);
+  await patchSpec(s, { version: '2.6.1' });
+  await waitForCluster(s, 'the upgrade running', (q) => q.status?.operation?.type === 'RollingUpgrade', 60_000);
+  const delay = 2000 + Math.floor(Math.random() * 15_000);
+  console.log(`killing the operator ${delay} ms into the upgrade`);
+  await sleep(delay);
+  await first.kill('SIGKILL');
+  await sleep(3000);
+  s.startOperator('second');
+  await waitForCluster(s, 'every pod on 2.6.1', (q) => q.status?.version === '2.6.1' && q.status?.phase === 'Ready' && q.status?.lastOperation?.type === 'RollingUpgrade', 600_000);
+  await watch.stop();
+  const report = await load.stop();
+  expect(await verifyAcknowledged(report, await voterIps(s))).toEqual([]);
+  for (let o = 0; o < 3; o++) expect(watch.uids.get(`queen-${o}`)).toHaveLength(2);
+  expect(watch.maxNotReady).toBeLessThanOrEqual(1);
+  const runs = (await workflowRuns(s, `queencluster/${s.ns}/queen`)).filter((r) => r.type === 'rollingUpgrade');
+  expect(runs.map((r) => r.status)).toEqual(['COMPLETED']);
+});

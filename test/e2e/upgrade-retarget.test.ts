@@ -1,0 +1,27 @@
+// e2e `upgrade-retarget`: a second version change in the middle of an upgrade retargets the
+// running upgrade at its next step; it ends with every pod on the last version, in one run.
+import { afterAll, expect, it } from 'vitest';
+import { clusterEvents, formed, patchSpec, scenario, seedSpec, waitForCluster, type Scenario } from './harness.ts';
+import { workflowRuns } from './temporal.ts';
+
+let s: Scenario;
+afterAll(() => s?.close());
+
+it('upgrade-retarget: every pod ends on the last version', async () => {
+  s = await scenario('retarget');
+  await formed(s, seedSpec());
+  await patchSpec(s, { version: '2.6.1' });
+  const waitRestarts = async (n: number) => {
+    for (;;) {
+      if ((await clusterEvents(s)).filter((e) => e.reason === 'RestartPod').length >= n) return;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  };
+  await waitRestarts(1);
+  await patchSpec(s, { version: '2.6.2' });
+  const done = await waitForCluster(s, 'every pod on 2.6.2', (q) => q.status?.version === '2.6.2' && q.status?.phase === 'Ready', 600_000);
+  expect(done.status?.members?.map((m) => m.version)).toEqual(['2.6.2', '2.6.2', '2.6.2']);
+  expect(done.status?.lastOperation).toMatchObject({ type: 'RollingUpgrade', result: 'Succeeded', message: expect.stringContaining('every pod runs 2.6.2') });
+  const runs = (await workflowRuns(s, `queencluster/${s.ns}/queen`)).filter((r) => r.type === 'rollingUpgrade');
+  expect(runs.map((r) => r.status)).toEqual(['COMPLETED']);
+});
