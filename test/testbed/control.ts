@@ -1,0 +1,105 @@
+// The control API of a running test bed: fault injection and inspection for tests, over HTTP on
+// 127.0.0.1. JSON in, JSON out; errors are {"error": "..."} with 400/404.
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { ClusterDns } from './dns.ts';
+import type { Kubelet } from './kubelet.ts';
+import type { Nodes } from './nodes.ts';
+import type { Storage } from './storage.ts';
+
+export interface ControlDeps {
+  kubelet: Kubelet;
+  storage: Storage;
+  nodes: Nodes;
+  dns: ClusterDns;
+  info: () => unknown;
+}
+
+class HttpError extends Error {
+  status: number;
+  constructor(status: number, message: string) {
+    super(message);
+    this.status = status;
+  }
+}
+
+async function readJson(req: IncomingMessage): Promise<any> {
+  let text = '';
+  for await (const chunk of req) text += chunk;
+  if (!text.trim()) return {};
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new HttpError(400, 'the body is not JSON');
+  }
+}
+
+const SIGNALS = new Set(['SIGKILL', 'SIGTERM', 'SIGINT', 'SIGHUP', 'SIGQUIT', 'SIGSTOP', 'SIGCONT', 'SIGUSR1', 'SIGUSR2']);
+
+export async function startControlServer(d: ControlDeps, host = '127.0.0.1'): Promise<{ server: Server; url: string }> {
+  const route = async (method: string, path: string, body: () => Promise<any>, query: URLSearchParams): Promise<unknown> => {
+    let m: RegExpExecArray | null;
+    if (method === 'GET' && path === '/') return d.info();
+    if (method === 'GET' && path === '/pods') return d.kubelet.pods();
+    if ((m = /^\/pods\/([^/]+)\/([^/]+)$/.exec(path)) && method === 'GET') {
+      const info = d.kubelet.podInfo(m[1]!, m[2]!);
+      if (!info) throw new HttpError(404, `no pod ${m[1]}/${m[2]} runs on the simulated nodes`);
+      return info;
+    }
+    if ((m = /^\/pods\/([^/]+)\/([^/]+)\/(kill|release|wipe)$/.exec(path)) && method === 'POST') {
+      const [, ns, name, action] = m as unknown as [string, string, string, string];
+      if (!d.kubelet.podInfo(ns, name)) throw new HttpError(404, `no pod ${ns}/${name} runs on the simulated nodes`);
+      const b = await body();
+      if (action === 'kill') {
+        const signal = String(b.signal ?? 'SIGKILL').toUpperCase();
+        if (!SIGNALS.has(signal)) throw new HttpError(400, `unknown signal ${signal}`);
+        return d.kubelet.kill(ns, name, { signal: signal as NodeJS.Signals, hold: b.hold === true, container: b.container });
+      }
+      if (action === 'release') return d.kubelet.release(ns, name, { container: b.container });
+      if (typeof b.volume !== 'string') throw new HttpError(400, 'wipe needs {"volume": "<volume name>"}');
+      return d.kubelet.wipe(ns, name, b.volume, { container: b.container });
+    }
+    if (method === 'POST' && path === '/storage/resize-pending') {
+      const b = await body();
+      const share = Number(b.share);
+      if (!(share >= 0 && share <= 1)) throw new HttpError(400, 'share must be a number from 0 to 1');
+      d.storage.resizePendingShare = share;
+      return { share };
+    }
+    if (method === 'GET' && path === '/storage/resize-pending') return { share: d.storage.resizePendingShare };
+    if ((m = /^\/nodes\/([^/]+)\/(stop|start)$/.exec(path)) && method === 'POST') {
+      const [, node, action] = m as unknown as [string, string, string];
+      if (!d.nodes.names.includes(node)) throw new HttpError(404, `no node ${node}`);
+      await d.nodes.setUp(node, action === 'start');
+      if (action === 'start') d.kubelet.resyncNode(node);
+      return { node, up: d.nodes.isUp(node) };
+    }
+    if (method === 'GET' && path === '/dns') {
+      const name = query.get('name');
+      if (!name) throw new HttpError(400, 'give ?name=<fqdn>');
+      return d.dns.lookup(name);
+    }
+    throw new HttpError(404, `no route ${method} ${path}`);
+  };
+
+  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    const url = new URL(req.url ?? '/', 'http://control');
+    route(req.method ?? 'GET', url.pathname.replace(/\/$/, '') || '/', () => readJson(req), url.searchParams).then(
+      (out) => {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify(out));
+      },
+      (e: unknown) => {
+        const status = e instanceof HttpError ? e.status : 500;
+        res.writeHead(status, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ error: (e as Error).message }));
+      },
+    );
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, host, () => resolve());
+  });
+  const addr = server.address();
+  const port = typeof addr === 'object' && addr ? addr.port : 0;
+  return { server, url: `http://${host}:${port}` };
+}

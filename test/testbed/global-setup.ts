@@ -1,0 +1,51 @@
+// vitest global setup of the `testbed` project: one test bed for the whole run. If QUEEN_TESTBED
+// names the testbed.json of a running test bed (`npm run testbed` in another terminal), the tests
+// use it; otherwise one is started here (time factor QUEEN_TESTBED_TIME_FACTOR, default 0.2) and
+// stopped at the end. Tests read it with inject('testbed') or through ./client.ts.
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { TestProject } from 'vitest/node';
+import { request } from 'undici';
+import { startTestbed, type TestbedInfo } from './testbed.ts';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    testbed: TestbedInfo;
+  }
+}
+
+async function alive(info: TestbedInfo): Promise<boolean> {
+  try {
+    const res = await request(info.controlUrl, { headersTimeout: 3000, bodyTimeout: 3000 });
+    await res.body.text();
+    return res.statusCode === 200;
+  } catch {
+    return false;
+  }
+}
+
+export default async function setup(project: TestProject): Promise<(() => Promise<void>) | undefined> {
+  const existing = process.env.QUEEN_TESTBED;
+  if (existing && existsSync(existing)) {
+    const info = JSON.parse(readFileSync(existing, 'utf8')) as TestbedInfo;
+    if (!(await alive(info))) throw new Error(`QUEEN_TESTBED=${existing}: that test bed does not answer (is \`npm run testbed\` still running?)`);
+    console.log(`test bed: using the running one in ${info.dir}`);
+    project.provide('testbed', info);
+    return undefined;
+  }
+  const timeFactor = Number(process.env.QUEEN_TESTBED_TIME_FACTOR ?? '0.2');
+  const tb = await startTestbed({
+    timeFactor,
+    log: (line) => {
+      if (line.startsWith('build-tools:')) console.log(line);
+    },
+  });
+  console.log(`test bed: started in ${(tb.info.startupMs / 1000).toFixed(1)} s (time factor ${timeFactor}) in ${tb.dir}`);
+  // Test workers are forked after this, so they inherit it (client.ts reads it).
+  process.env.QUEEN_TESTBED = join(tb.dir, 'testbed.json');
+  project.provide('testbed', tb.info);
+  return async () => {
+    delete process.env.QUEEN_TESTBED;
+    await tb.stop();
+  };
+}

@@ -1,0 +1,1121 @@
+// The kubelet stand-in of the simulated nodes: for every pod the real scheduler binds to one of
+// them, it does what a kubelet does, in the same order and with the same status: a pod address,
+// volumes, the container's environment, the process, the startup/readiness/liveness probes,
+// restarts with CrashLoopBackOff, and graceful termination (preStop, SIGTERM, the grace period,
+// SIGKILL, then the pod object removed).
+import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { appendFileSync, existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import { connect } from 'node:net';
+import { join } from 'node:path';
+import { ContainerConfigError, resolveEnv, serviceLinkEnv } from './env.ts';
+import { EventRecorder } from './events.ts';
+import { isNotFound, KubeError, parseQuantity, type Informer, type KObject, type Kube } from './kube.ts';
+import type { Nodes } from './nodes.ts';
+import { killProcessGroup, signalProcess, startProcess, type ExitInfo, type Proc } from './procs.ts';
+import type { Storage } from './storage.ts';
+
+export const QUEEN_DATA_DIR = '/var/lib/queen/raft';
+
+export interface KubeletOptions {
+  kube: Kube;
+  pods: Informer<KObject>;
+  services: Informer<KObject>;
+  storage: Storage;
+  nodes: Nodes;
+  dir: string;
+  timeFactor: number;
+  dnsAddress: string;
+  simMain: string;
+  log: (line: string) => void;
+}
+
+const time = (ms = Date.now()) => new Date(ms).toISOString().replace(/\.\d+Z$/, 'Z');
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** Go's time.Duration formatting, for kubelet messages ("10s", "1m20s"). */
+function goDuration(ms: number): string {
+  const s = Math.round(ms / 1000);
+  if (s < 60) return `${s}s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m}m${s % 60}s`;
+  return `${Math.floor(m / 60)}h${m % 60}m${s % 60}s`;
+}
+
+type State =
+  | { kind: 'waiting'; reason: string; message?: string }
+  | { kind: 'running'; startedAt: string }
+  | { kind: 'terminated'; exitCode: number; signal?: number; reason: string; startedAt: string; finishedAt: string; containerID: string };
+
+interface ProbeState {
+  kind: 'startup' | 'readiness' | 'liveness';
+  spec: any;
+  timer?: NodeJS.Timeout;
+  successes: number;
+  failures: number;
+  stopped: boolean;
+}
+
+class Container {
+  spec: any;
+  name: string;
+  proc?: Proc;
+  state: State = { kind: 'waiting', reason: 'ContainerCreating' };
+  last?: Extract<State, { kind: 'terminated' }>;
+  restartCount = 0;
+  everStarted = false;
+  started = false;
+  ready = false;
+  probes: ProbeState[] = [];
+  hold = false;
+  killing = false;
+  starting = false;
+  backoff?: { ms: number; lastUpdate: number };
+  restartTimer?: NodeJS.Timeout;
+  containerID = '';
+  env: Record<string, string> = {};
+
+  constructor(spec: any) {
+    this.spec = spec;
+    this.name = spec.name;
+  }
+}
+
+class PodRuntime {
+  uid: string;
+  ns: string;
+  name: string;
+  pod: KObject;
+  node: string;
+  ip?: string;
+  dir: string;
+  startTime?: string;
+  containers: Container[];
+  initStatuses: any[];
+  volumes = new Map<string, string>();
+  claims = new Map<string, string>(); // volume name → claim name
+  volumesReady = false;
+  volumeWait?: string;
+  volumeWaitSince = 0;
+  volumeWaitReported = false;
+  terminating = false;
+  finished = false;
+  gone = false;
+  conditions = new Map<string, { status: string; lastTransitionTime: string; reason?: string; message?: string }>();
+  lastWritten = '';
+  writing?: Promise<void>;
+  writeAgain = false;
+  syncing = false;
+  syncAgain = false;
+  retryTimer?: NodeJS.Timeout;
+
+  constructor(pod: KObject, root: string) {
+    this.uid = pod.metadata.uid!;
+    this.ns = pod.metadata.namespace!;
+    this.name = pod.metadata.name;
+    this.pod = pod;
+    this.node = pod.spec.nodeName;
+    this.dir = join(root, 'pods', `${this.ns}_${this.name}_${this.uid.slice(0, 8)}`);
+    this.containers = (pod.spec.containers ?? []).map((c: any) => new Container(c));
+    this.initStatuses = [];
+  }
+
+  get key() {
+    return `${this.ns}/${this.name}`;
+  }
+}
+
+export interface PodInfo {
+  namespace: string;
+  name: string;
+  uid: string;
+  node: string;
+  ip: string | null;
+  pid: number | null;
+  running: boolean;
+  restarts: number;
+  lastExitCode: number | null;
+  held: boolean;
+  volumes: Record<string, string>;
+  logPath: string;
+  containers: Array<{ name: string; pid: number | null; running: boolean; restarts: number; lastExitCode: number | null; held: boolean; logPath: string; env: Record<string, string> }>;
+}
+
+export class Kubelet {
+  #o: KubeletOptions;
+  #f: number;
+  #runtimes = new Map<string, PodRuntime>(); // by uid
+  #nextIp = 2;
+  #events: EventRecorder;
+  #stopping = false;
+  #periodic?: NodeJS.Timeout;
+
+  constructor(o: KubeletOptions) {
+    this.#o = o;
+    this.#f = o.timeFactor;
+    this.#events = new EventRecorder(o.kube, 'kubelet');
+  }
+
+  /** A duration of the pod spec, scaled by the time factor. */
+  #scaled(seconds: number, minMs = 100): number {
+    return Math.max(minMs, Math.round(seconds * 1000 * this.#f));
+  }
+
+  start(): void {
+    this.#o.pods.on({
+      add: (p) => this.#onPod(p),
+      update: (p) => this.#onPod(p),
+      delete: (p) => this.#onPodGone(p),
+    });
+    for (const p of this.#o.pods.list()) this.#onPod(p);
+    // Safety net for anything waiting on another object (a claim, a Secret): look again now and then.
+    this.#periodic = setInterval(() => this.kick(), Math.max(1000, 5000 * this.#f));
+  }
+
+  /** Something the pods may be waiting for changed (storage, Secrets): sync those that wait. */
+  kick(): void {
+    for (const rt of this.#runtimes.values()) {
+      if (rt.terminating || rt.gone) continue;
+      if (!rt.volumesReady || rt.containers.some((c) => c.state.kind === 'waiting' && c.state.reason === 'CreateContainerConfigError')) {
+        void this.#sync(rt);
+      }
+    }
+  }
+
+  #isOurs(pod: KObject): boolean {
+    return typeof pod.spec?.nodeName === 'string' && this.#o.nodes.names.includes(pod.spec.nodeName);
+  }
+
+  #onPod(pod: KObject): void {
+    if (this.#stopping || !this.#isOurs(pod)) return;
+    if (!this.#o.nodes.isUp(pod.spec.nodeName)) return;
+    const uid = pod.metadata.uid!;
+    let rt = this.#runtimes.get(uid);
+    if (!rt) {
+      const phase = pod.status?.phase;
+      if (phase === 'Succeeded' || phase === 'Failed') {
+        if (pod.metadata.deletionTimestamp) void this.#deletePodObject(pod);
+        return;
+      }
+      rt = new PodRuntime(pod, this.#o.dir);
+      this.#runtimes.set(uid, rt);
+    } else {
+      rt.pod = pod;
+    }
+    if (pod.metadata.deletionTimestamp) {
+      if (!rt.terminating) void this.#terminate(rt, this.#scaled(pod.metadata.deletionGracePeriodSeconds ?? pod.spec.terminationGracePeriodSeconds ?? 30, 0));
+      return;
+    }
+    void this.#sync(rt);
+  }
+
+  #onPodGone(pod: KObject): void {
+    const rt = this.#runtimes.get(pod.metadata.uid!);
+    if (!rt) return;
+    rt.gone = true;
+    if (!rt.finished && !rt.terminating) {
+      // Removed without the kubelet's part (a force delete): stop it with the minimum grace.
+      void this.#terminate(rt, 0);
+    }
+  }
+
+  /** Called when a node comes back: pods on it are looked at again. */
+  resyncNode(node: string): void {
+    for (const p of this.#o.pods.list()) if (p.spec?.nodeName === node) this.#onPod(p);
+  }
+
+  #allocateIp(): string {
+    // 127.1.0.2 .. 127.1.255.254, never reused while the test bed runs (until it wraps).
+    for (;;) {
+      const n = this.#nextIp++;
+      if (this.#nextIp > 0xfffe) this.#nextIp = 2;
+      const ip = `127.1.${(n >> 8) & 0xff}.${n & 0xff}`;
+      if ((n & 0xff) === 0 || (n & 0xff) === 255) continue;
+      if (![...this.#runtimes.values()].some((r) => r.ip === ip)) return ip;
+    }
+  }
+
+  // ---- pod start -------------------------------------------------------------------------
+
+  async #sync(rt: PodRuntime): Promise<void> {
+    if (rt.syncing) {
+      rt.syncAgain = true;
+      return;
+    }
+    rt.syncing = true;
+    try {
+      do {
+        rt.syncAgain = false;
+        await this.#syncOnce(rt);
+      } while (rt.syncAgain && !rt.terminating && !rt.gone);
+    } catch (e) {
+      this.#o.log(`kubelet ${rt.key}: ${(e as Error).stack ?? e}`);
+    } finally {
+      rt.syncing = false;
+    }
+  }
+
+  async #syncOnce(rt: PodRuntime): Promise<void> {
+    if (rt.terminating || rt.gone || this.#stopping) return;
+    if (!rt.startTime) rt.startTime = time();
+    if (!rt.volumesReady) {
+      const wait = await this.#setupVolumes(rt);
+      if (rt.terminating || rt.gone) return;
+      if (wait) {
+        // As the kubelet: a FailedMount event once the wait has lasted its two minutes.
+        if (!rt.volumeWaitSince) rt.volumeWaitSince = Date.now();
+        rt.volumeWait = wait;
+        if (!rt.volumeWaitReported && Date.now() - rt.volumeWaitSince >= this.#scaled(120)) {
+          rt.volumeWaitReported = true;
+          this.#events.record(rt.pod, 'Warning', 'FailedMount', `Unable to attach or mount volumes: ${wait}`, { host: rt.node });
+        }
+        this.#writeStatus(rt);
+        return;
+      }
+      rt.volumesReady = true;
+      rt.volumeWait = undefined;
+      // A pod mounting a claim whose growth waits for the node: the file system grows now.
+      for (const claim of new Set(rt.claims.values())) {
+        await this.#o.storage.finishNodeResize(rt.ns, claim).catch((e) => this.#o.log(`kubelet ${rt.key}: resize of ${claim}: ${(e as Error).message}`));
+      }
+      rt.initStatuses = (rt.pod.spec.initContainers ?? []).map((c: any) => {
+        const t = time();
+        return {
+          name: c.name,
+          image: c.image,
+          imageID: imageID(c.image),
+          containerID: `testbed://${rt.uid.slice(0, 8)}-${c.name}`,
+          ready: true,
+          started: false,
+          restartCount: 0,
+          state: { terminated: { exitCode: 0, reason: 'Completed', startedAt: t, finishedAt: t, containerID: `testbed://${rt.uid.slice(0, 8)}-${c.name}` } },
+          lastState: {},
+        };
+      });
+    }
+    if (!rt.ip) rt.ip = this.#allocateIp();
+    for (const c of rt.containers) {
+      if (c.proc && !c.proc.exit) continue;
+      if (c.hold || c.restartTimer || c.killing || c.starting) continue;
+      if (c.state.kind === 'terminated') continue; // not restarted by its policy
+      if (c.state.kind === 'waiting' && c.state.reason === 'CrashLoopBackOff') continue;
+      await this.#startContainer(rt, c);
+      if (rt.terminating || rt.gone) return;
+    }
+    this.#writeStatus(rt);
+  }
+
+  /** Returns why the volumes are not ready, or undefined once they are all set up. */
+  async #setupVolumes(rt: PodRuntime): Promise<string | undefined> {
+    const volRoot = join(rt.dir, 'volumes');
+    for (const v of rt.pod.spec.volumes ?? []) {
+      if (rt.volumes.has(v.name)) continue;
+      if (v.persistentVolumeClaim) {
+        const claimName = v.persistentVolumeClaim.claimName;
+        const pvc = this.#o.storage.claimFolder(rt.ns, claimName);
+        if ('waiting' in pvc) return pvc.waiting;
+        if (pvc.pvc.metadata.deletionTimestamp) return `persistentvolumeclaim "${claimName}" is being deleted`;
+        rt.volumes.set(v.name, pvc.folder);
+        rt.claims.set(v.name, claimName);
+        continue;
+      }
+      const folder = join(volRoot, v.name);
+      mkdirSync(folder, { recursive: true });
+      if (v.configMap || v.secret || v.projected || v.downwardAPI) {
+        const missing = await this.#writeProjected(rt, v, folder);
+        if (missing) {
+          rmSync(folder, { recursive: true, force: true });
+          return `MountVolume.SetUp failed for volume "${v.name}" : ${missing}`;
+        }
+      }
+      rt.volumes.set(v.name, folder);
+    }
+    return undefined;
+  }
+
+  /**
+   * Writes the files of a configMap, secret, downwardAPI or projected volume as they are now (no
+   * later updates). Returns what is missing, if a required object does not exist.
+   */
+  async #writeProjected(rt: PodRuntime, v: any, folder: string): Promise<string | undefined> {
+    const kube = this.#o.kube;
+    const sources: any[] = v.projected?.sources ?? [v.configMap ? { configMap: v.configMap } : v.secret ? { secret: v.secret } : { downwardAPI: v.downwardAPI }];
+    const write = (path: string, data: string | Buffer) => {
+      const p = join(folder, path);
+      mkdirSync(join(p, '..'), { recursive: true });
+      writeFileSync(p, data);
+    };
+    for (const s of sources) {
+      if (s.configMap || s.secret) {
+        const ref = s.configMap ?? s.secret;
+        const name: string = s.configMap ? ref.name : (ref.secretName ?? ref.name);
+        const kind = s.configMap ? 'configmap' : 'secret';
+        const obj = await kube.getOrNull(`/api/v1/namespaces/${rt.ns}/${kind}s/${name}`);
+        if (!obj) {
+          if (ref.optional) continue;
+          return `${kind} "${name}" not found`;
+        }
+        const data: Record<string, Buffer> = {};
+        for (const [k, val] of Object.entries((obj.data ?? {}) as Record<string, string>)) data[k] = s.configMap ? Buffer.from(val) : Buffer.from(val, 'base64');
+        for (const [k, val] of Object.entries(((obj as any).binaryData ?? {}) as Record<string, string>)) data[k] = Buffer.from(val, 'base64');
+        const items: Array<{ key: string; path: string }> = ref.items ?? Object.keys(data).map((k) => ({ key: k, path: k }));
+        for (const item of items) {
+          if (data[item.key] === undefined) {
+            if (ref.optional) continue;
+            return `configmap references non-existent config key: ${item.key}`;
+          }
+          write(item.path, data[item.key]!);
+        }
+      } else if (s.downwardAPI) {
+        for (const item of s.downwardAPI.items ?? []) {
+          const fp = item.fieldRef?.fieldPath;
+          const md = rt.pod.metadata;
+          const value = fp === 'metadata.namespace' ? rt.ns : fp === 'metadata.name' ? rt.name : fp === 'metadata.uid' ? rt.uid : fp === 'metadata.labels' ? kv(md.labels) : fp === 'metadata.annotations' ? kv(md.annotations) : '';
+          write(item.path, value);
+        }
+      } else if (s.serviceAccountToken) {
+        // A real bound token, as the kubelet requests it.
+        const sa = rt.pod.spec.serviceAccountName ?? 'default';
+        const tr: any = await kube
+          .create(`/api/v1/namespaces/${rt.ns}/serviceaccounts/${sa}/token`, {
+            apiVersion: 'authentication.k8s.io/v1',
+            kind: 'TokenRequest',
+            spec: {
+              audiences: s.serviceAccountToken.audience ? [s.serviceAccountToken.audience] : undefined,
+              expirationSeconds: s.serviceAccountToken.expirationSeconds ?? 3607,
+              boundObjectRef: { apiVersion: 'v1', kind: 'Pod', name: rt.name, uid: rt.uid },
+            },
+          })
+          .catch(() => null);
+        write(s.serviceAccountToken.path ?? 'token', tr?.status?.token ?? '');
+      }
+    }
+    return undefined;
+  }
+
+  #mountsOf(rt: PodRuntime, c: Container): Record<string, string> {
+    const mounts: Record<string, string> = {};
+    for (const m of c.spec.volumeMounts ?? []) {
+      const base = rt.volumes.get(m.name);
+      if (!base) continue;
+      const host = m.subPath ? join(base, m.subPath) : base;
+      mkdirSync(host, { recursive: true });
+      mounts[m.mountPath] = host;
+    }
+    return mounts;
+  }
+
+  #logPath(rt: PodRuntime, c: Container): string {
+    return join(this.#o.dir, 'logs', 'pods', `${rt.ns}_${rt.name}_${rt.uid.slice(0, 8)}_${c.name}.log`);
+  }
+
+  async #volumeBytes(rt: PodRuntime, c: Container, dataDir: string): Promise<number | undefined> {
+    const mount = (c.spec.volumeMounts ?? [])
+      .filter((m: any) => dataDir === m.mountPath || dataDir.startsWith(m.mountPath.replace(/\/$/, '') + '/'))
+      .sort((a: any, b: any) => b.mountPath.length - a.mountPath.length)[0];
+    if (!mount) return undefined;
+    const claim = rt.claims.get(mount.name);
+    if (claim) {
+      const pvc = await this.#o.kube.getOrNull(`/api/v1/namespaces/${rt.ns}/persistentvolumeclaims/${claim}`);
+      const cap = pvc?.status?.capacity?.storage;
+      return cap ? parseQuantity(cap) : undefined;
+    }
+    const vol = (rt.pod.spec.volumes ?? []).find((v: any) => v.name === mount.name);
+    if (vol?.emptyDir?.sizeLimit) return parseQuantity(vol.emptyDir.sizeLimit);
+    return undefined;
+  }
+
+  async #startContainer(rt: PodRuntime, c: Container): Promise<void> {
+    if (c.starting) return;
+    c.starting = true;
+    try {
+      await this.#startContainerNow(rt, c);
+    } finally {
+      c.starting = false;
+    }
+  }
+
+  async #startContainerNow(rt: PodRuntime, c: Container): Promise<void> {
+    const o = this.#o;
+    const node = rt.node;
+    let env: Array<[string, string]>;
+    try {
+      const services = o.services.list().filter((s) => s.metadata.namespace === rt.ns && rt.pod.spec.enableServiceLinks !== false);
+      const master = o.services.get('default/kubernetes');
+      const all = master && !services.some((s) => s.metadata.name === 'kubernetes') ? [master, ...services] : services;
+      env = await resolveEnv(rt.pod, c.spec, {
+        secret: (ns, name) => o.kube.getOrNull(`/api/v1/namespaces/${ns}/secrets/${name}`),
+        configMap: (ns, name) => o.kube.getOrNull(`/api/v1/namespaces/${ns}/configmaps/${name}`),
+        serviceEnv: serviceLinkEnv(all),
+        podIP: rt.ip!,
+        hostIP: o.nodes.ipOf(node),
+        nodeAllocatable: { cpu: '16', memory: '64Gi', 'ephemeral-storage': '200Gi' },
+      });
+    } catch (e) {
+      if (!(e instanceof ContainerConfigError)) throw e;
+      const message = e.message;
+      if (!(c.state.kind === 'waiting' && c.state.reason === 'CreateContainerConfigError' && c.state.message === message)) {
+        this.#events.record(rt.pod, 'Warning', 'Failed', `Error: ${message}`, { host: node, fieldPath: `spec.containers{${c.name}}` });
+      }
+      c.state = { kind: 'waiting', reason: 'CreateContainerConfigError', message };
+      this.#writeStatus(rt);
+      this.#retryLater(rt);
+      return;
+    }
+    if (rt.terminating || rt.gone || this.#stopping) return;
+
+    const image: string = c.spec.image ?? '';
+    const isQueen = /queen/i.test(image) && !/operator/i.test(image);
+    const cwd = join(rt.dir, 'containers', c.name);
+    mkdirSync(cwd, { recursive: true });
+    const mounts = this.#mountsOf(rt, c);
+    const containerEnv: Record<string, string> = {};
+    const hostname = String(rt.pod.spec.hostname ?? rt.name).slice(0, 63);
+    containerEnv.PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+    containerEnv.HOME = cwd;
+    containerEnv.HOSTNAME = hostname;
+    for (const [k, v] of env) containerEnv[k] = v;
+    containerEnv.QUEEN_SIM_IP = rt.ip!;
+    containerEnv.QUEEN_SIM_DNS = o.dnsAddress;
+    containerEnv.QUEEN_SIM_MOUNTS = JSON.stringify(mounts);
+    containerEnv.QUEEN_SIM_IMAGE = image;
+    containerEnv.QUEEN_SIM_TIME_FACTOR = String(this.#f);
+    containerEnv.QUEEN_SIM_POD = `${rt.ns}/${rt.name}`;
+    // The simulator's safety net: it exits if the test bed's process is gone.
+    containerEnv.QUEEN_SIM_EXIT_WITH_PARENT = String(process.pid);
+    const bytes = await this.#volumeBytes(rt, c, containerEnv.QUEEN_RAFT_DIR || QUEEN_DATA_DIR);
+    if (bytes !== undefined) containerEnv.QUEEN_SIM_VOLUME_BYTES = String(bytes);
+    if (rt.terminating || rt.gone || this.#stopping) return;
+
+    const logPath = this.#logPath(rt, c);
+    mkdirSync(join(logPath, '..'), { recursive: true });
+    appendFileSync(logPath, `--- test bed: ${time()} starting container ${c.name} of ${rt.key} (restart ${c.restartCount}) image ${image} ip ${rt.ip} on ${node}\n`);
+    let command: string;
+    let args: string[];
+    if (isQueen) {
+      command = process.execPath;
+      args = [o.simMain];
+    } else if (existsSync('/bin/sleep')) {
+      command = '/bin/sleep';
+      args = ['infinity'];
+    } else {
+      command = process.execPath;
+      args = ['-e', "process.on('SIGTERM',()=>process.exit(0));setInterval(()=>{},1<<30)"];
+    }
+    const proc = startProcess(`${rt.key}/${c.name}`, command, args, { cwd, env: containerEnv, logPath, owner: o.dir });
+    c.proc = proc;
+    c.env = containerEnv;
+    c.containerID = `testbed://${createHash('sha256').update(`${rt.uid}/${c.name}/${c.restartCount}/${proc.pid}`).digest('hex').slice(0, 32)}`;
+    const startedAt = time();
+    c.state = { kind: 'running', startedAt };
+    c.everStarted = true;
+    c.killing = false;
+    const hasStartup = !!c.spec.startupProbe;
+    c.started = !hasStartup;
+    c.ready = false;
+    this.#events.record(rt.pod, 'Normal', 'Started', `Started container ${c.name}`, { host: node, fieldPath: `spec.containers{${c.name}}` });
+    void proc.exited.then((exit) => this.#onExit(rt, c, proc, exit));
+    this.#startProbes(rt, c, Date.now());
+    this.#writeStatus(rt);
+  }
+
+  #retryLater(rt: PodRuntime): void {
+    if (rt.retryTimer) return;
+    rt.retryTimer = setTimeout(() => {
+      rt.retryTimer = undefined;
+      void this.#sync(rt);
+    }, this.#scaled(10, 1000));
+  }
+
+  // ---- probes -----------------------------------------------------------------------------
+
+  #startProbes(rt: PodRuntime, c: Container, startedMs: number): void {
+    for (const p of c.probes) this.#stopProbe(p);
+    c.probes = [];
+    if (c.spec.startupProbe) {
+      this.#runProbe(rt, c, { kind: 'startup', spec: c.spec.startupProbe, successes: 0, failures: 0, stopped: false }, startedMs);
+    } else {
+      this.#afterStartup(rt, c, startedMs);
+    }
+  }
+
+  #afterStartup(rt: PodRuntime, c: Container, startedMs: number): void {
+    if (c.spec.readinessProbe) {
+      this.#runProbe(rt, c, { kind: 'readiness', spec: c.spec.readinessProbe, successes: 0, failures: 0, stopped: false }, startedMs);
+    } else {
+      c.ready = true;
+    }
+    if (c.spec.livenessProbe) {
+      this.#runProbe(rt, c, { kind: 'liveness', spec: c.spec.livenessProbe, successes: 0, failures: 0, stopped: false }, startedMs);
+    }
+    this.#writeStatus(rt);
+  }
+
+  #stopProbe(p: ProbeState): void {
+    p.stopped = true;
+    if (p.timer) clearTimeout(p.timer);
+  }
+
+  #runProbe(rt: PodRuntime, c: Container, p: ProbeState, startedMs: number): void {
+    c.probes.push(p);
+    const spec = p.spec;
+    const period = this.#scaled(spec.periodSeconds ?? 10);
+    const timeout = this.#scaled(spec.timeoutSeconds ?? 1);
+    const failureThreshold = spec.failureThreshold ?? 3;
+    const successThreshold = p.kind === 'readiness' ? (spec.successThreshold ?? 1) : 1;
+    const firstAt = startedMs + this.#scaled(spec.initialDelaySeconds ?? 0, 0);
+    const tick = async () => {
+      if (p.stopped) return;
+      const began = Date.now();
+      const result = await this.#probe(rt, c, spec, timeout);
+      if (p.stopped) return;
+      if (result.ok) {
+        p.failures = 0;
+        p.successes++;
+      } else {
+        p.successes = 0;
+        p.failures++;
+        this.#events.record(rt.pod, 'Warning', 'Unhealthy', `${p.kind[0]!.toUpperCase()}${p.kind.slice(1)} probe failed: ${result.output}`, {
+          host: rt.node,
+          fieldPath: `spec.containers{${c.name}}`,
+        });
+      }
+      if (p.kind === 'startup') {
+        if (p.successes >= 1) {
+          this.#stopProbe(p);
+          c.started = true;
+          this.#afterStartup(rt, c, startedMs);
+          return;
+        }
+        if (p.failures >= failureThreshold) {
+          this.#stopProbe(p);
+          void this.#killForRestart(rt, c, 'startup', spec);
+          return;
+        }
+      } else if (p.kind === 'liveness') {
+        if (p.failures >= failureThreshold) {
+          this.#stopProbe(p);
+          void this.#killForRestart(rt, c, 'liveness', spec);
+          return;
+        }
+      } else {
+        const wasReady = c.ready;
+        if (p.successes >= successThreshold) c.ready = true;
+        if (p.failures >= failureThreshold) c.ready = false;
+        if (wasReady !== c.ready) this.#writeStatus(rt);
+      }
+      p.timer = setTimeout(tick, Math.max(0, began + period - Date.now()));
+    };
+    p.timer = setTimeout(tick, Math.max(0, firstAt - Date.now()));
+  }
+
+  #portOf(c: Container, port: number | string): number {
+    if (typeof port === 'number') return port;
+    if (/^\d+$/.test(port)) return Number(port);
+    const named = (c.spec.ports ?? []).find((p: any) => p.name === port);
+    return named ? Number(named.containerPort) : NaN;
+  }
+
+  async #probe(rt: PodRuntime, c: Container, spec: any, timeoutMs: number): Promise<{ ok: boolean; output: string }> {
+    const ip = rt.ip!;
+    if (spec.tcpSocket || spec.grpc) {
+      const port = this.#portOf(c, (spec.tcpSocket ?? spec.grpc).port);
+      const host = spec.tcpSocket?.host ?? ip;
+      return new Promise((resolve) => {
+        const sock = connect({ host, port });
+        const done = (ok: boolean, output: string) => {
+          clearTimeout(timer);
+          sock.destroy();
+          resolve({ ok, output });
+        };
+        const timer = setTimeout(() => done(false, `dial tcp ${host}:${port}: i/o timeout`), timeoutMs);
+        sock.once('connect', () => done(true, ''));
+        sock.once('error', (e: NodeJS.ErrnoException) => done(false, `dial tcp ${host}:${port}: connect: ${e.code === 'ECONNREFUSED' ? 'connection refused' : e.message}`));
+      });
+    }
+    if (spec.httpGet) {
+      const g = spec.httpGet;
+      const port = this.#portOf(c, g.port);
+      const host = g.host ?? ip;
+      const https = String(g.scheme ?? 'HTTP').toUpperCase() === 'HTTPS';
+      const headers: Record<string, string> = { 'user-agent': 'kube-probe/1.36', accept: '*/*' };
+      for (const h of g.httpHeaders ?? []) headers[h.name.toLowerCase()] = h.value;
+      const url = `${https ? 'https' : 'http'}://${host}:${port}${g.path ?? '/'}`;
+      return new Promise((resolve) => {
+        const req = (https ? httpsRequest : httpRequest)(url, { method: 'GET', headers, agent: false, rejectUnauthorized: false } as any, (res) => {
+          res.resume();
+          const code = res.statusCode ?? 0;
+          clearTimeout(timer);
+          resolve(code >= 200 && code < 400 ? { ok: true, output: '' } : { ok: false, output: `HTTP probe failed with statuscode: ${code}` });
+        });
+        const timer = setTimeout(() => {
+          req.destroy();
+          resolve({ ok: false, output: `Get "${url}": context deadline exceeded (Client.Timeout exceeded while awaiting headers)` });
+        }, timeoutMs);
+        req.on('error', (e: NodeJS.ErrnoException) => {
+          clearTimeout(timer);
+          resolve({ ok: false, output: `Get "${url}": dial tcp ${host}:${port}: connect: ${e.code === 'ECONNREFUSED' ? 'connection refused' : e.message}` });
+        });
+        req.end();
+      });
+    }
+    if (spec.exec) {
+      const code = await this.#execOnHost(rt, c, spec.exec.command ?? [], timeoutMs);
+      return code === 0 ? { ok: true, output: '' } : { ok: false, output: `command ${JSON.stringify(spec.exec.command)} exited with ${code}` };
+    }
+    return { ok: true, output: '' };
+  }
+
+  /** Runs an exec probe or hook command on the host, in the container's folder, time-limited. */
+  #execOnHost(rt: PodRuntime, c: Container, command: string[], timeoutMs: number): Promise<number> {
+    if (!command.length) return Promise.resolve(126);
+    return new Promise((resolve) => {
+      const child = spawn(command[0]!, command.slice(1), {
+        cwd: join(rt.dir, 'containers', c.name),
+        env: c.env,
+        stdio: 'ignore',
+        detached: true,
+      });
+      const timer = setTimeout(() => {
+        try {
+          process.kill(-child.pid!, 'SIGKILL');
+        } catch {
+          // gone
+        }
+      }, timeoutMs);
+      child.on('error', () => {
+        clearTimeout(timer);
+        resolve(127);
+      });
+      child.on('exit', (code, signal) => {
+        clearTimeout(timer);
+        resolve(code ?? (signal ? 137 : 1));
+      });
+    });
+  }
+
+  // ---- stopping and restarting ---------------------------------------------------------------
+
+  async #killForRestart(rt: PodRuntime, c: Container, kind: 'startup' | 'liveness', spec: any): Promise<void> {
+    if (rt.terminating || c.killing) return;
+    this.#events.record(rt.pod, 'Normal', 'Killing', `Container ${c.name} failed ${kind} probe, will be restarted`, { host: rt.node, fieldPath: `spec.containers{${c.name}}` });
+    const grace = spec.terminationGracePeriodSeconds ?? rt.pod.spec.terminationGracePeriodSeconds ?? 30;
+    await this.#killContainer(rt, c, this.#scaled(grace, 0));
+  }
+
+  /** preStop, SIGTERM, the rest of the grace period (at least the kubelet's 2 s), SIGKILL. */
+  async #killContainer(rt: PodRuntime, c: Container, graceMs: number): Promise<void> {
+    const proc = c.proc;
+    if (!proc || proc.exit) return;
+    c.killing = true;
+    for (const p of c.probes) if (p.kind !== 'readiness') this.#stopProbe(p);
+    const began = Date.now();
+    const preStop = c.spec.lifecycle?.preStop;
+    if (preStop) {
+      await Promise.race([this.#runPreStop(rt, c, preStop, graceMs), sleep(graceMs), proc.exited]);
+    }
+    const minimum = this.#scaled(2, 100);
+    const remaining = Math.max(minimum, graceMs - (Date.now() - began));
+    signalProcess(proc, 'SIGTERM');
+    const timer = setTimeout(() => killProcessGroup(proc), remaining);
+    await proc.exited;
+    clearTimeout(timer);
+  }
+
+  async #runPreStop(rt: PodRuntime, c: Container, hook: any, limitMs: number): Promise<void> {
+    try {
+      if (hook.exec) {
+        const cmd: string[] = hook.exec.command ?? [];
+        if (/(^|\/)sleep$/.test(cmd[0] ?? '') && cmd.length === 2 && /^\d+(\.\d+)?$/.test(cmd[1]!)) {
+          await sleep(this.#scaled(Number(cmd[1]), 0));
+          return;
+        }
+        const code = await this.#execOnHost(rt, c, cmd[0] && existsSync(cmd[0]) ? cmd : ['/bin/sh', '-c', cmd.join(' ')], limitMs);
+        if (code !== 0) {
+          this.#events.record(rt.pod, 'Warning', 'FailedPreStopHook', `PreStopHook failed: command ${JSON.stringify(cmd)} exited with ${code}`, { host: rt.node });
+        }
+      } else if (hook.sleep) {
+        await sleep(this.#scaled(Number(hook.sleep.seconds ?? 0), 0));
+      } else if (hook.httpGet) {
+        await this.#probe(rt, c, { httpGet: hook.httpGet }, limitMs);
+      }
+    } catch (e) {
+      this.#o.log(`kubelet ${rt.key}: preStop: ${(e as Error).message}`);
+    }
+  }
+
+  #onExit(rt: PodRuntime, c: Container, proc: Proc, exit: ExitInfo): void {
+    if (c.proc !== proc) return;
+    for (const p of c.probes) this.#stopProbe(p);
+    c.probes = [];
+    c.ready = false;
+    c.started = false;
+    c.killing = false;
+    const startedAt = c.state.kind === 'running' ? c.state.startedAt : time();
+    c.state = {
+      kind: 'terminated',
+      exitCode: exit.exitCode,
+      signal: exit.signal ? exit.exitCode - 128 : undefined,
+      reason: exit.exitCode === 0 ? 'Completed' : 'Error',
+      startedAt,
+      finishedAt: time(),
+      containerID: c.containerID,
+    };
+    appendFileSync(proc.logPath, `--- test bed: ${time()} container ${c.name} exited with code ${exit.exitCode}${exit.signal ? ` (${exit.signal})` : ''}\n`);
+    if (rt.terminating || rt.gone || this.#stopping) {
+      return;
+    }
+    const policy = rt.pod.spec.restartPolicy ?? 'Always';
+    const restart = policy === 'Always' || (policy === 'OnFailure' && exit.exitCode !== 0);
+    if (!restart || c.hold) {
+      this.#writeStatus(rt);
+      return;
+    }
+    this.#scheduleRestart(rt, c);
+  }
+
+  #backoffNext(c: Container, now: number): void {
+    const initial = this.#scaled(10);
+    const max = this.#scaled(300);
+    if (!c.backoff || now - c.backoff.lastUpdate > 2 * max) c.backoff = { ms: initial, lastUpdate: now };
+    else c.backoff = { ms: Math.min(c.backoff.ms * 2, max), lastUpdate: now };
+  }
+
+  /** The kubelet's CrashLoopBackOff: the first restart at once, then 10 s doubling to 5 min. */
+  #scheduleRestart(rt: PodRuntime, c: Container): void {
+    const now = Date.now();
+    const max = this.#scaled(300);
+    const b = c.backoff;
+    const inBackoff = b && !(now - b.lastUpdate > 2 * max);
+    if (!inBackoff) {
+      void this.#restart(rt, c);
+      return;
+    }
+    const message = `back-off ${goDuration(b.ms / this.#f)} restarting failed container=${c.name} pod=${rt.name}_${rt.ns}(${rt.uid})`;
+    c.last = c.state.kind === 'terminated' ? c.state : c.last;
+    c.state = { kind: 'waiting', reason: 'CrashLoopBackOff', message };
+    this.#events.record(rt.pod, 'Warning', 'BackOff', `Back-off restarting failed container ${c.name} in pod ${rt.name}_${rt.ns}(${rt.uid})`, { host: rt.node, fieldPath: `spec.containers{${c.name}}` });
+    this.#writeStatus(rt);
+    c.restartTimer = setTimeout(() => {
+      c.restartTimer = undefined;
+      if (!rt.terminating && !rt.gone && !c.hold) void this.#restart(rt, c);
+    }, b.ms);
+  }
+
+  #restart(rt: PodRuntime, c: Container): Promise<void> {
+    this.#backoffNext(c, Date.now());
+    if (c.state.kind === 'terminated') c.last = c.state;
+    c.restartCount++;
+    c.state = { kind: 'waiting', reason: 'ContainerCreating' };
+    return this.#startContainer(rt, c).catch((e) => this.#o.log(`kubelet ${rt.key}: restart: ${(e as Error).stack ?? e}`));
+  }
+
+  async #terminate(rt: PodRuntime, graceMs: number): Promise<void> {
+    rt.terminating = true;
+    if (rt.retryTimer) clearTimeout(rt.retryTimer);
+    for (const c of rt.containers) {
+      if (c.restartTimer) clearTimeout(c.restartTimer);
+      c.restartTimer = undefined;
+      c.hold = false;
+    }
+    await Promise.all(
+      rt.containers.map(async (c) => {
+        if (c.proc && !c.proc.exit) {
+          this.#events.record(rt.pod, 'Normal', 'Killing', `Stopping container ${c.name}`, { host: rt.node, fieldPath: `spec.containers{${c.name}}` });
+          await this.#killContainer(rt, c, graceMs);
+        }
+      }),
+    );
+    rt.finished = true;
+    if (!rt.gone && !this.#stopping) {
+      // The final status (terminal phase), then the object goes.
+      this.#writeStatus(rt);
+      await rt.writing;
+      await this.#deletePodObject(rt.pod);
+    }
+    this.#runtimes.delete(rt.uid);
+    rmSync(rt.dir, { recursive: true, force: true });
+  }
+
+  async #deletePodObject(pod: KObject): Promise<void> {
+    try {
+      await this.#o.kube.req('DELETE', `/api/v1/namespaces/${pod.metadata.namespace}/pods/${pod.metadata.name}`, {
+        apiVersion: 'v1',
+        kind: 'DeleteOptions',
+        gracePeriodSeconds: 0,
+        preconditions: { uid: pod.metadata.uid },
+      });
+    } catch (e) {
+      if (!isNotFound(e) && !(e instanceof KubeError && e.status === 409)) this.#o.log(`kubelet: delete ${pod.metadata.namespace}/${pod.metadata.name}: ${(e as Error).message}`);
+    }
+  }
+
+  // ---- status ------------------------------------------------------------------------------
+
+  #containerStatus(rt: PodRuntime, c: Container): any {
+    const stateOf = (s: State | undefined): any => {
+      if (!s) return {};
+      if (s.kind === 'waiting') return { waiting: s.message ? { reason: s.reason, message: s.message } : { reason: s.reason } };
+      if (s.kind === 'running') return { running: { startedAt: s.startedAt } };
+      return {
+        terminated: {
+          exitCode: s.exitCode,
+          reason: s.reason,
+          startedAt: s.startedAt,
+          finishedAt: s.finishedAt,
+          containerID: s.containerID,
+        },
+      };
+    };
+    return {
+      name: c.name,
+      image: c.spec.image,
+      imageID: c.everStarted ? imageID(c.spec.image) : '',
+      ...(c.containerID ? { containerID: c.containerID } : {}),
+      ready: c.ready,
+      started: c.started,
+      restartCount: c.restartCount,
+      state: stateOf(c.state),
+      lastState: stateOf(c.last),
+    };
+  }
+
+  #phase(rt: PodRuntime): string {
+    const policy = rt.pod.spec.restartPolicy ?? 'Always';
+    let running = 0;
+    let waiting = 0;
+    let stopped = 0;
+    let succeeded = 0;
+    for (const c of rt.containers) {
+      if (c.state.kind === 'running') running++;
+      else if (c.state.kind === 'terminated') {
+        stopped++;
+        if (c.state.exitCode === 0) succeeded++;
+      } else if (c.last) stopped++;
+      else waiting++;
+    }
+    if (rt.finished) return stopped === succeeded && succeeded === rt.containers.length ? 'Succeeded' : 'Failed';
+    if (!rt.volumesReady) return 'Pending';
+    if (running > 0) return 'Running';
+    if (waiting > 0) return 'Pending';
+    if (stopped > 0) {
+      if (policy === 'Always') return 'Running';
+      if (stopped === succeeded) return 'Succeeded';
+      if (policy === 'Never') return 'Failed';
+      return 'Running';
+    }
+    return 'Pending';
+  }
+
+  #condition(rt: PodRuntime, type: string, status: boolean, reason?: string, message?: string) {
+    const s = status ? 'True' : 'False';
+    const prev = rt.conditions.get(type);
+    if (!prev || prev.status !== s) rt.conditions.set(type, { status: s, lastTransitionTime: time(), reason, message });
+    else {
+      prev.reason = reason;
+      prev.message = message;
+    }
+    const c = rt.conditions.get(type)!;
+    return {
+      type,
+      status: c.status,
+      lastProbeTime: null,
+      lastTransitionTime: c.lastTransitionTime,
+      // A strategic merge patch keeps fields it does not mention: clear them when True.
+      reason: (!status && reason) || null,
+      message: (!status && message) || null,
+    };
+  }
+
+  #statusBody(rt: PodRuntime): any {
+    const unready = rt.containers.filter((c) => !c.ready).map((c) => c.name);
+    const containersReady = unready.length === 0 && !rt.finished;
+    const gates: string[] = (rt.pod.spec.readinessGates ?? []).map((g: any) => g.conditionType);
+    const gateConds: any[] = rt.pod.status?.conditions ?? [];
+    const gatesOk = gates.every((g) => gateConds.some((c) => c.type === g && c.status === 'True'));
+    const sandbox = !!rt.ip && rt.volumesReady && !rt.finished;
+    const unreadyMsg = `containers with unready status: [${unready.join(' ')}]`;
+    const conditions = [
+      this.#condition(rt, 'PodReadyToStartContainers', sandbox),
+      this.#condition(rt, 'Initialized', rt.volumesReady || rt.finished || !(rt.pod.spec.initContainers ?? []).length),
+      this.#condition(rt, 'Ready', containersReady && gatesOk, containersReady ? 'ReadinessGatesNotReady' : rt.finished ? 'PodCompleted' : 'ContainersNotReady', containersReady ? `the status of pod readiness gate is not "True", but False` : unreadyMsg),
+      this.#condition(rt, 'ContainersReady', containersReady, rt.finished ? 'PodCompleted' : 'ContainersNotReady', unreadyMsg),
+    ];
+    const hostIP = this.#o.nodes.ipOf(rt.node);
+    return {
+      metadata: { uid: rt.uid },
+      status: {
+        phase: this.#phase(rt),
+        conditions,
+        hostIP,
+        hostIPs: [{ ip: hostIP }],
+        ...(rt.ip && rt.volumesReady ? { podIP: rt.ip, podIPs: [{ ip: rt.ip }] } : {}),
+        startTime: rt.startTime,
+        ...(rt.initStatuses.length ? { initContainerStatuses: rt.initStatuses } : {}),
+        containerStatuses: rt.containers.map((c) => this.#containerStatus(rt, c)),
+      },
+    };
+  }
+
+  /** Writes the pod status if it changed; writes are serialised per pod, the last one wins. */
+  #writeStatus(rt: PodRuntime): void {
+    if (rt.gone || this.#stopping) return;
+    if (rt.writing) {
+      rt.writeAgain = true;
+      return;
+    }
+    const run = async () => {
+      do {
+        rt.writeAgain = false;
+        const body = this.#statusBody(rt);
+        const text = JSON.stringify(body);
+        if (text === rt.lastWritten) continue;
+        try {
+          await this.#o.kube.req('PATCH', `/api/v1/namespaces/${rt.ns}/pods/${rt.name}/status`, body, {
+            contentType: 'application/strategic-merge-patch+json',
+          });
+          rt.lastWritten = text;
+        } catch (e) {
+          if (isNotFound(e) || (e instanceof KubeError && e.status === 409)) {
+            return; // gone, or a pod of the same name with another UID
+          }
+          this.#o.log(`kubelet ${rt.key}: status: ${(e as Error).message}`);
+          await sleep(500);
+          rt.writeAgain = true;
+        }
+      } while (rt.writeAgain && !rt.gone && !this.#stopping);
+    };
+    rt.writing = run().finally(() => {
+      rt.writing = undefined;
+    });
+  }
+
+  // ---- control API ---------------------------------------------------------------------------
+
+  #find(ns: string, name: string): PodRuntime | undefined {
+    let found: PodRuntime | undefined;
+    for (const rt of this.#runtimes.values()) if (rt.ns === ns && rt.name === name && (!found || !rt.terminating)) found = rt;
+    return found;
+  }
+
+  #info(rt: PodRuntime): PodInfo {
+    const containers = rt.containers.map((c) => ({
+      name: c.name,
+      pid: c.proc && !c.proc.exit ? c.proc.pid : null,
+      running: !!c.proc && !c.proc.exit,
+      restarts: c.restartCount,
+      lastExitCode: c.state.kind === 'terminated' ? c.state.exitCode : (c.last?.exitCode ?? null),
+      held: c.hold,
+      logPath: this.#logPath(rt, c),
+      env: c.env,
+    }));
+    const main = containers.find((c) => /queen/i.test(rt.containers.find((x) => x.name === c.name)?.spec.image ?? '')) ?? containers[0]!;
+    return {
+      namespace: rt.ns,
+      name: rt.name,
+      uid: rt.uid,
+      node: rt.node,
+      ip: rt.ip ?? null,
+      pid: main?.pid ?? null,
+      running: main?.running ?? false,
+      restarts: main?.restarts ?? 0,
+      lastExitCode: main?.lastExitCode ?? null,
+      held: main?.held ?? false,
+      volumes: Object.fromEntries(rt.volumes),
+      logPath: main?.logPath ?? '',
+      containers,
+    };
+  }
+
+  podInfo(ns: string, name: string): PodInfo | undefined {
+    const rt = this.#find(ns, name);
+    return rt ? this.#info(rt) : undefined;
+  }
+
+  pods(): PodInfo[] {
+    return [...this.#runtimes.values()].map((rt) => this.#info(rt));
+  }
+
+  #target(ns: string, name: string, container?: string): { rt: PodRuntime; c: Container } {
+    const rt = this.#find(ns, name);
+    if (!rt) throw new Error(`no pod ${ns}/${name} on the simulated nodes`);
+    const c = container ? rt.containers.find((x) => x.name === container) : rt.containers[0];
+    if (!c) throw new Error(`no container ${container} in ${ns}/${name}`);
+    return { rt, c };
+  }
+
+  /** Kills the container with a signal; with hold, it is not restarted until released. */
+  async kill(ns: string, name: string, opts: { signal?: NodeJS.Signals; hold?: boolean; container?: string } = {}): Promise<PodInfo> {
+    const { rt, c } = this.#target(ns, name, opts.container);
+    if (opts.hold) c.hold = true;
+    if (c.restartTimer && opts.hold) {
+      clearTimeout(c.restartTimer);
+      c.restartTimer = undefined;
+    }
+    const proc = c.proc;
+    if (proc && !proc.exit) {
+      const signal = opts.signal ?? 'SIGKILL';
+      if (signal === 'SIGKILL') killProcessGroup(proc);
+      else signalProcess(proc, signal);
+      if (signal === 'SIGKILL') await proc.exited;
+      else await Promise.race([proc.exited, sleep(200)]);
+    }
+    return this.#info(rt);
+  }
+
+  /** Lets a held container start again (at once). */
+  async release(ns: string, name: string, opts: { container?: string } = {}): Promise<PodInfo> {
+    const { rt, c } = this.#target(ns, name, opts.container);
+    c.hold = false;
+    if ((!c.proc || c.proc.exit) && !rt.terminating && !c.restartTimer) {
+      const policy = rt.pod.spec.restartPolicy ?? 'Always';
+      const exitCode = c.state.kind === 'terminated' ? c.state.exitCode : 1;
+      if (policy === 'Always' || (policy === 'OnFailure' && exitCode !== 0)) await this.#restart(rt, c);
+    }
+    return this.#info(rt);
+  }
+
+  /** SIGKILL, empty the volume's folder behind everyone's back, restart on the empty folder. */
+  async wipe(ns: string, name: string, volume: string, opts: { container?: string } = {}): Promise<PodInfo> {
+    const { rt } = this.#target(ns, name, opts.container);
+    const folder = rt.volumes.get(volume);
+    if (!folder) throw new Error(`pod ${ns}/${name} has no volume ${volume}`);
+    const wasHeld = this.#target(ns, name, opts.container).c.hold;
+    await this.kill(ns, name, { signal: 'SIGKILL', hold: true, container: opts.container });
+    for (const entry of readdirSync(folder)) rmSync(join(folder, entry), { recursive: true, force: true });
+    this.#o.log(`kubelet ${rt.key}: wiped volume ${volume} (${folder})`);
+    if (wasHeld) return this.#info(rt);
+    return this.release(ns, name, opts);
+  }
+
+  async stop(): Promise<void> {
+    this.#stopping = true;
+    if (this.#periodic) clearInterval(this.#periodic);
+    const all: Promise<unknown>[] = [];
+    for (const rt of this.#runtimes.values()) {
+      if (rt.retryTimer) clearTimeout(rt.retryTimer);
+      for (const c of rt.containers) {
+        if (c.restartTimer) clearTimeout(c.restartTimer);
+        for (const p of c.probes) this.#stopProbe(p);
+        if (c.proc && !c.proc.exit) {
+          killProcessGroup(c.proc);
+          all.push(c.proc.exited);
+        }
+      }
+    }
+    await Promise.all(all);
+  }
+}
+
+const kv = (m?: Record<string, string>) =>
+  Object.keys(m ?? {})
+    .sort()
+    .map((k) => `${k}=${JSON.stringify(m![k])}`)
+    .join('\n');
+
+function imageID(image: string): string {
+  const repo = image.replace(/[:@][^/]*$/, '');
+  return `${repo}@sha256:${createHash('sha256').update(image).digest('hex')}`;
+}

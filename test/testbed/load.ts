@@ -1,0 +1,267 @@
+// A load client: pushes a steady rate of messages through a Service the way a client inside the
+// cluster would reach it (kube-proxy picks a ready endpoint of the Service for each connection;
+// here the client picks one from the Service's EndpointSlices), records every acknowledgement,
+// failure and retry, and afterwards checks that every acknowledged message is in the committed
+// log of every voter.
+import { readFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { Agent, request } from 'undici';
+import { Informer, Kube, type KObject, type KubeAuth } from './kube.ts';
+
+export interface LoadOptions {
+  kubeConfig: KubeConfig;
+  namespace: string;
+  /** The client Service (default "queen"). */
+  service?: string;
+  /** Messages a second (default 50). */
+  rate?: number;
+  /** Queue name (default "q"). */
+  queue?: string;
+  /** Target port on the endpoints (default 6632). */
+  port?: number;
+  /** Client timeout of one push attempt (default 10 s). */
+  attemptTimeoutMs?: number;
+  /** A message is given up after this long without an acknowledgement (default 60 s). */
+  giveUpAfterMs?: number;
+  log?: (line: string) => void;
+}
+
+export interface FailedAttempt {
+  transactionId: string;
+  attempt: number;
+  endpoint: string;
+  at: string;
+  reason: string;
+}
+
+export interface LoadReport {
+  queue: string;
+  durationMs: number;
+  sent: number;
+  acknowledged: number;
+  acknowledgedFirstTry: number;
+  /** Messages acknowledged only after more than one attempt. */
+  retried: number;
+  /** Every attempt that failed, with its reason. */
+  failedAttempts: FailedAttempt[];
+  /** Messages never acknowledged (given up, or still unanswered when the load stopped). */
+  unacknowledged: string[];
+  acknowledgedIds: string[];
+  /** Endpoint addresses the pushes went to, with the count of acknowledgements each gave. */
+  endpoints: Record<string, number>;
+}
+
+export interface Load {
+  /** Counts so far. */
+  progress(): { sent: number; acknowledged: number; failedAttempts: number; inFlight: number };
+  /** Stops sending, waits for the messages in flight (their retries included), returns the report. */
+  stop(): Promise<LoadReport>;
+}
+
+/** Server, CA and token of a KubeConfig that authenticates with a token (as the test bed's do). */
+export function authOf(kc: KubeConfig): KubeAuth {
+  const cluster = kc.getCurrentCluster();
+  const user = kc.getCurrentUser();
+  if (!cluster || !user?.token) throw new Error('the load client needs a kubeconfig with a server and a bearer token (the test bed writes such)');
+  const ca = cluster.caData ? Buffer.from(cluster.caData, 'base64').toString() : cluster.caFile ? readFileSync(cluster.caFile, 'utf8') : '';
+  return { server: cluster.server, ca, token: user.token };
+}
+
+interface Endpoint {
+  ip: string;
+  ready: boolean;
+  serving: boolean;
+  terminating: boolean;
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+export function startLoad(opts: LoadOptions): Load {
+  const service = opts.service ?? 'queen';
+  const rate = opts.rate ?? 50;
+  const queue = opts.queue ?? 'q';
+  const port = opts.port ?? 6632;
+  const attemptTimeout = opts.attemptTimeoutMs ?? 10_000;
+  const giveUpAfter = opts.giveUpAfterMs ?? 60_000;
+  const log = opts.log ?? (() => {});
+  const kube = new Kube(authOf(opts.kubeConfig));
+  const slices = new Informer<KObject>(kube, `/apis/discovery.k8s.io/v1/namespaces/${opts.namespace}/endpointslices`, {
+    query: { labelSelector: `kubernetes.io/service-name=${service}` },
+    log,
+  });
+  void slices.start();
+  // New connections per request would be closer to kube-proxy's per-connection choice; a keep-alive
+  // pool per endpoint is what a real HTTP client does and costs far less.
+  const agent = new Agent({ keepAliveTimeout: 4000, connections: 16 });
+
+  const endpoints = (): Endpoint[] => {
+    const out = new Map<string, Endpoint>();
+    for (const s of slices.list()) {
+      if ((s as any).addressType !== 'IPv4') continue;
+      for (const ep of ((s as any).endpoints ?? []) as any[]) {
+        const c = ep.conditions ?? {};
+        for (const ip of ep.addresses ?? []) out.set(ip, { ip, ready: c.ready !== false, serving: c.serving !== false, terminating: c.terminating === true });
+      }
+    }
+    return [...out.values()];
+  };
+  // kube-proxy: ready endpoints; when there are none, serving terminating ones.
+  const candidates = (): string[] => {
+    const eps = endpoints();
+    const ready = eps.filter((e) => e.ready).map((e) => e.ip);
+    if (ready.length) return ready;
+    return eps.filter((e) => e.serving && e.terminating).map((e) => e.ip);
+  };
+
+  const prefix = `load-${randomBytes(3).toString('hex')}`;
+  const began = Date.now();
+  let sent = 0;
+  let acknowledged = 0;
+  let acknowledgedFirstTry = 0;
+  let retried = 0;
+  const failedAttempts: FailedAttempt[] = [];
+  const ackedIds: string[] = [];
+  const unacked = new Set<string>();
+  const perEndpoint: Record<string, number> = {};
+  const inFlight = new Set<Promise<void>>();
+  let stopping = false;
+  let rr = 0;
+
+  const attempt = async (id: string, ip: string, n: number): Promise<string | null> => {
+    try {
+      const res = await request(`http://${ip}:${port}/api/v1/push`, {
+        method: 'POST',
+        dispatcher: agent,
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ items: [{ queue, payload: { n, at: new Date().toISOString() }, transactionId: id }] }),
+        headersTimeout: attemptTimeout,
+        bodyTimeout: attemptTimeout,
+      });
+      const text = await res.body.text();
+      if (res.statusCode === 200) return null;
+      let code = '';
+      try {
+        code = JSON.parse(text).code ?? '';
+      } catch {
+        // not JSON
+      }
+      return `HTTP ${res.statusCode}${code ? ` ${code}` : ''}`;
+    } catch (e) {
+      const err = e as NodeJS.ErrnoException & { cause?: NodeJS.ErrnoException };
+      const code = err.code ?? err.cause?.code ?? err.name;
+      return code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT' ? `timeout after ${attemptTimeout} ms` : String(code || err.message);
+    }
+  };
+
+  const pushOne = async (n: number) => {
+    const id = `${prefix}-${n}`;
+    unacked.add(id);
+    const deadline = Date.now() + giveUpAfter;
+    let tries = 0;
+    let lastFailed: string | undefined;
+    for (;;) {
+      const cands = candidates();
+      // Another endpoint than the one that just failed, when there is one.
+      const pool = cands.length > 1 && lastFailed ? cands.filter((c) => c !== lastFailed) : cands;
+      if (!pool.length) {
+        if (Date.now() > deadline) return;
+        await sleep(100);
+        continue;
+      }
+      const ip = pool[rr++ % pool.length]!;
+      tries++;
+      const failure = await attempt(id, ip, n);
+      if (failure === null) {
+        acknowledged++;
+        if (tries === 1) acknowledgedFirstTry++;
+        else retried++;
+        ackedIds.push(id);
+        unacked.delete(id);
+        perEndpoint[ip] = (perEndpoint[ip] ?? 0) + 1;
+        return;
+      }
+      failedAttempts.push({ transactionId: id, attempt: tries, endpoint: ip, at: new Date().toISOString(), reason: failure });
+      lastFailed = ip;
+      if (Date.now() > deadline) return;
+      await sleep(100);
+    }
+  };
+
+  const interval = 1000 / rate;
+  const ticker = (async () => {
+    await slices.start();
+    const t0 = Date.now();
+    let n = 0;
+    while (!stopping) {
+      const due = t0 + n * interval;
+      const wait = due - Date.now();
+      if (wait > 0) await sleep(wait);
+      if (stopping) break;
+      sent++;
+      const p = pushOne(n++).finally(() => inFlight.delete(p));
+      inFlight.add(p);
+    }
+  })();
+
+  return {
+    progress: () => ({ sent, acknowledged, failedAttempts: failedAttempts.length, inFlight: inFlight.size }),
+    async stop() {
+      stopping = true;
+      await ticker;
+      await Promise.all([...inFlight]);
+      slices.stop();
+      await agent.close();
+      await kube.close();
+      return {
+        queue,
+        durationMs: Date.now() - began,
+        sent,
+        acknowledged,
+        acknowledgedFirstTry,
+        retried,
+        failedAttempts,
+        unacknowledged: [...unacked],
+        acknowledgedIds: ackedIds,
+        endpoints: perEndpoint,
+      };
+    },
+  };
+}
+
+export interface VerifyResult {
+  /** Acknowledged ids missing from at least one voter's committed log. */
+  missing: string[];
+  /** Per voter address: the acknowledged ids its committed log lacks. */
+  perVoter: Record<string, string[]>;
+}
+
+/**
+ * Polls every voter's committed log (GET /_sim/committed?queue=) until each holds every
+ * acknowledged message, or the deadline passes. Returns the ids still missing somewhere.
+ */
+export async function verifyAcknowledgedDetail(report: LoadReport, voterIps: string[], opts: { timeoutMs?: number; port?: number } = {}): Promise<VerifyResult> {
+  const deadline = Date.now() + (opts.timeoutMs ?? 60_000);
+  const port = opts.port ?? 6632;
+  let perVoter: Record<string, string[]> = {};
+  for (;;) {
+    perVoter = {};
+    for (const ip of voterIps) {
+      try {
+        const res = await request(`http://${ip}:${port}/_sim/committed?queue=${encodeURIComponent(report.queue)}`, { headersTimeout: 5000, bodyTimeout: 5000 });
+        const body: any = await res.body.json();
+        const have = new Set<string>(res.statusCode === 200 ? (body.transactionIds ?? []) : []);
+        perVoter[ip] = report.acknowledgedIds.filter((id) => !have.has(id));
+      } catch {
+        perVoter[ip] = [...report.acknowledgedIds];
+      }
+    }
+    const missing = [...new Set(Object.values(perVoter).flat())];
+    if (!missing.length || Date.now() > deadline) return { missing, perVoter };
+    await sleep(500);
+  }
+}
+
+export async function verifyAcknowledged(report: LoadReport, voterIps: string[], opts: { timeoutMs?: number; port?: number } = {}): Promise<string[]> {
+  return (await verifyAcknowledgedDetail(report, voterIps, opts)).missing;
+}

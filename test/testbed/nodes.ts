@@ -1,0 +1,168 @@
+// The simulated nodes: Node objects with the labels the scheduler spreads on, kept Ready the way a
+// kubelet keeps them (a Lease renewed every 10 s, the status posted every minute), so the real
+// node-lifecycle controller never marks them unreachable. A node can be stopped from the control
+// API: it then stops renewing, and the real controller marks it NotReady and taints it.
+import { isConflict, type Kube } from './kube.ts';
+
+export interface NodeSpec {
+  name: string;
+  zone: string;
+  ip: string;
+}
+
+export const NODES: NodeSpec[] = [
+  { name: 'tb-node-1', zone: 'tb-zone-a', ip: '127.0.1.1' },
+  { name: 'tb-node-2', zone: 'tb-zone-b', ip: '127.0.1.2' },
+  { name: 'tb-node-3', zone: 'tb-zone-c', ip: '127.0.1.3' },
+  { name: 'tb-node-4', zone: 'tb-zone-a', ip: '127.0.1.4' },
+  { name: 'tb-node-5', zone: 'tb-zone-b', ip: '127.0.1.5' },
+];
+
+const RESOURCES = { cpu: '16', memory: '64Gi', pods: '110', 'ephemeral-storage': '200Gi' };
+const LEASE_SECONDS = 40;
+const RENEW_MS = 10_000;
+const STATUS_MS = 60_000;
+
+const time = () => new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+const microTime = () => new Date().toISOString().replace(/Z$/, '000Z');
+
+export class Nodes {
+  #kube: Kube;
+  #k8sVersion: string;
+  #timers: NodeJS.Timeout[] = [];
+  #stopped = new Set<string>();
+  #log: (line: string) => void;
+
+  constructor(kube: Kube, k8sVersion: string, log: (line: string) => void) {
+    this.#kube = kube;
+    this.#k8sVersion = k8sVersion;
+    this.#log = log;
+  }
+
+  get names(): string[] {
+    return NODES.map((n) => n.name);
+  }
+  ipOf(name: string): string {
+    return NODES.find((n) => n.name === name)?.ip ?? '127.0.1.1';
+  }
+  isUp(name: string): boolean {
+    return !this.#stopped.has(name);
+  }
+
+  #status(n: NodeSpec, ready: boolean) {
+    const t = time();
+    const cond = (type: string, status: string, reason: string, message: string) => ({
+      type,
+      status,
+      reason,
+      message,
+      lastHeartbeatTime: t,
+      lastTransitionTime: t,
+    });
+    return {
+      capacity: RESOURCES,
+      allocatable: RESOURCES,
+      conditions: [
+        cond('MemoryPressure', 'False', 'KubeletHasSufficientMemory', 'kubelet has sufficient memory available'),
+        cond('DiskPressure', 'False', 'KubeletHasNoDiskPressure', 'kubelet has no disk pressure'),
+        cond('PIDPressure', 'False', 'KubeletHasSufficientPID', 'kubelet has sufficient PID available'),
+        ready
+          ? cond('Ready', 'True', 'KubeletReady', 'kubelet is posting ready status')
+          : cond('Ready', 'False', 'KubeletNotReady', 'stopped by the test bed'),
+      ],
+      addresses: [
+        { type: 'InternalIP', address: n.ip },
+        { type: 'Hostname', address: n.name },
+      ],
+      daemonEndpoints: { kubeletEndpoint: { Port: 10250 } },
+      nodeInfo: {
+        machineID: n.name,
+        systemUUID: n.name,
+        bootID: `${n.name}-boot`,
+        kernelVersion: 'testbed',
+        osImage: 'Queen test bed simulated node',
+        containerRuntimeVersion: 'testbed://1.0.0',
+        kubeletVersion: this.#k8sVersion,
+        kubeProxyVersion: '',
+        operatingSystem: 'linux',
+        architecture: 'amd64',
+      },
+    };
+  }
+
+  async install(): Promise<void> {
+    await Promise.all(NODES.map((n) => this.#installNode(n)));
+    for (const n of NODES) {
+      this.#timers.push(setInterval(() => void this.#renew(n).catch((e) => this.#log(`nodes: lease ${n.name}: ${(e as Error).message}`)), RENEW_MS));
+      this.#timers.push(setInterval(() => void this.#postStatus(n).catch((e) => this.#log(`nodes: status ${n.name}: ${(e as Error).message}`)), STATUS_MS));
+    }
+  }
+
+  async #installNode(n: NodeSpec): Promise<void> {
+    const labels = {
+      'kubernetes.io/hostname': n.name,
+      'kubernetes.io/os': 'linux',
+      'kubernetes.io/arch': 'amd64',
+      'topology.kubernetes.io/zone': n.zone,
+      'topology.kubernetes.io/region': 'tb-region',
+      'node.kubernetes.io/instance-type': 'testbed',
+    };
+    let node: any;
+    try {
+      node = await this.#kube.create('/api/v1/nodes', { apiVersion: 'v1', kind: 'Node', metadata: { name: n.name, labels }, spec: {} });
+    } catch (e) {
+      if (!isConflict(e)) throw e;
+      node = await this.#kube.get(`/api/v1/nodes/${n.name}`);
+    }
+    await this.#kube.mergePatch(`/api/v1/nodes/${n.name}/status`, { status: this.#status(n, true) });
+    try {
+      await this.#kube.create('/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases', {
+        apiVersion: 'coordination.k8s.io/v1',
+        kind: 'Lease',
+        metadata: {
+          name: n.name,
+          namespace: 'kube-node-lease',
+          ownerReferences: [{ apiVersion: 'v1', kind: 'Node', name: n.name, uid: node.metadata.uid }],
+        },
+        spec: { holderIdentity: n.name, leaseDurationSeconds: LEASE_SECONDS, renewTime: microTime() },
+      });
+    } catch (e) {
+      if (!isConflict(e)) throw e;
+      await this.#renew(n);
+    }
+  }
+
+  async #renew(n: NodeSpec): Promise<void> {
+    if (this.#stopped.has(n.name)) return;
+    await this.#kube.mergePatch(`/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/${n.name}`, {
+      spec: { holderIdentity: n.name, leaseDurationSeconds: LEASE_SECONDS, renewTime: microTime() },
+    });
+  }
+
+  async #postStatus(n: NodeSpec): Promise<void> {
+    if (this.#stopped.has(n.name)) return;
+    // Only the heartbeat times move; the transition times stay as they were.
+    const node: any = await this.#kube.get(`/api/v1/nodes/${n.name}`);
+    const t = time();
+    const conditions = (node.status?.conditions ?? []).map((c: any) => ({ ...c, lastHeartbeatTime: t }));
+    await this.#kube.mergePatch(`/api/v1/nodes/${n.name}/status`, { status: { conditions } });
+  }
+
+  /** Stops (or restarts) a node's heartbeats, as when its kubelet or machine is down. */
+  async setUp(name: string, up: boolean): Promise<void> {
+    const n = NODES.find((x) => x.name === name);
+    if (!n) throw new Error(`no node ${name}`);
+    if (up) {
+      this.#stopped.delete(name);
+      await this.#kube.mergePatch(`/api/v1/nodes/${n.name}/status`, { status: this.#status(n, true) });
+      await this.#renew(n);
+    } else {
+      this.#stopped.add(name);
+    }
+  }
+
+  stop(): void {
+    for (const t of this.#timers) clearInterval(t);
+    this.#timers = [];
+  }
+}

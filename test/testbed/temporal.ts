@@ -1,0 +1,121 @@
+// The Temporal dev server of the test bed (the Temporal CLI's `server start-dev`, with its Web UI),
+// on free loopback ports. Usable alone: startTemporal({dir}).
+import { mkdirSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { request } from 'undici';
+import { startProcess, stopProcess, type Proc } from './procs.ts';
+import { ensureTools } from './tools.ts';
+
+export interface TemporalServer {
+  /** host:port of the frontend gRPC service. */
+  address: string;
+  namespace: 'default';
+  uiUrl: string;
+  /** The frontend's HTTP API. */
+  httpUrl: string;
+  proc: Proc;
+  /** Resolves once the default namespace answers and the Web UI serves. */
+  ready: Promise<void>;
+  stop(): Promise<void>;
+}
+
+export interface TemporalOptions {
+  /** Folder for the database file and the log. */
+  dir: string;
+  /** Keep workflow state in a file in dir (default true); false keeps it in memory. */
+  persistent?: boolean;
+  /** The temporal binary; default the test bed's cached build. */
+  temporalBin?: string;
+  owner?: string;
+  timeoutMs?: number;
+}
+
+export async function freePorts(n: number): Promise<number[]> {
+  const servers = await Promise.all(
+    Array.from(
+      { length: n },
+      () =>
+        new Promise<ReturnType<typeof createServer>>((resolve, reject) => {
+          const s = createServer();
+          s.once('error', reject);
+          s.listen(0, '127.0.0.1', () => resolve(s));
+        }),
+    ),
+  );
+  const ports = servers.map((s) => (s.address() as { port: number }).port);
+  await Promise.all(servers.map((s) => new Promise((r) => s.close(r))));
+  return ports;
+}
+
+async function ok(url: string): Promise<boolean> {
+  try {
+    const res = await request(url, { headersTimeout: 3000, bodyTimeout: 3000 });
+    await res.body.text();
+    return res.statusCode === 200;
+  } catch {
+    return false;
+  }
+}
+
+/** Starts the dev server and returns at once; `ready` says when it serves. */
+export async function launchTemporal(opts: TemporalOptions): Promise<TemporalServer> {
+  const bin = opts.temporalBin ?? (await ensureTools()).temporal;
+  mkdirSync(opts.dir, { recursive: true });
+  const [port, uiPort, httpPort, metricsPort] = await freePorts(4);
+  const args = [
+    'server', 'start-dev',
+    '--ip', '127.0.0.1',
+    '--port', String(port),
+    '--ui-port', String(uiPort),
+    '--http-port', String(httpPort),
+    '--metrics-port', String(metricsPort),
+    '--log-level', 'warn',
+  ];
+  if (opts.persistent !== false) args.push('--db-filename', join(opts.dir, 'temporal.db'));
+  const proc = startProcess('temporal', bin, args, {
+    logPath: join(opts.dir, 'temporal.log'),
+    cwd: opts.dir,
+    // Its own HOME, so no user-level Temporal CLI configuration applies.
+    env: { ...process.env, HOME: opts.dir },
+    owner: opts.owner,
+  });
+  const address = `127.0.0.1:${port}`;
+  const uiUrl = `http://127.0.0.1:${uiPort}`;
+  const httpUrl = `http://127.0.0.1:${httpPort}`;
+  const timeoutMs = opts.timeoutMs ?? 90_000;
+  const ready = (async () => {
+    const deadline = Date.now() + timeoutMs;
+    for (const url of [`${httpUrl}/api/v1/namespaces/default`, `${uiUrl}/`]) {
+      while (!(await ok(url))) {
+        if (proc.exit) throw new Error(`the Temporal dev server exited with code ${proc.exit.exitCode}; see ${proc.logPath}`);
+        if (Date.now() > deadline) throw new Error(`the Temporal dev server did not serve within ${timeoutMs / 1000} s; see ${proc.logPath}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
+  })();
+  ready.catch(() => {});
+  return {
+    address,
+    namespace: 'default',
+    uiUrl,
+    httpUrl,
+    proc,
+    ready,
+    async stop() {
+      await stopProcess(proc, 5000);
+    },
+  };
+}
+
+/** Starts the dev server and waits until it serves. */
+export async function startTemporal(opts: TemporalOptions): Promise<TemporalServer> {
+  const t = await launchTemporal(opts);
+  try {
+    await t.ready;
+  } catch (e) {
+    await t.stop();
+    throw e;
+  }
+  return t;
+}

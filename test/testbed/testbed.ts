@@ -1,0 +1,379 @@
+// The test bed: a real Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager,
+// kube-scheduler), a real Temporal dev server with its Web UI, and simulated nodes (a kubelet
+// stand-in, storage, cluster DNS) that run the Queen node simulator for pods. Everything listens on
+// loopback, keeps its data under one folder and stops with stop().
+import { spawn, type ChildProcess } from 'node:child_process';
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Server } from 'node:http';
+import { KubeConfig } from '@kubernetes/client-node';
+import { Agent, request } from 'undici';
+import { startControlServer } from './control.ts';
+import { ClusterDns } from './dns.ts';
+import { Informer, Kube, type KObject } from './kube.ts';
+import { serviceAccountKubeconfig as makeSaKubeconfig, writeKubeconfig } from './kubeconfig.ts';
+import { Kubelet } from './kubelet.ts';
+import { Nodes } from './nodes.ts';
+import { isAlive, liveProcesses, startProcess, stopProcess, trackPidsIn, type Proc } from './procs.ts';
+import { EXPANDABLE_CLASS, FIXED_CLASS, PROVISIONER, Storage } from './storage.ts';
+import { freePorts, launchTemporal, type TemporalServer } from './temporal.ts';
+import { ensureTools, type Tools } from './tools.ts';
+
+export interface TestbedInfo {
+  dir: string;
+  pid: number;
+  startedAt: string;
+  startupMs: number;
+  kubeconfigPath: string;
+  apiServer: string;
+  temporal: { address: string; namespace: 'default'; uiUrl: string; httpUrl: string };
+  controlUrl: string;
+  dns: string;
+  timeFactor: number;
+  tools: { k8sVersion: string; kubectl: string; kubernetesBin: string; etcdBin: string; temporalBin: string };
+  nodes: string[];
+  storageClasses: { expandable: string; fixed: string; default: string };
+  provisioner: string;
+  simMain: string;
+  logs: string;
+}
+
+export interface Testbed {
+  dir: string;
+  kubeconfigPath: string;
+  kubeConfig(): KubeConfig;
+  /** A kubeconfig for an existing ServiceAccount (its own RBAC); returns the file's path. */
+  serviceAccountKubeconfig(namespace: string, name: string): Promise<string>;
+  temporal: TestbedInfo['temporal'];
+  controlUrl: string;
+  timeFactor: number;
+  info: TestbedInfo;
+  /** Process ids of everything the test bed runs (control plane, Temporal, containers). */
+  processes(): number[];
+  /** Stops everything; the temporary folder is removed unless keep (or the folder was given). */
+  stop(opts?: { keep?: boolean }): Promise<void>;
+}
+
+export interface TestbedOptions {
+  /** Folder for data, logs and kubeconfigs; default a new temporary folder (removed by stop()). */
+  dir?: string;
+  /** Multiplies the pods' sleeps, probe periods, grace periods and back-offs; default 1 (real). */
+  timeFactor?: number;
+  log?: (line: string) => void;
+  /** Keep the folder after stop() even when it is a temporary one (also QUEEN_TESTBED_KEEP=1). */
+  keep?: boolean;
+  /** Stop on SIGINT/SIGTERM of this process, then exit (default true). */
+  handleSignals?: boolean;
+}
+
+const here = fileURLToPath(new URL('.', import.meta.url));
+export const SIM_MAIN = join(here, '..', 'sim', 'main.ts');
+const SERVICE_CIDR = '10.96.0.0/16';
+const SA_ISSUER = 'https://kubernetes.default.svc.cluster.local';
+
+const insecure = new Agent({ connect: { rejectUnauthorized: false } });
+
+async function httpOk(url: string, opts: { token?: string; ca?: string; agent?: Agent } = {}): Promise<boolean> {
+  try {
+    const res = await request(url, {
+      dispatcher: opts.agent ?? (url.startsWith('https') ? insecure : undefined),
+      headers: opts.token ? { authorization: `Bearer ${opts.token}` } : {},
+      headersTimeout: 3000,
+      bodyTimeout: 3000,
+    });
+    await res.body.text();
+    return res.statusCode === 200;
+  } catch {
+    return false;
+  }
+}
+
+function tail(path: string, lines = 15): string {
+  try {
+    return readFileSync(path, 'utf8').trim().split('\n').slice(-lines).join('\n');
+  } catch {
+    return '';
+  }
+}
+
+async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs: number, proc?: Proc): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (await check()) return;
+    if (proc?.exit) throw new Error(`${what} exited with code ${proc.exit.exitCode} while starting; the end of ${proc.logPath}:\n${tail(proc.logPath)}`);
+    if (Date.now() > deadline) throw new Error(`${what} was not ready within ${timeoutMs / 1000} s${proc ? `; the end of ${proc.logPath}:\n${tail(proc.logPath)}` : ''}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+const WATCHDOG = `
+owner=$1; pidfile=$2
+exec 3<> <(:)
+while kill -0 "$owner" 2>/dev/null; do read -t 1 -u 3 || true; done
+if [ -f "$pidfile" ]; then while read -r pid; do [ -n "$pid" ] && kill -9 -- "-$pid" 2>/dev/null; done < "$pidfile"; fi
+`;
+
+export async function startTestbed(opts: TestbedOptions = {}): Promise<Testbed> {
+  const began = performance.now();
+  const log = opts.log ?? (() => {});
+  const timeFactor = opts.timeFactor ?? 1;
+  if (!(timeFactor > 0)) throw new Error(`the time factor must be above 0 (got ${timeFactor})`);
+  const tools: Tools = await ensureTools(log);
+  const ownDir = !opts.dir;
+  const dir = opts.dir ?? mkdtempSync(join(tmpdir(), 'queen-testbed-'));
+  const keep = opts.keep ?? process.env.QUEEN_TESTBED_KEEP === '1';
+  for (const d of ['pki', 'logs', 'kubeconfigs', 'etcd']) mkdirSync(join(dir, d), { recursive: true });
+  const logs = join(dir, 'logs');
+
+  const procs: Proc[] = [];
+  const cleanups: Array<() => Promise<void> | void> = [];
+  let watchdog: ChildProcess | undefined;
+  const untrack = trackPidsIn(join(dir, 'pids'));
+  let stopping: Promise<void> | undefined;
+
+  const stopAll = async (keepDir = keep) => {
+    for (const c of cleanups.reverse()) {
+      try {
+        await c();
+      } catch (e) {
+        log(`stop: ${(e as Error).message}`);
+      }
+    }
+    // Stop order: clients of the API server first, then the API server, then its store.
+    const byName = (n: string) => procs.filter((p) => p.name === n);
+    await Promise.all([...byName('kube-scheduler'), ...byName('kube-controller-manager'), ...byName('temporal')].map((p) => stopProcess(p, 5000)));
+    await Promise.all(byName('kube-apiserver').map((p) => stopProcess(p, 10_000)));
+    await Promise.all(procs.map((p) => stopProcess(p, 5000)));
+    untrack();
+    if (watchdog?.pid) {
+      try {
+        process.kill(watchdog.pid, 'SIGKILL');
+      } catch {
+        // gone
+      }
+    }
+    if (ownDir && !keepDir) rmSync(dir, { recursive: true, force: true });
+  };
+
+  try {
+    watchdog = spawn('bash', ['-c', WATCHDOG, 'queen-testbed-watchdog', String(process.pid), join(dir, 'pids')], { detached: true, stdio: 'ignore' });
+    watchdog.unref();
+
+    const [etcdPort, etcdPeerPort, apiPort, kcmPort, schedPort] = await freePorts(5);
+
+    // Credentials: static tokens for the control plane's own clients, a key for ServiceAccount tokens.
+    const token = () => randomBytes(24).toString('hex');
+    const tokens = { admin: token(), kcm: token(), scheduler: token(), standIns: token() };
+    const tokenFile = join(dir, 'pki', 'tokens.csv');
+    writeFileSync(
+      tokenFile,
+      [
+        `${tokens.admin},testbed-admin,testbed-admin,"system:masters"`,
+        `${tokens.kcm},system:kube-controller-manager,system:kube-controller-manager`,
+        `${tokens.scheduler},system:kube-scheduler,system:kube-scheduler`,
+        `${tokens.standIns},testbed:stand-ins,testbed-stand-ins,"system:masters"`,
+      ].join('\n') + '\n',
+      { mode: 0o600 },
+    );
+    const saKey = join(dir, 'pki', 'sa.key');
+    const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+    writeFileSync(saKey, privateKey.export({ type: 'pkcs8', format: 'pem' }), { mode: 0o600 });
+
+    // etcd and Temporal first (Temporal takes longest and needs nothing else).
+    const etcd = startProcess('etcd', tools.etcd, [
+      '--name=testbed',
+      `--data-dir=${join(dir, 'etcd')}`,
+      `--listen-client-urls=http://127.0.0.1:${etcdPort}`,
+      `--advertise-client-urls=http://127.0.0.1:${etcdPort}`,
+      `--listen-peer-urls=http://127.0.0.1:${etcdPeerPort}`,
+      `--initial-advertise-peer-urls=http://127.0.0.1:${etcdPeerPort}`,
+      `--initial-cluster=testbed=http://127.0.0.1:${etcdPeerPort}`,
+      '--unsafe-no-fsync=true',
+      '--log-level=warn',
+    ], { logPath: join(logs, 'etcd.log'), cwd: dir, owner: dir });
+    procs.push(etcd);
+    const temporal: TemporalServer = await launchTemporal({ dir: join(dir, 'temporal'), temporalBin: tools.temporal, owner: dir });
+    procs.push(temporal.proc);
+    await waitFor('etcd', () => httpOk(`http://127.0.0.1:${etcdPort}/health`), 30_000, etcd);
+
+    const certDir = join(dir, 'pki', 'apiserver');
+    const apiserver = startProcess('kube-apiserver', tools.kubeApiserver, [
+      `--etcd-servers=http://127.0.0.1:${etcdPort}`,
+      '--bind-address=127.0.0.1',
+      '--advertise-address=127.0.0.1',
+      `--secure-port=${apiPort}`,
+      `--cert-dir=${certDir}`,
+      `--token-auth-file=${tokenFile}`,
+      '--authorization-mode=RBAC',
+      '--anonymous-auth=false',
+      `--service-account-issuer=${SA_ISSUER}`,
+      `--service-account-key-file=${saKey}`,
+      `--service-account-signing-key-file=${saKey}`,
+      `--api-audiences=${SA_ISSUER}`,
+      `--service-cluster-ip-range=${SERVICE_CIDR}`,
+      // The default plugins (which include PersistentVolumeClaimResize, DefaultStorageClass,
+      // StorageObjectInUseProtection, ServiceAccount, NamespaceLifecycle), named to be sure.
+      '--enable-admission-plugins=NamespaceLifecycle,ServiceAccount,DefaultStorageClass,StorageObjectInUseProtection,PersistentVolumeClaimResize,DefaultTolerationSeconds,TaintNodesByCondition,Priority,ResourceQuota',
+      '--allow-privileged=true',
+      '--profiling=false',
+      '--event-ttl=2h',
+    ], { logPath: join(logs, 'kube-apiserver.log'), cwd: dir, owner: dir });
+    procs.push(apiserver);
+    const caPath = join(certDir, 'apiserver.crt');
+    await waitFor('kube-apiserver (certificate)', async () => existsSync(caPath), 30_000, apiserver);
+    const server = `https://127.0.0.1:${apiPort}`;
+    const ca = readFileSync(caPath, 'utf8');
+    const apiAgent = new Agent({ connect: { ca } });
+    cleanups.push(() => apiAgent.close());
+    await waitFor('kube-apiserver', () => httpOk(`${server}/readyz`, { token: tokens.admin, agent: apiAgent }), 60_000, apiserver);
+
+    const kubeconfigPath = writeKubeconfig(join(dir, 'kubeconfig'), { server, caPem: ca, token: tokens.admin, user: 'testbed-admin' });
+    const kcmConfig = writeKubeconfig(join(dir, 'kubeconfigs', 'kube-controller-manager.yaml'), { server, caPem: ca, token: tokens.kcm, user: 'system:kube-controller-manager' });
+    const schedConfig = writeKubeconfig(join(dir, 'kubeconfigs', 'kube-scheduler.yaml'), { server, caPem: ca, token: tokens.scheduler, user: 'system:kube-scheduler' });
+
+    const kcm = startProcess('kube-controller-manager', tools.kubeControllerManager, [
+      `--kubeconfig=${kcmConfig}`,
+      `--authentication-kubeconfig=${kcmConfig}`,
+      `--authorization-kubeconfig=${kcmConfig}`,
+      '--bind-address=127.0.0.1',
+      `--secure-port=${kcmPort}`,
+      `--cert-dir=${join(dir, 'pki', 'kube-controller-manager')}`,
+      '--leader-elect=false',
+      '--use-service-account-credentials=true',
+      `--service-account-private-key-file=${saKey}`,
+      `--root-ca-file=${caPath}`,
+      '--cluster-name=queen-testbed',
+      `--service-cluster-ip-range=${SERVICE_CIDR}`,
+      '--controllers=*',
+      '--profiling=false',
+    ], { logPath: join(logs, 'kube-controller-manager.log'), cwd: dir, owner: dir });
+    procs.push(kcm);
+    const scheduler = startProcess('kube-scheduler', tools.kubeScheduler, [
+      `--kubeconfig=${schedConfig}`,
+      `--authentication-kubeconfig=${schedConfig}`,
+      `--authorization-kubeconfig=${schedConfig}`,
+      '--bind-address=127.0.0.1',
+      `--secure-port=${schedPort}`,
+      `--cert-dir=${join(dir, 'pki', 'kube-scheduler')}`,
+      '--leader-elect=false',
+      '--profiling=false',
+    ], { logPath: join(logs, 'kube-scheduler.log'), cwd: dir, owner: dir });
+    procs.push(scheduler);
+
+    // The stand-ins: nodes, storage, DNS, kubelet, and the control API.
+    const standInLog = join(logs, 'stand-ins.log');
+    const logLine = (line: string) => {
+      try {
+        writeFileSync(standInLog, `${new Date().toISOString()} ${line}\n`, { flag: 'a' });
+      } catch {
+        // stopping
+      }
+    };
+    const kube = new Kube({ server, token: tokens.standIns, ca });
+    cleanups.push(() => kube.close());
+    const informer = (path: string) => {
+      const inf = new Informer<KObject>(kube, path, { log: logLine });
+      cleanups.push(() => inf.stop());
+      return inf;
+    };
+    const pods = informer('/api/v1/pods');
+    const services = informer('/api/v1/services');
+    const slices = informer('/apis/discovery.k8s.io/v1/endpointslices');
+    const pvcs = informer('/api/v1/persistentvolumeclaims');
+    const pvs = informer('/api/v1/persistentvolumes');
+    const nodes = new Nodes(kube, tools.k8sVersion, logLine);
+    cleanups.push(() => nodes.stop());
+    const storage = new Storage(kube, pvcs, pvs, dir, logLine);
+    const dns = new ClusterDns(services, slices, Math.max(1, Math.round(5 * timeFactor)));
+    await Promise.all([nodes.install(), storage.install(), services.start(), slices.start(), pvcs.start(), pvs.start()]);
+    const dnsPort = await dns.start('127.0.0.1');
+    cleanups.push(() => dns.stop());
+    const dnsAddress = `127.0.0.1:${dnsPort}`;
+    const kubelet = new Kubelet({ kube, pods, services, storage, nodes, dir, timeFactor, dnsAddress, simMain: SIM_MAIN, log: logLine });
+    cleanups.push(() => kubelet.stop());
+    storage.onChange = () => kubelet.kick();
+    storage.start();
+    await pods.start();
+    kubelet.start();
+
+    let info!: TestbedInfo;
+    const control = await startControlServer({ kubelet, storage, nodes, dns, info: () => info });
+    cleanups.push(() => new Promise<void>((r) => (control.server as Server).close(() => r())));
+    (control.server as Server).unref();
+
+    await Promise.all([
+      waitFor('kube-controller-manager', () => httpOk(`https://127.0.0.1:${kcmPort}/healthz`), 60_000, kcm),
+      waitFor('kube-scheduler', () => httpOk(`https://127.0.0.1:${schedPort}/healthz`), 60_000, scheduler),
+      // The ServiceAccount controller runs once the default namespace has its ServiceAccount.
+      waitFor('the ServiceAccount controller', async () => !!(await kube.getOrNull('/api/v1/namespaces/default/serviceaccounts/default')), 60_000, kcm),
+      temporal.ready,
+    ]);
+
+    const startupMs = Math.round(performance.now() - began);
+    info = {
+      dir,
+      pid: process.pid,
+      startedAt: new Date().toISOString(),
+      startupMs,
+      kubeconfigPath,
+      apiServer: server,
+      temporal: { address: temporal.address, namespace: 'default', uiUrl: temporal.uiUrl, httpUrl: temporal.httpUrl },
+      controlUrl: control.url,
+      dns: dnsAddress,
+      timeFactor,
+      tools: { k8sVersion: tools.k8sVersion, kubectl: tools.kubectl, kubernetesBin: tools.kubernetesBin, etcdBin: tools.etcdBin, temporalBin: tools.temporalBin },
+      nodes: nodes.names,
+      storageClasses: { expandable: EXPANDABLE_CLASS, fixed: FIXED_CLASS, default: EXPANDABLE_CLASS },
+      provisioner: PROVISIONER,
+      simMain: SIM_MAIN,
+      logs,
+    };
+    writeFileSync(join(dir, 'testbed.json'), JSON.stringify(info, null, 2) + '\n');
+    log(`test bed up in ${(startupMs / 1000).toFixed(1)} s: ${dir}`);
+
+    const signals: Array<[NodeJS.Signals, () => void]> = [];
+    const tb: Testbed = {
+      dir,
+      kubeconfigPath,
+      kubeConfig() {
+        const kc = new KubeConfig();
+        kc.loadFromFile(kubeconfigPath);
+        return kc;
+      },
+      serviceAccountKubeconfig: (namespace, name) => makeSaKubeconfig(kubeconfigPath, dir, namespace, name),
+      temporal: info.temporal,
+      controlUrl: info.controlUrl,
+      timeFactor,
+      info,
+      processes() {
+        return liveProcesses()
+          .filter((p) => p.owner === dir && !p.exit)
+          .map((p) => p.pid)
+          .filter((pid) => isAlive(pid));
+      },
+      stop(stopOpts = {}) {
+        if (!stopping) {
+          for (const [sig, fn] of signals) process.off(sig, fn);
+          stopping = stopAll(stopOpts.keep ?? keep).then(() => log('test bed stopped'));
+        }
+        return stopping;
+      },
+    };
+    if (opts.handleSignals !== false) {
+      for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+        const fn = () => {
+          void tb.stop().finally(() => process.exit(sig === 'SIGINT' ? 130 : 143));
+        };
+        signals.push([sig, fn]);
+        process.once(sig, fn);
+      }
+    }
+    return tb;
+  } catch (e) {
+    await stopAll().catch(() => {});
+    throw e;
+  }
+}
