@@ -134,7 +134,7 @@ export class ClientApi {
         `queen_raft_term ${node.term}`,
         `queen_raft_is_leader ${node.state === 'leader' ? 1 : 0}`,
         `queen_raft_storage_full ${node.stopped?.reason === 'disk_full' || node.gateClosed ? 1 : 0}`,
-        `queen_raft_stopped ${node.stopped ? 1 : 0}`,
+        `queen_raft_stopped ${node.isStopped() ? 1 : 0}`,
       ];
       res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' });
       res.end(lines.join('\n') + '\n');
@@ -162,7 +162,7 @@ export class ClientApi {
         nodeId: node.self,
         role: node.role(),
         term: node.term,
-        leaderId: node.stopped ? null : node.leaderId,
+        leaderId: node.isStopped() ? null : node.leaderId,
         purgedIndex: node.store.purgedIndex,
         snapshotIndex: node.store.purgedIndex,
         appliedIndex: node.sm.applied,
@@ -177,7 +177,7 @@ export class ClientApi {
       sendJson(res, 200, {
         nodeId: node.self,
         clusterId: node.clusterId(),
-        leaderId: node.stopped ? null : node.leaderId,
+        leaderId: node.isStopped() ? null : node.leaderId,
         term: node.term,
         voters: m ? allVoters(m.config) : [],
         learners: m ? [...m.config.learners].sort((a, b) => a - b) : [],
@@ -446,7 +446,7 @@ export class ClientApi {
         version: this.cfg.version,
         role: node.role(),
         term: node.term,
-        leader: node.stopped ? null : node.leaderId,
+        leader: node.isStopped() ? null : node.leaderId,
         applied: node.sm.applied,
         commit: node.commitIndex,
         dataDir: this.cfg.dataDir,
@@ -555,11 +555,11 @@ export function createRaftServer(node: RaftNode, cfg: SimConfig, net: Net, logge
             return;
           }
           case '/raft/v1/read_index':
-            if (node.state === 'leader' && !node.stopped) sendJson(res, 200, { commit: node.commitIndex, term: node.term });
+            if (node.state === 'leader' && !node.isStopped()) sendJson(res, 200, { commit: node.commitIndex, term: node.term });
             else sendJson(res, 503, { error: 'not the leader', leader: node.leaderId });
             return;
           case '/raft/v1/members':
-            if (node.state === 'leader' && !node.stopped && node.initialized()) sendJson(res, 200, { engine: 'raft', membership: node.leaderMembershipView() });
+            if (node.state === 'leader' && !node.isStopped() && node.initialized()) sendJson(res, 200, { engine: 'raft', membership: node.leaderMembershipView() });
             else sendJson(res, 503, { error: 'not the leader', leader: node.leaderId });
             return;
           case '/raft/v1/membership':

@@ -386,3 +386,8 @@ export class SimCluster {
     fs.rmSync(this.root, { recursive: true, force: true });
   }
 }
+
+// The HTTP status of a TryResult, 0 for a connection failure or a timeout.
+export function statusOf(r: TryResult): number {
+  return isError(r) ? 0 : r.status;
+}

@@ -1,7 +1,7 @@
 // §5.2 add learner + promote, §5.3 remove a voter, §5.4 remove the leader.
 
 import { afterEach, describe, expect, it } from 'vitest';
-import { isError, SimCluster, waitFor } from './harness.ts';
+import { isError, statusOf, SimCluster, waitFor } from './harness.ts';
 
 let cluster: SimCluster | null = null;
 afterEach(async () => {
@@ -32,7 +32,7 @@ describe('§5.2 add a learner, promote it after catch-up', () => {
 
     // An older build is refused.
     c.start(4, { join: true, env: { QUEEN_SIM_IMAGE: 'ghcr.io/queen-mq/queen:2.0.0' } });
-    await waitFor('pod 4 (2.0.0) answers', async () => (await c.health(4)).status === 503);
+    await waitFor('pod 4 (2.0.0) answers', async () => statusOf(await c.health(4)) === 503);
     r = await c.req(leader.id, 'POST', `${M}/learners`, add);
     expect(r.status).toBe(409);
     expect(r.json.code).toBe('kinds_behind');
@@ -229,7 +229,7 @@ describe('§5.3 remove a voter', () => {
     expect(r.status).toBe(409);
     expect(r.json.code).toBe('last_voter');
     // The single voter still commits writes.
-    expect((await c.put(L, 'alone', 1)).status ?? 0).toBe(200);
+    expect(statusOf(await c.put(L, 'alone', 1))).toBe(200);
   });
 
   it('a second change while the first is still committing is refused with in_flight', async () => {
@@ -278,6 +278,6 @@ describe('§5.4 remove the leader', () => {
     }, 8000);
     expect(h.json.raft.role).not.toBe('leader');
     // Writes work on the remaining pair.
-    expect((await c.put(next.id, 'after', 1)).status ?? 0).toBe(200);
+    expect(statusOf(await c.put(next.id, 'after', 1))).toBe(200);
   });
 });

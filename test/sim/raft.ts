@@ -216,8 +216,14 @@ export class RaftNode {
     return peer ? peer.raft : null;
   }
 
+  // Stopped for reporting: openraft gone, or apply refused an entry (the leader keeps shipping the
+  // commit point for a moment so that every node reaches the same entry).
+  isStopped(): boolean {
+    return this.stopped !== null || this.applyFailure !== null;
+  }
+
   role(): string {
-    if (this.stopped) return 'stopped';
+    if (this.isStopped()) return 'stopped';
     if (this.state === 'leader') return this.sm.applied >= this.blankIndex ? 'leader' : 'candidate';
     if (!this.isMember() || !this.isVoter()) return 'learner';
     if (this.state === 'candidate') return 'candidate';
@@ -225,7 +231,7 @@ export class RaftNode {
   }
 
   isLeaderReady(): boolean {
-    return !this.stopped && this.state === 'leader' && this.commitIndex >= this.blankIndex;
+    return !this.isStopped() && this.state === 'leader' && this.commitIndex >= this.blankIndex;
   }
 
   // ---- lifecycle -------------------------------------------------------------------------
@@ -827,7 +833,7 @@ export class RaftNode {
 
   private applyBatch(): void {
     let n = 0;
-    while (!this.stopped && this.sm.applied < this.commitIndex && n < 2000) {
+    while (!this.isStopped() && this.sm.applied < this.commitIndex && n < 2000) {
       const e = this.store.entry(this.sm.applied + 1);
       if (!e) break;
       const digest = entryDigest(e);
@@ -863,7 +869,7 @@ export class RaftNode {
       }
       if (this.state === 'leader' && e.index === this.blankIndex) this.logger.info('leader applied its blank entry', { term: this.term, index: e.index });
     }
-    if (!this.stopped && this.sm.applied < this.commitIndex) this.scheduleApply();
+    if (!this.isStopped() && this.sm.applied < this.commitIndex) this.scheduleApply();
   }
 
   private applyFailed(e: Entry, digest: string, error: string): void {
@@ -873,14 +879,22 @@ export class RaftNode {
       { index: e.index, term: e.term, digest, error },
     );
     this.persist('state', () => this.store.saveState(this.sm));
-    this.stop('apply', error);
+    for (const [, ws] of this.applyWaiters) for (const w of ws) w.resolve({ ok: false, code: 'stopped' });
+    this.applyWaiters.clear();
+    if (this.state === 'leader') {
+      // Keep replicating for a few heartbeats so that the followers learn the commit point and
+      // stop at the same entry, then stop.
+      setTimeout(() => this.stop('apply', error), Math.max(200, 4 * this.cfg.heartbeatMs));
+    } else {
+      this.stop('apply', error);
+    }
   }
 
   waitApplied(index: number, term: number, deadline: number): Promise<{ ok: boolean; result?: unknown; code?: string }> {
     const done = this.recentResults.get(index);
     if (done) return Promise.resolve(done.term === term ? { ok: true, result: done.result } : { ok: false, code: 'outcome_unknown' });
     if (this.sm.applied >= index) return Promise.resolve({ ok: false, code: 'outcome_unknown' });
-    if (this.stopped) return Promise.resolve({ ok: false, code: 'stopped' });
+    if (this.isStopped()) return Promise.resolve({ ok: false, code: 'stopped' });
     return new Promise((resolve) => {
       const w = {
         term,
@@ -959,11 +973,11 @@ export class RaftNode {
 
   async execute(cmd: Command): Promise<Answer> {
     const deadline = mono() + this.cfg.stmtTimeoutMs;
-    if (this.stopped) return retry503(null, 'raft is stopped on this node; retry against another node');
+    if (this.isStopped()) return retry503(null, 'raft is stopped on this node; retry against another node');
     let placed: { index: number; term: number } | null = null;
     if (this.state !== 'leader' && this.leaderId === null) return retry503(null);
     while (placed === null) {
-      if (this.stopped) return retry503(null, 'raft is stopped on this node; retry against another node');
+      if (this.isStopped()) return retry503(null, 'raft is stopped on this node; retry against another node');
       if (mono() >= deadline) return this.timeoutAnswer();
       if (this.state === 'leader') {
         const r = await this.proposeLocal(cmd, deadline);
@@ -1006,7 +1020,7 @@ export class RaftNode {
   }
 
   async handleSubmit(req: { cmd: Command; timeoutMs: number }): Promise<unknown> {
-    if (this.state !== 'leader' || this.stopped) return { ok: false, code: 'retry', leader_hint: this.leaderId };
+    if (this.state !== 'leader' || this.isStopped()) return { ok: false, code: 'retry', leader_hint: this.leaderId };
     const r = await this.proposeLocal(req.cmd, mono() + Math.min(req.timeoutMs, this.cfg.stmtTimeoutMs));
     if (r.ok) return r;
     return { ok: false, code: r.code, leader_hint: this.leaderId };
@@ -1071,7 +1085,7 @@ export class RaftNode {
   }
 
   health(): { ready: boolean; body: Record<string, unknown> } {
-    const leaderKnown = this.leaderId !== null && !this.stopped;
+    const leaderKnown = this.leaderId !== null && !this.isStopped();
     const lag = this.lag();
     const q = this.quorumAckMs();
     const quorumOk = this.cfg.readyQuorumMs === 0 || this.cfg.legacy || (q !== null && q <= this.cfg.readyQuorumMs);
@@ -1088,7 +1102,7 @@ export class RaftNode {
         commit: this.commitIndex,
         lag,
         quorumAckMs: q,
-        storageReady: !this.stopped,
+        storageReady: !this.isStopped(),
         clusterVersion: this.clusterVersion(),
         kinds: this.cfg.kinds,
         apply: { skipped: this.sm.skipped, failure: this.applyFailure },
@@ -1160,12 +1174,12 @@ export class RaftNode {
   ownMembershipView(): Record<string, unknown> {
     const now = mono();
     const m = this.membership();
-    const source = this.stopped ? 'stopped' : 'follower';
+    const source = this.isStopped() ? 'stopped' : 'follower';
     const base: Record<string, unknown> = {
       nodeId: this.self,
       source,
       viewAgeMs: this.view ? Math.round(now - this.view.at) : null,
-      leader: this.stopped ? null : this.leaderId,
+      leader: this.isStopped() ? null : this.leaderId,
       term: this.term,
     };
     if (!m) {
@@ -1186,7 +1200,7 @@ export class RaftNode {
       };
     }
     const voters = allVoters(m.config);
-    const v = this.view && !this.stopped ? this.view : null;
+    const v = this.view && !this.isStopped() ? this.view : null;
     const age = v ? now - v.at : 0;
     const byId = new Map<number, { matched: number | null; lastAckMs: number | null }>();
     let top: number | null = null;
@@ -1227,7 +1241,7 @@ export class RaftNode {
   }
 
   async getMembership(timeoutMs: number): Promise<Answer> {
-    if (this.stopped || !this.initialized()) return { status: 200, body: { engine: 'raft', membership: this.ownMembershipView() } };
+    if (this.isStopped() || !this.initialized()) return { status: 200, body: { engine: 'raft', membership: this.ownMembershipView() } };
     if (this.state === 'leader') return { status: 200, body: { engine: 'raft', membership: this.leaderMembershipView() } };
     const leader = this.leaderId;
     const addr = leader !== null ? this.addrOf(leader) : null;
@@ -1246,7 +1260,7 @@ export class RaftNode {
     if (this.singleNode()) {
       return refusal(400, 'unsupported', 'this node runs as a single voter without QUEEN_RAFT_PEERS; membership changes are not supported');
     }
-    if (this.stopped) return { status: 500, body: { ok: false, code: 'internal', error: `raft is stopped on this node (${this.stopped.reason})` } };
+    if (this.isStopped()) return { status: 500, body: { ok: false, code: 'internal', error: `raft is stopped on this node (${this.stopped?.reason ?? 'apply'})` } };
     if (this.state === 'leader') return this.leaderChange(op, timeoutMs);
     const leader = this.leaderId;
     const addr = leader !== null ? this.addrOf(leader) : null;
@@ -1263,7 +1277,7 @@ export class RaftNode {
 
   // The forwarded change on the leader's raft port: always 200 with the answer inside.
   async handleForwardedChange(req: { op: ChangeOp; timeoutMs: number }): Promise<unknown> {
-    const a = this.state === 'leader' && !this.stopped ? await this.leaderChange(req.op, req.timeoutMs) : retry503(this.leaderId);
+    const a = this.state === 'leader' && !this.isStopped() ? await this.leaderChange(req.op, req.timeoutMs) : retry503(this.leaderId);
     const b = a.body as { ok?: boolean; code?: string; error?: string };
     return { ok: b.ok === true, code: b.code ?? null, message: b.error ?? null, leader_hint: this.leaderId, status: a.status, body: a.body, headers: a.headers ?? {} };
   }

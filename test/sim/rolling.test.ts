@@ -1,7 +1,7 @@
 // §5.1 Rolling restart with leader transfer, and SIGTERM with no live voter (§3.5).
 
 import { afterEach, describe, expect, it } from 'vitest';
-import { isError, SimCluster, sleep, waitFor } from './harness.ts';
+import { isError, statusOf, SimCluster, sleep, waitFor } from './harness.ts';
 
 let cluster: SimCluster | null = null;
 afterEach(async () => {
@@ -20,7 +20,7 @@ async function leaderCommit(c: SimCluster, leader: number): Promise<number> {
 async function restartOne(c: SimCluster, id: number, others: number[]): Promise<{ sawRefused: boolean }> {
   expect(await c.sigterm(id)).toBe(0);
   expect(await c.health(id)).toEqual({ error: 'refused' });
-  for (const o of others) expect((await c.health(o)).status ?? 0).toBe(200);
+  for (const o of others) expect(statusOf(await c.health(o))).toBe(200);
   c.start(id);
   let sawRefused = false;
   await waitFor(`node ${id} back, healthy and caught up`, async () => {
@@ -89,7 +89,7 @@ describe('§5.1 rolling restart', () => {
     for (const id of others) expect(blips.get(id)).toBeLessThanOrEqual(1);
     // The stopped pod refuses connections; the remaining pair serves writes.
     expect(await c.health(first.id)).toEqual({ error: 'refused' });
-    expect((await c.put(next.id, 'after-handoff', 1)).status ?? 0).toBe(200);
+    expect(statusOf(await c.put(next.id, 'after-handoff', 1))).toBe(200);
 
     // The old leader comes back: refused, then healthy and caught up, as a follower.
     c.start(first.id);

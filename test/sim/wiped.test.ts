@@ -2,7 +2,7 @@
 // Variant F11: two wiped voters at once, no commit anywhere.
 
 import { afterEach, describe, expect, it } from 'vitest';
-import { isError, SimCluster, sleep, waitFor } from './harness.ts';
+import { isError, SimCluster, sleep, statusOf, waitFor } from './harness.ts';
 
 let cluster: SimCluster | null = null;
 afterEach(async () => {
@@ -36,7 +36,7 @@ describe('§5.5 wiped voter', () => {
     expect(c.node(W).hasLog(/this fresh node joins an existing cluster/)).toBe(true);
     expect(h1.json.raft).toMatchObject({ role: 'learner', leader: true, applied: 0 });
     // Within the slack: the residual 200.
-    await waitFor('residual 200 within the slack', async () => (await c.health(W)).status === 200);
+    await waitFor('residual 200 within the slack', async () => statusOf(await c.health(W)) === 200);
 
     // The leader keeps it a voter with its pre-wipe matched; writes still succeed via the others.
     await c.writeMany(K, 30, 'more');
