@@ -76,9 +76,12 @@ export class ControlClient {
   wipe(ns: string, name: string, volume = 'data', opts: { container?: string } = {}): Promise<PodInfo> {
     return this.call('POST', `/pods/${ns}/${name}/wipe`, { volume, ...opts });
   }
-  /** Share (0..1) of volumes whose growth leaves FileSystemResizePending until a pod starts. */
-  setResizePendingShare(share: number): Promise<{ share: number }> {
-    return this.call('POST', '/storage/resize-pending', { share });
+  /**
+   * Share (0..1) of volumes whose growth leaves FileSystemResizePending until a pod mounting the
+   * claim starts; for all claims, or (better when tests run side by side) one namespace's.
+   */
+  setResizePendingShare(share: number, namespace?: string): Promise<{ share: number }> {
+    return this.call('POST', '/storage/resize-pending', { share, namespace });
   }
   /** Stops a node's heartbeats (its kubelet is down: pods there keep running, nothing is updated). */
   stopNode(name: string): Promise<{ node: string; up: boolean }> {

@@ -62,10 +62,16 @@ export async function startControlServer(d: ControlDeps, host = '127.0.0.1'): Pr
       const b = await body();
       const share = Number(b.share);
       if (!(share >= 0 && share <= 1)) throw new HttpError(400, 'share must be a number from 0 to 1');
+      if (typeof b.namespace === 'string' && b.namespace) {
+        d.storage.resizePendingShareByNamespace.set(b.namespace, share);
+        return { share, namespace: b.namespace };
+      }
       d.storage.resizePendingShare = share;
       return { share };
     }
-    if (method === 'GET' && path === '/storage/resize-pending') return { share: d.storage.resizePendingShare };
+    if (method === 'GET' && path === '/storage/resize-pending') {
+      return { share: d.storage.resizePendingShare, namespaces: Object.fromEntries(d.storage.resizePendingShareByNamespace) };
+    }
     if ((m = /^\/nodes\/([^/]+)\/(stop|start)$/.exec(path)) && method === 'POST') {
       const [, node, action] = m as unknown as [string, string, string];
       if (!d.nodes.names.includes(node)) throw new HttpError(404, `no node ${node}`);

@@ -10,6 +10,7 @@ import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { connect } from 'node:net';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { ContainerConfigError, resolveEnv, serviceLinkEnv } from './env.ts';
 import { EventRecorder } from './events.ts';
 import { isNotFound, KubeError, parseQuantity, type Informer, type KObject, type Kube } from './kube.ts';
@@ -18,6 +19,7 @@ import { killProcessGroup, signalProcess, startProcess, type ExitInfo, type Proc
 import type { Storage } from './storage.ts';
 
 export const QUEEN_DATA_DIR = '/var/lib/queen/raft';
+const STAND_IN_MAIN = fileURLToPath(new URL('./stand-in.ts', import.meta.url));
 
 export interface KubeletOptions {
   kube: Kube;
@@ -467,7 +469,8 @@ export class Kubelet {
     if (rt.terminating || rt.gone || this.#stopping) return;
 
     const image: string = c.spec.image ?? '';
-    const isQueen = /queen/i.test(image) && !/operator/i.test(image);
+    // The Queen broker's image runs the simulator (any image naming queen, but not an operator's).
+    const isQueen = /queen/i.test(image) && !/operator|testbed-stand-in/i.test(image);
     const cwd = join(rt.dir, 'containers', c.name);
     mkdirSync(cwd, { recursive: true });
     const mounts = this.#mountsOf(rt, c);
@@ -497,6 +500,9 @@ export class Kubelet {
     if (isQueen) {
       command = process.execPath;
       args = [o.simMain];
+    } else if (/testbed-stand-in/.test(image)) {
+      command = process.execPath;
+      args = [STAND_IN_MAIN];
     } else if (existsSync('/bin/sleep')) {
       command = '/bin/sleep';
       args = ['infinity'];

@@ -26,6 +26,8 @@ export class Storage {
   #chains = new Map<string, Promise<void>>();
   /** Share (0..1) of volumes whose growth waits for a pod restart (FileSystemResizePending). */
   resizePendingShare = 0;
+  /** The same, for the claims of one namespace (tests running side by side set their own). */
+  resizePendingShareByNamespace = new Map<string, number>();
   onChange: (() => void) | undefined;
 
   constructor(kube: Kube, pvcs: Informer<KObject>, pvs: Informer<KObject>, dir: string, log: (line: string) => void) {
@@ -122,11 +124,12 @@ export class Storage {
   }
 
   /** Share test: a stable decision per volume, so a volume behaves the same on every growth. */
-  #resizeNeedsRestart(pvName: string): boolean {
-    if (this.resizePendingShare <= 0) return false;
-    if (this.resizePendingShare >= 1) return true;
+  #resizeNeedsRestart(pvName: string, namespace: string): boolean {
+    const share = this.resizePendingShareByNamespace.get(namespace) ?? this.resizePendingShare;
+    if (share <= 0) return false;
+    if (share >= 1) return true;
     const h = createHash('sha256').update(pvName).digest().readUInt32BE(0);
-    return h / 2 ** 32 < this.resizePendingShare;
+    return h / 2 ** 32 < share;
   }
 
   async #event(obj: KObject, type: 'Normal' | 'Warning', reason: string, message: string, component: string): Promise<void> {
@@ -233,7 +236,7 @@ export class Storage {
       await this.#kube.mergePatch(`/api/v1/persistentvolumes/${pvName}`, { spec: { capacity: { storage: wantStr } } });
     }
     const others = (pvc.status?.conditions ?? []).filter((c: any) => c.type !== 'Resizing' && c.type !== 'FileSystemResizePending');
-    if (this.#resizeNeedsRestart(pvName)) {
+    if (this.#resizeNeedsRestart(pvName, pvc.metadata.namespace!)) {
       await this.#kube.mergePatch(path, {
         status: {
           allocatedResourceStatuses: { storage: 'NodeResizePending' },

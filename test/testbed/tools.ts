@@ -40,7 +40,7 @@ export async function ensureTools(log: (line: string) => void = () => {}): Promi
     child.stdout.on('data', (d) => (stdout += d));
     child.stderr.on('data', (d) => {
       stderr += d;
-      for (const line of String(d).split('\n')) if (line.startsWith('build-tools:')) log(line);
+      for (const line of String(d).split('\n')) if (line.startsWith('build-tools: building')) log(line);
     });
     child.on('error', (e) => resolve({ code: 127, stdout, stderr: `${stderr}\nbuild-tools: cannot run bash: ${e.message}` }));
     child.on('exit', (c) => resolve({ code: c ?? 1, stdout, stderr }));

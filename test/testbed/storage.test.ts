@@ -1,0 +1,147 @@
+// Check (d): the API server refuses to grow a claim of the fixed class, with the message users
+// see; a claim of the expandable class grows; a share of growths waits for a pod restart
+// (FileSystemResizePending); a claim outlives its pod until pvc-protection lets it go, and
+// deleting it deletes the data.
+import { existsSync, readdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, expect, it } from 'vitest';
+import { until } from './checks.ts';
+import { connect } from './client.ts';
+
+const client = connect();
+const namespaces: string[] = [];
+
+afterAll(async () => {
+  for (const ns of namespaces) await client.deleteNamespace(ns);
+});
+
+async function namespace(prefix: string): Promise<string> {
+  const ns = await client.newNamespace(prefix);
+  namespaces.push(ns);
+  return ns;
+}
+
+const claim = (name: string, size: string, storageClass?: string) => `
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: { name: ${name} }
+spec:
+  accessModes: [ReadWriteOnce]
+  ${storageClass ? `storageClassName: ${storageClass}` : ''}
+  resources: { requests: { storage: ${size} } }
+`;
+
+async function boundClaim(ns: string, name: string): Promise<any> {
+  return until(`claim ${ns}/${name} Bound`, async () => {
+    const pvc = await client.kube().getOrNull<any>(`/api/v1/namespaces/${ns}/persistentvolumeclaims/${name}`);
+    return pvc?.status?.phase === 'Bound' ? pvc : undefined;
+  }, 30_000);
+}
+
+const pvcPath = (ns: string, name: string) => `/api/v1/namespaces/${ns}/persistentvolumeclaims/${name}`;
+const grow = (ns: string, name: string, size: string) =>
+  client.kubectl(['-n', ns, 'patch', 'pvc', name, '-p', JSON.stringify({ spec: { resources: { requests: { storage: size } } } })]);
+
+it('refuses to grow a claim of the fixed class, and grows one of the expandable class', async () => {
+  const ns = await namespace('storage-d');
+  expect((await client.applyManifest(claim('data-queen-0', '1Gi', 'queen-fixed'), ns)).code).toBe(0);
+  await boundClaim(ns, 'data-queen-0');
+  const refused = await grow(ns, 'data-queen-0', '2Gi');
+  expect(refused.code).not.toBe(0);
+  expect(refused.stderr).toContain(
+    'persistentvolumeclaims "data-queen-0" is forbidden: only dynamically provisioned pvc can be resized and the storageclass that provisions the pvc must support resize',
+  );
+  expect((await client.kube().get<any>(pvcPath(ns, 'data-queen-0'))).status.capacity.storage).toBe('1Gi');
+
+  // No class named: the default class, which can grow.
+  expect((await client.applyManifest(claim('data-queen-1', '1Gi'), ns)).code).toBe(0);
+  const before = await boundClaim(ns, 'data-queen-1');
+  expect(before.spec.storageClassName).toBe('queen-expandable');
+  const grown = await grow(ns, 'data-queen-1', '3Gi');
+  expect(grown.stderr).toBe('');
+  expect(grown.code).toBe(0);
+  const after = await until('the claim grown to 3Gi', async () => {
+    const pvc = await client.kube().get<any>(pvcPath(ns, 'data-queen-1'));
+    return pvc.status?.capacity?.storage === '3Gi' ? pvc : undefined;
+  }, 30_000);
+  expect((after.status.conditions ?? []).map((c: any) => c.type)).not.toContain('FileSystemResizePending');
+  const pv = await client.kube().get<any>(`/api/v1/persistentvolumes/${after.spec.volumeName}`);
+  expect(pv.spec.capacity.storage).toBe('3Gi');
+});
+
+it('a growth that needs the node leaves FileSystemResizePending until a pod mounting the claim starts', async () => {
+  const ns = await namespace('resize-pending');
+  await client.control.setResizePendingShare(1, ns);
+  expect((await client.applyManifest(claim('data', '1Gi'), ns)).code).toBe(0);
+  await boundClaim(ns, 'data');
+  expect((await grow(ns, 'data', '2Gi')).code).toBe(0);
+  const pending = await until('FileSystemResizePending', async () => {
+    const pvc = await client.kube().get<any>(pvcPath(ns, 'data'));
+    return (pvc.status?.conditions ?? []).some((c: any) => c.type === 'FileSystemResizePending' && c.status === 'True') ? pvc : undefined;
+  }, 30_000);
+  expect(pending.status.capacity.storage).toBe('1Gi');
+  expect(pending.status.allocatedResources.storage).toBe('2Gi');
+  expect((await client.kube().get<any>(`/api/v1/persistentvolumes/${pending.spec.volumeName}`)).spec.capacity.storage).toBe('2Gi');
+
+  const pod = `
+apiVersion: v1
+kind: Pod
+metadata: { name: user }
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+    - name: main
+      image: busybox:1.36
+      volumeMounts: [{ name: data, mountPath: /data }]
+  volumes: [{ name: data, persistentVolumeClaim: { claimName: data } }]
+`;
+  expect((await client.applyManifest(pod, ns)).code).toBe(0);
+  const done = await until('the claim at 2Gi once the pod started', async () => {
+    const pvc = await client.kube().get<any>(pvcPath(ns, 'data'));
+    return pvc.status?.capacity?.storage === '2Gi' ? pvc : undefined;
+  }, 30_000);
+  expect((done.status.conditions ?? []).map((c: any) => c.type)).not.toContain('FileSystemResizePending');
+  const p = await client.kube().get<any>(`/api/v1/namespaces/${ns}/pods/user`);
+  expect(p.status.phase).toBe('Running');
+});
+
+it('a claim outlives its pod until pvc-protection lets it go; deleting it deletes the data', async () => {
+  const ns = await namespace('storage-delete');
+  expect((await client.applyManifest(claim('data', '1Gi'), ns)).code).toBe(0);
+  const pvc = await boundClaim(ns, 'data');
+  const pv = await client.kube().get<any>(`/api/v1/persistentvolumes/${pvc.spec.volumeName}`);
+  const folder: string = pv.spec.csi.volumeAttributes.path;
+  expect(existsSync(folder)).toBe(true);
+  const pod = `
+apiVersion: v1
+kind: Pod
+metadata: { name: user }
+spec:
+  terminationGracePeriodSeconds: 2
+  containers:
+    - name: main
+      image: busybox:1.36
+      volumeMounts: [{ name: data, mountPath: /data }]
+  volumes: [{ name: data, persistentVolumeClaim: { claimName: data } }]
+`;
+  expect((await client.applyManifest(pod, ns)).code).toBe(0);
+  await until('the pod Running', async () => (await client.kube().get<any>(`/api/v1/namespaces/${ns}/pods/user`)).status?.phase === 'Running', 30_000);
+  const info = await client.control.pod(ns, 'user');
+  expect(info.volumes.data).toBe(folder);
+  writeFileSync(join(folder, 'payload'), 'data the node wrote');
+
+  // The claim is deleted while the pod uses it: it stays (Terminating) with its data.
+  expect((await client.kubectl(['-n', ns, 'delete', 'pvc', 'data', '--wait=false'])).code).toBe(0);
+  const terminating = await client.kube().get<any>(pvcPath(ns, 'data'));
+  expect(terminating.metadata.deletionTimestamp).toBeTruthy();
+  expect(terminating.metadata.finalizers).toContain('kubernetes.io/pvc-protection');
+  await new Promise((r) => setTimeout(r, 2000));
+  expect(await client.kube().getOrNull(pvcPath(ns, 'data'))).not.toBeNull();
+  expect(readdirSync(folder)).toContain('payload');
+
+  // The pod goes: the claim goes, then the volume and its folder.
+  expect((await client.kubectl(['-n', ns, 'delete', 'pod', 'user'])).code).toBe(0);
+  await until('the claim gone', async () => (await client.kube().getOrNull(pvcPath(ns, 'data'))) === null, 60_000);
+  await until('the volume gone', async () => (await client.kube().getOrNull(`/api/v1/persistentvolumes/${pv.metadata.name}`)) === null, 60_000);
+  expect(existsSync(folder)).toBe(false);
+});
