@@ -1,10 +1,11 @@
 // §5.8 disk gate (507) then disk full (stopped, process alive), healed by a bigger volume.
 
 import { afterEach, describe, expect, it } from 'vitest';
-import { isError, SimCluster, statusOf, waitFor } from './harness.ts';
+import { dumpLogsIfFailed, isError, SimCluster, statusOf, waitFor } from './harness.ts';
 
 let cluster: SimCluster | null = null;
-afterEach(async () => {
+afterEach(async (ctx) => {
+  dumpLogsIfFailed(ctx, cluster);
   await cluster?.close();
   cluster = null;
 });

@@ -2,10 +2,11 @@
 // the raft token, image version and boot failures.
 
 import { afterEach, describe, expect, it } from 'vitest';
-import { isError, SimCluster, sleep, waitFor } from './harness.ts';
+import { dumpLogsIfFailed, isError, SimCluster, sleep, waitFor } from './harness.ts';
 
 let cluster: SimCluster | null = null;
-afterEach(async () => {
+afterEach(async (ctx) => {
+  dumpLogsIfFailed(ctx, cluster);
   await cluster?.close();
   cluster = null;
 });

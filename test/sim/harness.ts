@@ -367,9 +367,11 @@ export class SimCluster {
 
   async waitHealthy(ids: number[], timeoutMs = 15_000): Promise<void> {
     for (const id of ids) {
+      // 200 and holding state: a node that just joined can answer 200 (leader known, within the
+      // lag slack) a heartbeat before its first entries arrive.
       await waitFor(`node ${id} healthy`, async () => {
         const h = await this.health(id, 1000);
-        return !isError(h) && h.status === 200;
+        return !isError(h) && h.status === 200 && h.json.raft.applied > 0;
       }, timeoutMs);
     }
   }
@@ -390,4 +392,15 @@ export class SimCluster {
 // The HTTP status of a TryResult, 0 for a connection failure or a timeout.
 export function statusOf(r: TryResult): number {
   return isError(r) ? 0 : r.status;
+}
+
+// For afterEach: when the test failed, print the tail of every node's log (stderr).
+export function dumpLogsIfFailed(ctx: { task: { name: string; result?: { state?: string } } }, c: SimCluster | null, lines = 25): void {
+  if (!c || ctx.task.result?.state !== 'fail') return;
+  const out: string[] = [`--- simulator logs for failed test: ${ctx.task.name} (subnet ${c.subnet}) ---`];
+  for (const p of c.history) {
+    out.push(`# node ${p.id} pid ${p.pid} exit ${p.exitCode}`);
+    out.push(...p.lines.slice(-lines));
+  }
+  process.stderr.write(out.join('\n') + '\n');
 }

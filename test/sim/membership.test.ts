@@ -1,10 +1,11 @@
 // §5.2 add learner + promote, §5.3 remove a voter, §5.4 remove the leader.
 
 import { afterEach, describe, expect, it } from 'vitest';
-import { isError, statusOf, SimCluster, waitFor } from './harness.ts';
+import { dumpLogsIfFailed, isError, statusOf, SimCluster, waitFor } from './harness.ts';
 
 let cluster: SimCluster | null = null;
-afterEach(async () => {
+afterEach(async (ctx) => {
+  dumpLogsIfFailed(ctx, cluster);
   await cluster?.close();
   cluster = null;
 });

@@ -3,10 +3,11 @@
 // Also the KV probe's validation (§1.5).
 
 import { afterEach, describe, expect, it } from 'vitest';
-import { isError, SimCluster, waitFor } from './harness.ts';
+import { dumpLogsIfFailed, isError, SimCluster, waitFor } from './harness.ts';
 
 let cluster: SimCluster | null = null;
-afterEach(async () => {
+afterEach(async (ctx) => {
+  dumpLogsIfFailed(ctx, cluster);
   await cluster?.close();
   cluster = null;
 });

@@ -1,10 +1,11 @@
 // §5.6 quorum loss (and recovery), §3.6 force recover.
 
 import { afterEach, describe, expect, it } from 'vitest';
-import { isError, statusOf, SimCluster, waitFor } from './harness.ts';
+import { dumpLogsIfFailed, isError, statusOf, SimCluster, waitFor } from './harness.ts';
 
 let cluster: SimCluster | null = null;
-afterEach(async () => {
+afterEach(async (ctx) => {
+  dumpLogsIfFailed(ctx, cluster);
   await cluster?.close();
   cluster = null;
 });

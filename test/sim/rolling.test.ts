@@ -1,10 +1,11 @@
 // §5.1 Rolling restart with leader transfer, and SIGTERM with no live voter (§3.5).
 
 import { afterEach, describe, expect, it } from 'vitest';
-import { isError, statusOf, SimCluster, sleep, waitFor } from './harness.ts';
+import { dumpLogsIfFailed, isError, statusOf, SimCluster, sleep, waitFor } from './harness.ts';
 
 let cluster: SimCluster | null = null;
-afterEach(async () => {
+afterEach(async (ctx) => {
+  dumpLogsIfFailed(ctx, cluster);
   await cluster?.close();
   cluster = null;
 });

@@ -2,10 +2,11 @@
 // restarts, installs it and catches up. Also: the purge never passes a live follower.
 
 import { afterEach, describe, expect, it } from 'vitest';
-import { isError, SimCluster, waitFor } from './harness.ts';
+import { dumpLogsIfFailed, isError, SimCluster, waitFor } from './harness.ts';
 
 let cluster: SimCluster | null = null;
-afterEach(async () => {
+afterEach(async (ctx) => {
+  dumpLogsIfFailed(ctx, cluster);
   await cluster?.close();
   cluster = null;
 });

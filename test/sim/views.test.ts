@@ -1,10 +1,11 @@
 // §5.10 joint configuration left behind, §5.11 follower views.
 
 import { afterEach, describe, expect, it } from 'vitest';
-import { isError, SimCluster, waitFor } from './harness.ts';
+import { dumpLogsIfFailed, isError, SimCluster, waitFor } from './harness.ts';
 
 let cluster: SimCluster | null = null;
-afterEach(async () => {
+afterEach(async (ctx) => {
+  dumpLogsIfFailed(ctx, cluster);
   await cluster?.close();
   cluster = null;
 });

@@ -2,10 +2,11 @@
 // Variant F11: two wiped voters at once, no commit anywhere.
 
 import { afterEach, describe, expect, it } from 'vitest';
-import { isError, SimCluster, sleep, statusOf, waitFor } from './harness.ts';
+import { dumpLogsIfFailed, isError, SimCluster, sleep, statusOf, waitFor } from './harness.ts';
 
 let cluster: SimCluster | null = null;
-afterEach(async () => {
+afterEach(async (ctx) => {
+  dumpLogsIfFailed(ctx, cluster);
   await cluster?.close();
   cluster = null;
 });
