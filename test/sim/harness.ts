@@ -5,6 +5,7 @@
 // and when the test process exits for any reason.
 
 import { spawn, type ChildProcess } from 'node:child_process';
+import * as dgram from 'node:dgram';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -120,6 +121,7 @@ export class SimProc {
 
 export interface StartOptions {
   env?: Record<string, string>; // extra env for this start (merged over the cluster env)
+  ip?: string; // loopback address for this start (a recreated pod may get another one)
   wipe?: boolean; // empty the data dir first
   join?: boolean; // QUEEN_RAFT_JOIN=true
 }
@@ -128,6 +130,74 @@ export interface ClusterOptions {
   size?: number; // founders, ids 1..size (default 3)
   env?: Record<string, string>; // env for every node, over FAST_ENV
   token?: string | null; // QUEEN_RAFT_TOKEN (default: a random one)
+  dns?: boolean; // peers by pod FQDN, resolved through a DNS server the cluster runs (QUEEN_SIM_DNS)
+}
+
+// A minimal DNS server (UDP, A records only) standing in for the cluster DNS.
+export class MiniDns {
+  records = new Map<string, string>();
+  private sock: dgram.Socket | null = null;
+  address = '';
+
+  async start(ip: string, port: number): Promise<void> {
+    const sock = dgram.createSocket('udp4');
+    this.sock = sock;
+    sock.on('message', (msg, rinfo) => {
+      const reply = this.answer(msg);
+      if (reply) sock.send(reply, rinfo.port, rinfo.address);
+    });
+    await new Promise<void>((resolve, reject) => {
+      sock.once('error', reject);
+      sock.bind(port, ip, () => resolve());
+    });
+    this.address = `${ip}:${port}`;
+  }
+
+  set(name: string, ip: string): void {
+    this.records.set(name.toLowerCase(), ip);
+  }
+
+  delete(name: string): void {
+    this.records.delete(name.toLowerCase());
+  }
+
+  private answer(q: Buffer): Buffer | null {
+    if (q.length < 17) return null;
+    let off = 12;
+    const labels: string[] = [];
+    while (off < q.length && q[off] !== 0) {
+      const len = q[off]!;
+      labels.push(q.subarray(off + 1, off + 1 + len).toString('ascii'));
+      off += 1 + len;
+    }
+    off += 1;
+    const qtype = q.readUInt16BE(off);
+    const qEnd = off + 4;
+    const name = labels.join('.').toLowerCase();
+    const ip = this.records.get(name);
+    const header = Buffer.alloc(12);
+    q.copy(header, 0, 0, 2);
+    const found = ip !== undefined;
+    header.writeUInt16BE(found ? 0x8180 : 0x8183, 2); // NOERROR / NXDOMAIN
+    header.writeUInt16BE(1, 4);
+    const withAnswer = found && qtype === 1;
+    header.writeUInt16BE(withAnswer ? 1 : 0, 6);
+    const question = q.subarray(12, qEnd);
+    if (!withAnswer) return Buffer.concat([header, question]);
+    const ans = Buffer.alloc(16);
+    ans.writeUInt16BE(0xc00c, 0);
+    ans.writeUInt16BE(1, 2);
+    ans.writeUInt16BE(1, 4);
+    ans.writeUInt32BE(0, 6);
+    ans.writeUInt16BE(4, 10);
+    ip.split('.').forEach((b, i) => ans.writeUInt8(Number(b), 12 + i));
+    return Buffer.concat([header, question, ans]);
+  }
+
+  close(): void {
+    this.sock?.close();
+    this.sock = null;
+  }
 }
 
 function randomSubnet(): string {
@@ -162,6 +232,8 @@ export class SimCluster {
   token: string | null;
   procs = new Map<number, SimProc>();
   history: SimProc[] = [];
+  dns: MiniDns | null = null;
+  private ips = new Map<number, string>();
 
   constructor(opts: ClusterOptions = {}) {
     installExitHook();
@@ -170,18 +242,30 @@ export class SimCluster {
     this.size = opts.size ?? 3;
     this.token = opts.token === undefined ? `tok-${Math.random().toString(36).slice(2)}` : opts.token;
     this.env = { ...FAST_ENV, ...(opts.env ?? {}) };
+    if (opts.dns) this.dns = new MiniDns();
   }
 
+  // Starts the DNS server (dns mode only); call before starting nodes.
+  async startDns(): Promise<void> {
+    if (this.dns && this.dns.address === '') await this.dns.start(`${this.subnet}.250`, 5353);
+  }
+
+  // The node's current loopback address.
   ip(id: number): string {
-    return `${this.subnet}.${id}`;
+    return this.ips.get(id) ?? `${this.subnet}.${id}`;
+  }
+
+  // The host name peers use: the pod FQDN in dns mode, else the literal IP.
+  host(id: number): string {
+    return this.dns ? `queen-${id - 1}.queen-headless.queen.svc.cluster.local` : this.ip(id);
   }
 
   raftAddr(id: number): string {
-    return `${this.ip(id)}:7400`;
+    return `${this.host(id)}:7400`;
   }
 
   httpAddr(id: number): string {
-    return `${this.ip(id)}:6632`;
+    return `${this.host(id)}:6632`;
   }
 
   peers(ids?: number[]): string {
@@ -203,6 +287,11 @@ export class SimCluster {
     const prev = this.procs.get(id);
     if (prev && prev.running) throw new Error(`node ${id} is still running (pid ${prev.pid})`);
     const dir = this.dataDir(id);
+    if (opts.ip) this.ips.set(id, opts.ip);
+    if (this.dns) {
+      if (this.dns.address === '') throw new Error('call startDns() before starting nodes in dns mode');
+      this.dns.set(this.host(id), this.ip(id));
+    }
     if (opts.wipe) fs.rmSync(dir, { recursive: true, force: true });
     fs.mkdirSync(dir, { recursive: true });
     const env: Record<string, string> = {
@@ -216,6 +305,7 @@ export class SimCluster {
       QUEEN_SIM_MOUNTS: JSON.stringify({ '/var/lib/queen/raft': dir }),
       QUEEN_SIM_IP: this.ip(id),
       QUEEN_SIM_EXIT_WITH_PARENT: String(process.pid),
+      ...(this.dns ? { QUEEN_SIM_DNS: this.dns.address } : {}),
       ...(this.token !== null ? { QUEEN_RAFT_TOKEN: this.token } : {}),
       ...this.env,
       ...(opts.join ? { QUEEN_RAFT_JOIN: 'true' } : {}),
@@ -269,7 +359,7 @@ export class SimCluster {
   // ---- HTTP --------------------------------------------------------------------------------
 
   async req(id: number, method: string, pth: string, body?: unknown, timeoutMs = 5000): Promise<HttpResult> {
-    const res = await fetch(`http://${this.httpAddr(id)}${pth}`, {
+    const res = await fetch(`http://${this.ip(id)}:6632${pth}`, {
       method,
       headers: body !== undefined ? { 'content-type': 'application/json' } : {},
       body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
@@ -300,7 +390,7 @@ export class SimCluster {
   // A raft RPC straight to a node's raft port (with the cluster token unless told otherwise).
   async raft(id: number, route: string, body: unknown = {}, token: string | null | undefined = undefined): Promise<HttpResult> {
     const tok = token === undefined ? this.token : token;
-    const res = await fetch(`http://${this.raftAddr(id)}${route}`, {
+    const res = await fetch(`http://${this.ip(id)}:7400${route}`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', ...(tok !== null ? { 'x-queen-raft-token': tok } : {}) },
       body: JSON.stringify(body),
@@ -385,6 +475,7 @@ export class SimCluster {
       }
     }
     await Promise.all(waits);
+    this.dns?.close();
     fs.rmSync(this.root, { recursive: true, force: true });
   }
 }

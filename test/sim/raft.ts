@@ -455,6 +455,7 @@ export class RaftNode {
     this.leaderSince = now;
     this.lastQuorumHandoff = now;
     this.handingOff = false;
+    this.lastProposedCmd = 0;
     this.progress.clear();
     if (this.electionTimer) clearTimeout(this.electionTimer);
     this.electionTimer = null;
@@ -1463,7 +1464,10 @@ export class RaftNode {
       if (res === 'timeout') {
         // The change may still complete; the planner stays paused until it does (2 min at most).
         release = false;
-        const cap = setTimeout(() => this.resumePlanner(), 120_000);
+        const cap = setTimeout(() => {
+          this.changeLock = false;
+          this.resumePlanner();
+        }, 120_000);
         void work.finally(() => {
           clearTimeout(cap);
           this.changeLock = false;
