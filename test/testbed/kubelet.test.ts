@@ -31,6 +31,8 @@ const running = (name: string) => until(`pod ${name} Running with an address`, a
   return p.status?.phase === 'Running' && p.status.podIP && p.status.containerStatuses?.[0]?.state?.running ? p : undefined;
 }, 30_000);
 const standIn = (ip: string, path: string) => getJson(`http://${ip}:8080${path}`);
+// Running means the process started; it serves a moment later (as with any container).
+const serving = (ip: string) => until(`the stand-in at ${ip} serving`, async () => (await standIn(ip, '/health')).status === 200, 30_000, 50);
 
 it('resolves the container environment as Kubernetes does', async () => {
   await apply(`
@@ -72,6 +74,7 @@ spec:
         - { name: FROM_SERVICE, value: "$(WEB_FRONT_SERVICE_HOST)" }
 `);
   const pod = await running('envtest');
+  await serving(pod.status.podIP);
   const env = (await standIn(pod.status.podIP, '/env')).body;
   expect(env.PLAIN).toBe('v1');
   expect(env.FROM_SECRET).toBe('s3cret');
@@ -132,6 +135,7 @@ metadata: { name: later }
 stringData: { other: x, token: finally }
 `);
   const pod = await running('needs-secret');
+  await serving(pod.status.podIP);
   expect((await standIn(pod.status.podIP, '/env')).body.TOKEN).toBe('finally');
   const events = await client.kube().get<any>(`/api/v1/namespaces/${ns}/events`, { query: { fieldSelector: 'involvedObject.name=needs-secret' } });
   expect(events.items.map((e: any) => e.message)).toContain('Error: secret "later" not found');
@@ -207,6 +211,7 @@ spec:
 `);
   const pod = await running('restarts');
   const ip = pod.status.podIP;
+  await serving(ip);
   expect((await standIn(ip, '/starts')).body.starts).toBe(1);
   await sendJson('POST', `http://${ip}:8080/exit?code=75`, {});
   const after = await until('restarted once', async () => {
@@ -223,6 +228,13 @@ spec:
   const info = await client.control.pod(ns, 'restarts');
   expect(info.restarts).toBe(1);
   expect(info.lastExitCode).toBe(75);
+
+  // kubectl logs reads through the API server from the node's kubelet API: this run, and --previous.
+  const logs = await client.kubectl(['-n', ns, 'logs', 'restarts']);
+  expect(logs.stderr).toBe('');
+  expect(logs.stdout).toBe(`stand-in listening on ${ip}:8080\n`);
+  const previous = await client.kubectl(['-n', ns, 'logs', 'restarts', '--previous']);
+  expect(previous.stdout).toBe(`stand-in listening on ${ip}:8080\n`);
 });
 
 it('a liveness failure restarts the container; quick crashes back off (CrashLoopBackOff)', async () => {
@@ -240,7 +252,7 @@ spec:
 `);
   const pod = await running('lively');
   const ip = pod.status.podIP;
-  await until('serving', async () => (await standIn(ip, '/health')).status === 200, 30_000);
+  await serving(ip);
   await sendJson('POST', `http://${ip}:8080/health?status=500`, {});
   await until('restarted after the liveness failures', async () => {
     const p = await getPod('lively');
@@ -251,7 +263,7 @@ spec:
   expect(events.items.map((e: any) => e.message)).toContain('Container main failed liveness probe, will be restarted');
 
   // Crash at once after that restart: the kubelet waits (10 s, doubling; × the time factor).
-  await until('serving', async () => (await standIn(ip, '/health')).status === 200, 30_000);
+  await serving(ip);
   await sendJson('POST', `http://${ip}:8080/exit?code=1`, {});
   const backoff = await until('CrashLoopBackOff', async () => {
     const p = await getPod('lively');

@@ -1035,6 +1035,15 @@ export class Kubelet {
     };
   }
 
+  /** The log file of a container (for the kubelet API's containerLogs). */
+  logOf(ns: string, name: string, container?: string): { path: string; running: () => boolean } | undefined {
+    const rt = this.#find(ns, name);
+    if (!rt) return undefined;
+    const c = container ? rt.containers.find((x) => x.name === container) : rt.containers[0];
+    if (!c) return undefined;
+    return { path: this.#logPath(rt, c), running: () => !!c.proc && !c.proc.exit && !rt.gone };
+  }
+
   podInfo(ns: string, name: string): PodInfo | undefined {
     const rt = this.#find(ns, name);
     return rt ? this.#info(rt) : undefined;

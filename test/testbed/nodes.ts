@@ -33,10 +33,17 @@ export class Nodes {
   #stopped = new Set<string>();
   #log: (line: string) => void;
 
-  constructor(kube: Kube, k8sVersion: string, log: (line: string) => void) {
+  #kubeletPort: number;
+
+  constructor(kube: Kube, k8sVersion: string, log: (line: string) => void, kubeletPort = 10250) {
     this.#kube = kube;
     this.#k8sVersion = k8sVersion;
     this.#log = log;
+    this.#kubeletPort = kubeletPort;
+  }
+
+  get ips(): string[] {
+    return NODES.map((n) => n.ip);
   }
 
   get names(): string[] {
@@ -74,7 +81,7 @@ export class Nodes {
         { type: 'InternalIP', address: n.ip },
         { type: 'Hostname', address: n.name },
       ],
-      daemonEndpoints: { kubeletEndpoint: { Port: 10250 } },
+      daemonEndpoints: { kubeletEndpoint: { Port: this.#kubeletPort } },
       nodeInfo: {
         machineID: n.name,
         systemUUID: n.name,

@@ -16,7 +16,8 @@ import { ClusterDns } from './dns.ts';
 import { Informer, Kube, type KObject } from './kube.ts';
 import { serviceAccountKubeconfig as makeSaKubeconfig, writeKubeconfig } from './kubeconfig.ts';
 import { Kubelet } from './kubelet.ts';
-import { Nodes } from './nodes.ts';
+import { startKubeletServer } from './kubelet-server.ts';
+import { NODES, Nodes } from './nodes.ts';
 import { isAlive, liveProcesses, startProcess, stopProcess, trackPidsIn, type Proc } from './procs.ts';
 import { EXPANDABLE_CLASS, FIXED_CLASS, PROVISIONER, Storage } from './storage.ts';
 import { freePorts, launchTemporal, type TemporalServer } from './temporal.ts';
@@ -220,6 +221,7 @@ export async function startTestbed(opts: TestbedOptions = {}): Promise<Testbed> 
       '--allow-privileged=true',
       '--profiling=false',
       '--event-ttl=2h',
+      '--kubelet-preferred-address-types=InternalIP',
     ], { logPath: join(logs, 'kube-apiserver.log'), cwd: dir, owner: dir });
     procs.push(apiserver);
     const caPath = join(certDir, 'apiserver.crt');
@@ -284,7 +286,17 @@ export async function startTestbed(opts: TestbedOptions = {}): Promise<Testbed> 
     const slices = informer('/apis/discovery.k8s.io/v1/endpointslices');
     const pvcs = informer('/api/v1/persistentvolumeclaims');
     const pvs = informer('/api/v1/persistentvolumes');
-    const nodes = new Nodes(kube, tools.k8sVersion, logLine);
+    // The kubelet API (for kubectl logs) on every node address, with the API server's own
+    // certificate (the API server does not verify kubelets it has no CA for).
+    let kubeletRef: Kubelet | undefined;
+    const kubeletServer = await startKubeletServer({
+      nodeIps: NODES.map((n) => n.ip),
+      cert: ca,
+      key: readFileSync(join(certDir, 'apiserver.key'), 'utf8'),
+      lookup: (ns, pod, container) => kubeletRef?.logOf(ns, pod, container),
+    });
+    cleanups.push(() => kubeletServer.stop());
+    const nodes = new Nodes(kube, tools.k8sVersion, logLine, kubeletServer.port);
     cleanups.push(() => nodes.stop());
     const storage = new Storage(kube, pvcs, pvs, dir, logLine);
     const dns = new ClusterDns(services, slices, Math.max(1, Math.round(5 * timeFactor)));
@@ -293,6 +305,7 @@ export async function startTestbed(opts: TestbedOptions = {}): Promise<Testbed> 
     cleanups.push(() => dns.stop());
     const dnsAddress = `127.0.0.1:${dnsPort}`;
     const kubelet = new Kubelet({ kube, pods, services, storage, nodes, dir, timeFactor, dnsAddress, simMain: SIM_MAIN, log: logLine });
+    kubeletRef = kubelet;
     cleanups.push(() => kubelet.stop());
     storage.onChange = () => kubelet.kick();
     storage.start();
