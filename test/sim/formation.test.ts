@@ -99,5 +99,13 @@ describe('formation', () => {
 
     c.start(3);
     await c.waitHealthy([3]);
+    const info = await c.info(3);
+    expect(info).toMatchObject({ pid: c.node(3).pid, nodeId: 3, version: '2.6.0', role: 'follower', dataDir: c.dataDir(3) });
+    expect(info.clusterId).toMatch(/^[0-9a-f]{16}$/);
+
+    // /_sim/crash: exit at once with the given code, no shutdown sequence.
+    expect((await c.req(3, 'POST', '/_sim/crash', { code: 139 })).status).toBe(200);
+    expect(await c.waitExit(3)).toBe(139);
+    expect(c.node(3).hasLog(/shutdown complete/)).toBe(false);
   });
 });
