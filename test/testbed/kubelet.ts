@@ -225,7 +225,9 @@ export class Kubelet {
 
   /** Called when a node comes back: pods on it are looked at again. */
   resyncNode(node: string): void {
+    for (const rt of this.#runtimes.values()) if (rt.node === node) rt.lastWritten = '';
     for (const p of this.#o.pods.list()) if (p.spec?.nodeName === node) this.#onPod(p);
+    for (const rt of this.#runtimes.values()) if (rt.node === node) this.#writeStatus(rt);
   }
 
   #allocateIp(): string {
@@ -968,6 +970,7 @@ export class Kubelet {
   /** Writes the pod status if it changed; writes are serialised per pod, the last one wins. */
   #writeStatus(rt: PodRuntime): void {
     if (rt.gone || this.#stopping) return;
+    if (!this.#o.nodes.isUp(rt.node)) return; // a node that is down reports nothing
     if (rt.writing) {
       rt.writeAgain = true;
       return;
