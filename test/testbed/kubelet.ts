@@ -31,6 +31,8 @@ export interface KubeletOptions {
   timeFactor: number;
   dnsAddress: string;
   simMain: string;
+  /** Pods get 127.<ipOctet>.x.y (default 1). */
+  ipOctet?: number;
   log: (line: string) => void;
 }
 
@@ -231,11 +233,12 @@ export class Kubelet {
   }
 
   #allocateIp(): string {
-    // 127.1.0.2 .. 127.1.255.254, never reused while the test bed runs (until it wraps).
+    // 127.N.0.2 .. 127.N.255.254 (N the test bed's range), never reused while the test bed runs
+    // (until it wraps).
     for (;;) {
       const n = this.#nextIp++;
       if (this.#nextIp > 0xfffe) this.#nextIp = 2;
-      const ip = `127.1.${(n >> 8) & 0xff}.${n & 0xff}`;
+      const ip = `127.${this.#o.ipOctet ?? 1}.${(n >> 8) & 0xff}.${n & 0xff}`;
       if ((n & 0xff) === 0 || (n & 0xff) === 255) continue;
       if (![...this.#runtimes.values()].some((r) => r.ip === ip)) return ip;
     }

@@ -71,13 +71,15 @@ export async function launchTemporal(opts: TemporalOptions): Promise<TemporalSer
     '--http-port', String(httpPort),
     '--metrics-port', String(metricsPort),
     '--log-level', 'warn',
+    // Loopback only: no periodic version check to temporal.io.
+    '--dynamic-config-value', 'frontend.enableServerVersionCheck=false',
   ];
   if (opts.persistent !== false) args.push('--db-filename', join(opts.dir, 'temporal.db'));
   const proc = startProcess('temporal', bin, args, {
     logPath: join(opts.dir, 'temporal.log'),
     cwd: opts.dir,
     // Its own HOME, so no user-level Temporal CLI configuration applies.
-    env: { ...process.env, HOME: opts.dir },
+    env: { ...process.env, HOME: opts.dir, TEMPORAL_VERSION_CHECK_DISABLED: '1' },
     owner: opts.owner,
   });
   const address = `127.0.0.1:${port}`;

@@ -15,6 +15,7 @@ import { startControlServer } from './control.ts';
 import { ClusterDns } from './dns.ts';
 import { Informer, Kube, type KObject } from './kube.ts';
 import { serviceAccountKubeconfig as makeSaKubeconfig, writeKubeconfig } from './kubeconfig.ts';
+import { claimIpRange } from './ip-range.ts';
 import { Kubelet } from './kubelet.ts';
 import { startKubeletServer } from './kubelet-server.ts';
 import { NODES, Nodes } from './nodes.ts';
@@ -33,6 +34,8 @@ export interface TestbedInfo {
   temporal: { address: string; namespace: 'default'; uiUrl: string; httpUrl: string };
   controlUrl: string;
   dns: string;
+  /** Pods get addresses from this range. */
+  podAddresses: string;
   timeFactor: number;
   tools: { k8sVersion: string; kubectl: string; kubernetesBin: string; etcdBin: string; temporalBin: string };
   nodes: string[];
@@ -304,7 +307,9 @@ export async function startTestbed(opts: TestbedOptions = {}): Promise<Testbed> 
     const dnsPort = await dns.start('127.0.0.1');
     cleanups.push(() => dns.stop());
     const dnsAddress = `127.0.0.1:${dnsPort}`;
-    const kubelet = new Kubelet({ kube, pods, services, storage, nodes, dir, timeFactor, dnsAddress, simMain: SIM_MAIN, log: logLine });
+    const ipRange = claimIpRange(dir);
+    cleanups.push(() => ipRange.release());
+    const kubelet = new Kubelet({ kube, pods, services, storage, nodes, dir, timeFactor, dnsAddress, simMain: SIM_MAIN, ipOctet: ipRange.octet, log: logLine });
     kubeletRef = kubelet;
     cleanups.push(() => kubelet.stop());
     storage.onChange = () => kubelet.kick();
@@ -336,6 +341,7 @@ export async function startTestbed(opts: TestbedOptions = {}): Promise<Testbed> 
       temporal: { address: temporal.address, namespace: 'default', uiUrl: temporal.uiUrl, httpUrl: temporal.httpUrl },
       controlUrl: control.url,
       dns: dnsAddress,
+      podAddresses: `127.${ipRange.octet}.0.0/16`,
       timeFactor,
       tools: { k8sVersion: tools.k8sVersion, kubectl: tools.kubectl, kubernetesBin: tools.kubernetesBin, etcdBin: tools.etcdBin, temporalBin: tools.temporalBin },
       nodes: nodes.names,
