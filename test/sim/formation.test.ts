@@ -88,6 +88,16 @@ describe('formation', () => {
     expect((await c.raft(1, '/raft/v1/state', {}, 'wrong')).status).toBe(401);
     expect((await c.raft(1, '/raft/v1/state')).json).toMatchObject({ nodeId: 1, initialized: true, voters: [1, 2, 3] });
 
+    // A node with another token: its RPCs are refused both ways, with a clear log line.
+    await c.kill(2);
+    c.start(2, { env: { QUEEN_RAFT_TOKEN: 'not-the-cluster-token' } });
+    await waitFor('token refusal logged', async () => c.node(2).hasLog(/wrong or missing x-queen-raft-token/));
+    const l = (await c.waitLeader([1, 3])).id;
+    await waitFor('node 2 non-live', async () => (await c.membership(l)).members.find((x: { nodeId: number }) => x.nodeId === 2).live === false);
+    await c.kill(2);
+    c.start(2);
+    await c.waitHealthy([2]);
+
     await c.kill(3);
     c.start(3, { env: { QUEEN_SIM_IMAGE: 'ghcr.io/queen-mq/queen:2.6.1-bootfail' } });
     expect(await c.waitExit(3)).toBe(1);

@@ -70,6 +70,7 @@ for (const s of cfg.applySkip) {
 }
 
 const net = new Net(cfg.token, cfg.dnsServer);
+net.onTokenRefused = (addr) => logger.error('a peer refused our raft RPC: wrong or missing x-queen-raft-token (QUEEN_RAFT_TOKEN differs)', { peer: addr });
 const node = new RaftNode(cfg, logger, store, net);
 let api: ClientApi | null = null;
 let raftServer: http.Server | null = null;

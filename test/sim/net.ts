@@ -32,6 +32,8 @@ export class Net {
   private agent = new http.Agent({ keepAlive: true, maxSockets: 16, keepAliveMsecs: 1000 });
   private resolver: dns.promises.Resolver | null = null;
   private cache = new Map<string, { ip: string | null; at: number }>();
+  private refusedLogged = new Map<string, number>();
+  onTokenRefused: (addr: string) => void = () => {};
 
   constructor(token: string | null, dnsServer: string | null) {
     this.token = token;
@@ -105,6 +107,13 @@ export class Net {
             json = text === '' ? null : JSON.parse(text);
           } catch {
             json = { raw: text };
+          }
+          if (res.statusCode === 401) {
+            const last = this.refusedLogged.get(addr) ?? 0;
+            if (Date.now() - last > 5000) {
+              this.refusedLogged.set(addr, Date.now());
+              this.onTokenRefused(addr);
+            }
           }
           resolve({ status: res.statusCode ?? 0, json, headers: res.headers });
         });
