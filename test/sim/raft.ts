@@ -141,6 +141,8 @@ export class RaftNode {
   // apply
   private applyScheduled = false;
   private stateDirty = false;
+  private lastSaveAt = 0;
+  private lastSaveCost = 0;
   private applyWaiters = new Map<number, { term: number; resolve: (r: { ok: boolean; result?: unknown; code?: string }) => void }[]>();
   private recentResults = new Map<number, { term: number; result: unknown }>();
 
@@ -340,9 +342,19 @@ export class RaftNode {
 
   private slowTick(): void {
     if (this.stopped) return;
-    if (this.stateDirty) {
+    // Save the applied state when it changed: every second, or sooner when enough entries were
+    // applied for a purge to be worth it; never more often than ten times the cost of a save.
+    const now = mono();
+    const behind = this.sm.applied - this.store.stateIndex;
+    if (
+      this.stateDirty &&
+      now - this.lastSaveAt >= 10 * this.lastSaveCost &&
+      (now - this.lastSaveAt >= 1000 || behind >= Math.max(16, this.cfg.logKeep / 2))
+    ) {
       this.stateDirty = false;
       this.persist('state', () => this.store.saveState(this.sm));
+      this.lastSaveAt = mono();
+      this.lastSaveCost = this.lastSaveAt - now;
     }
     this.maybePurge();
   }
