@@ -207,6 +207,16 @@ export class Kubelet {
       this.#runtimes.set(uid, rt);
     } else {
       rt.pod = pod;
+      // A container whose image changed is restarted with the new one, as the kubelet does.
+      for (const spec of pod.spec.containers ?? []) {
+        const c = rt.containers.find((x) => x.name === spec.name);
+        if (!c || c.spec.image === spec.image) continue;
+        c.spec = spec;
+        if (c.proc && !c.proc.exit && !pod.metadata.deletionTimestamp) {
+          this.#events.record(pod, 'Normal', 'Killing', `Container ${c.name} definition changed, will be restarted`, { host: rt.node, fieldPath: `spec.containers{${c.name}}` });
+          void this.#killContainer(rt, c, this.#scaled(pod.spec.terminationGracePeriodSeconds ?? 30, 0));
+        }
+      }
     }
     if (pod.metadata.deletionTimestamp) {
       if (!rt.terminating) void this.#terminate(rt, this.#scaled(pod.metadata.deletionGracePeriodSeconds ?? pod.spec.terminationGracePeriodSeconds ?? 30, 0));

@@ -113,11 +113,15 @@ async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs: n
   }
 }
 
+// Started detached; if the owning process dies without stopping the test bed (SIGKILL), it kills
+// every process group the test bed had (their ids are kept in <dir>/pids) and removes the folder
+// when it was a temporary one.
 const WATCHDOG = `
-owner=$1; pidfile=$2
+owner=$1; pidfile=$2; remove=$3
 exec 3<> <(:)
 while kill -0 "$owner" 2>/dev/null; do read -t 1 -u 3 || true; done
 if [ -f "$pidfile" ]; then while read -r pid; do [ -n "$pid" ] && kill -9 -- "-$pid" 2>/dev/null; done < "$pidfile"; fi
+if [ -n "$remove" ]; then sleep 1; rm -rf -- "$remove"; fi
 `;
 
 export async function startTestbed(opts: TestbedOptions = {}): Promise<Testbed> {
@@ -163,7 +167,10 @@ export async function startTestbed(opts: TestbedOptions = {}): Promise<Testbed> 
   };
 
   try {
-    watchdog = spawn('bash', ['-c', WATCHDOG, 'queen-testbed-watchdog', String(process.pid), join(dir, 'pids')], { detached: true, stdio: 'ignore' });
+    watchdog = spawn('bash', ['-c', WATCHDOG, 'queen-testbed-watchdog', String(process.pid), join(dir, 'pids'), ownDir && !keep ? dir : ''], {
+      detached: true,
+      stdio: 'ignore',
+    });
     watchdog.unref();
 
     const [etcdPort, etcdPeerPort, apiPort, kcmPort, schedPort] = await freePorts(5);
