@@ -6,6 +6,7 @@
 import { createHash } from 'node:crypto';
 import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
+import { EventRecorder } from './events.ts';
 import { isConflict, isNotFound, KubeError, parseQuantity, type Informer, type KObject, type Kube } from './kube.ts';
 
 export const PROVISIONER = 'testbed.queen.local';
@@ -15,6 +16,7 @@ const FINALIZER = 'external-provisioner.volume.kubernetes.io/finalizer';
 const RESIZE_PENDING_MESSAGE = 'Waiting for user to (re-)start a pod to finish file system resize of volume on node.';
 
 const now = () => new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+
 
 export class Storage {
   #kube: Kube;
@@ -29,6 +31,7 @@ export class Storage {
   /** The same, for the claims of one namespace (tests running side by side set their own). */
   resizePendingShareByNamespace = new Map<string, number>();
   onChange: (() => void) | undefined;
+  #recorders: Record<'provisioner' | 'resizer' | 'kubelet', EventRecorder>;
 
   constructor(kube: Kube, pvcs: Informer<KObject>, pvs: Informer<KObject>, dir: string, log: (line: string) => void) {
     this.#kube = kube;
@@ -36,6 +39,11 @@ export class Storage {
     this.#pvs = pvs;
     this.#root = join(dir, 'volumes');
     this.#log = log;
+    this.#recorders = {
+      provisioner: new EventRecorder(kube, `${PROVISIONER}_testbed`),
+      resizer: new EventRecorder(kube, 'external-resizer testbed.queen.local'),
+      kubelet: new EventRecorder(kube, 'kubelet'),
+    };
     mkdirSync(this.#root, { recursive: true });
   }
 
@@ -132,29 +140,8 @@ export class Storage {
     return h / 2 ** 32 < share;
   }
 
-  async #event(obj: KObject, type: 'Normal' | 'Warning', reason: string, message: string, component: string): Promise<void> {
-    const ts = now();
-    await this.#kube
-      .create(`/api/v1/namespaces/${obj.metadata.namespace ?? 'default'}/events`, {
-        metadata: { generateName: `${obj.metadata.name}.`, namespace: obj.metadata.namespace ?? 'default' },
-        involvedObject: {
-          apiVersion: 'v1',
-          kind: obj.kind ?? 'PersistentVolumeClaim',
-          name: obj.metadata.name,
-          namespace: obj.metadata.namespace,
-          uid: obj.metadata.uid,
-        },
-        type,
-        reason,
-        message,
-        source: { component },
-        reportingComponent: component,
-        reportingInstance: component,
-        firstTimestamp: ts,
-        lastTimestamp: ts,
-        count: 1,
-      })
-      .catch(() => {});
+  #event(obj: KObject, type: 'Normal' | 'Warning', reason: string, message: string, component: 'provisioner' | 'resizer' | 'kubelet'): void {
+    this.#recorders[component].record({ ...obj, kind: 'PersistentVolumeClaim' }, type, reason, message);
   }
 
   async #syncClaim(ns: string, name: string): Promise<void> {
@@ -205,7 +192,7 @@ export class Storage {
     try {
       await this.#kube.create('/api/v1/persistentvolumes', pv);
       this.#log(`storage: provisioned ${pvName} for ${pvc.metadata.namespace}/${pvc.metadata.name} in ${folder}`);
-      await this.#event({ ...pvc, kind: 'PersistentVolumeClaim' }, 'Normal', 'ProvisioningSucceeded', `Successfully provisioned volume ${pvName}`, `${PROVISIONER}_testbed`);
+      this.#event(pvc, 'Normal', 'ProvisioningSucceeded', `Successfully provisioned volume ${pvName}`, 'provisioner');
     } catch (e) {
       if (!isConflict(e)) throw e;
     }
@@ -243,13 +230,13 @@ export class Storage {
           conditions: [...others, { type: 'FileSystemResizePending', status: 'True', lastProbeTime: null, lastTransitionTime: now(), message: RESIZE_PENDING_MESSAGE }],
         },
       });
-      await this.#event({ ...pvc, kind: 'PersistentVolumeClaim' }, 'Normal', 'FileSystemResizeRequired', 'Require file system resize of volume on node', 'external-resizer');
+      this.#event(pvc, 'Normal', 'FileSystemResizeRequired', 'Require file system resize of volume on node', 'resizer');
       this.#log(`storage: ${pvName} grown to ${wantStr}; file system resize pending until a pod starts`);
     } else {
       await this.#kube.mergePatch(path, {
         status: { capacity: { storage: wantStr }, allocatedResourceStatuses: null, conditions: others.length ? others : null },
       });
-      await this.#event({ ...pvc, kind: 'PersistentVolumeClaim' }, 'Normal', 'VolumeResizeSuccessful', `resize volume "${pvName}" by resizer "${PROVISIONER}" finished successfully`, 'external-resizer');
+      this.#event(pvc, 'Normal', 'VolumeResizeSuccessful', `resize volume "${pvName}" by resizer "${PROVISIONER}" finished successfully`, 'resizer');
       this.#log(`storage: ${pvName} grown to ${wantStr}`);
     }
   }
@@ -269,7 +256,7 @@ export class Storage {
     await this.#kube.mergePatch(`/api/v1/namespaces/${ns}/persistentvolumeclaims/${claimName}/status`, {
       status: { capacity: { storage: size }, allocatedResourceStatuses: null, conditions: others.length ? others : null },
     });
-    await this.#event({ ...pvc, kind: 'PersistentVolumeClaim' }, 'Normal', 'FileSystemResizeSuccessful', `MountVolume.NodeExpandVolume succeeded for volume "${pvc.spec.volumeName}"`, 'kubelet');
+    this.#event(pvc, 'Normal', 'FileSystemResizeSuccessful', `MountVolume.NodeExpandVolume succeeded for volume "${pvc.spec.volumeName}"`, 'kubelet');
     this.#log(`storage: file system of ${ns}/${claimName} resized to ${size}`);
   }
 
