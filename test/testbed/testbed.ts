@@ -78,12 +78,10 @@ export const SIM_MAIN = join(here, '..', 'sim', 'main.ts');
 const SERVICE_CIDR = '10.96.0.0/16';
 const SA_ISSUER = 'https://kubernetes.default.svc.cluster.local';
 
-const insecure = new Agent({ connect: { rejectUnauthorized: false } });
-
 async function httpOk(url: string, opts: { token?: string; ca?: string; agent?: Agent } = {}): Promise<boolean> {
   try {
     const res = await request(url, {
-      dispatcher: opts.agent ?? (url.startsWith('https') ? insecure : undefined),
+      dispatcher: opts.agent,
       headers: opts.token ? { authorization: `Bearer ${opts.token}` } : {},
       headersTimeout: 3000,
       bodyTimeout: 3000,
@@ -238,6 +236,8 @@ export async function startTestbed(opts: TestbedOptions = {}): Promise<Testbed> 
     const ca = readFileSync(caPath, 'utf8');
     const apiAgent = new Agent({ connect: { ca } });
     cleanups.push(() => apiAgent.close());
+    const insecure = new Agent({ connect: { rejectUnauthorized: false } });
+    cleanups.push(() => insecure.close());
     await waitFor('kube-apiserver', () => httpOk(`${server}/readyz`, { token: tokens.admin, agent: apiAgent }), 60_000, apiserver);
 
     const kubeconfigPath = writeKubeconfig(join(dir, 'kubeconfig'), { server, caPem: ca, token: tokens.admin, user: 'testbed-admin' });
@@ -328,8 +328,9 @@ export async function startTestbed(opts: TestbedOptions = {}): Promise<Testbed> 
     (control.server as Server).unref();
 
     await Promise.all([
-      waitFor('kube-controller-manager', () => httpOk(`https://127.0.0.1:${kcmPort}/healthz`), 60_000, kcm),
-      waitFor('kube-scheduler', () => httpOk(`https://127.0.0.1:${schedPort}/healthz`), 60_000, scheduler),
+      // (Their serving certificates are self-signed: only their health is asked, without checking.)
+      waitFor('kube-controller-manager', () => httpOk(`https://127.0.0.1:${kcmPort}/healthz`, { agent: insecure }), 60_000, kcm),
+      waitFor('kube-scheduler', () => httpOk(`https://127.0.0.1:${schedPort}/healthz`, { agent: insecure }), 60_000, scheduler),
       // The ServiceAccount controller runs once the default namespace has its ServiceAccount.
       waitFor('the ServiceAccount controller', async () => !!(await kube.getOrNull('/api/v1/namespaces/default/serviceaccounts/default')), 60_000, kcm),
       temporal.ready,
