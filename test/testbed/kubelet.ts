@@ -37,7 +37,10 @@ export interface KubeletOptions {
 }
 
 const time = (ms = Date.now()) => new Date(ms).toISOString().replace(/\.\d+Z$/, 'Z');
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+// The kubelet's timers never keep the process alive by themselves (a test run's end must not wait
+// on a grace period of a pod deleted at the last moment).
+const later = (fn: () => void, ms: number): NodeJS.Timeout => setTimeout(fn, ms).unref();
+const sleep = (ms: number) => new Promise<void>((r) => later(r, ms));
 
 /** Go's time.Duration formatting, for kubelet messages ("10s", "1m20s"). */
 function goDuration(ms: number): string {
@@ -544,7 +547,7 @@ export class Kubelet {
 
   #retryLater(rt: PodRuntime): void {
     if (rt.retryTimer) return;
-    rt.retryTimer = setTimeout(() => {
+    rt.retryTimer = later(() => {
       rt.retryTimer = undefined;
       void this.#sync(rt);
     }, this.#scaled(10, 1000));
@@ -627,9 +630,9 @@ export class Kubelet {
         if (p.failures >= failureThreshold) c.ready = false;
         if (wasReady !== c.ready) this.#writeStatus(rt);
       }
-      p.timer = setTimeout(tick, Math.max(0, began + period - Date.now()));
+      p.timer = later(tick, Math.max(0, began + period - Date.now()));
     };
-    p.timer = setTimeout(tick, Math.max(0, firstAt - Date.now()));
+    p.timer = later(tick, Math.max(0, firstAt - Date.now()));
   }
 
   #portOf(c: Container, port: number | string): number {
@@ -651,7 +654,7 @@ export class Kubelet {
           sock.destroy();
           resolve({ ok, output });
         };
-        const timer = setTimeout(() => done(false, `dial tcp ${host}:${port}: i/o timeout`), timeoutMs);
+        const timer = later(() => done(false, `dial tcp ${host}:${port}: i/o timeout`), timeoutMs);
         sock.once('connect', () => done(true, ''));
         sock.once('error', (e: NodeJS.ErrnoException) => done(false, `dial tcp ${host}:${port}: connect: ${e.code === 'ECONNREFUSED' ? 'connection refused' : e.message}`));
       });
@@ -671,7 +674,7 @@ export class Kubelet {
           clearTimeout(timer);
           resolve(code >= 200 && code < 400 ? { ok: true, output: '' } : { ok: false, output: `HTTP probe failed with statuscode: ${code}` });
         });
-        const timer = setTimeout(() => {
+        const timer = later(() => {
           req.destroy();
           resolve({ ok: false, output: `Get "${url}": context deadline exceeded (Client.Timeout exceeded while awaiting headers)` });
         }, timeoutMs);
@@ -699,7 +702,7 @@ export class Kubelet {
         stdio: 'ignore',
         detached: true,
       });
-      const timer = setTimeout(() => {
+      const timer = later(() => {
         try {
           process.kill(-child.pid!, 'SIGKILL');
         } catch {
@@ -740,7 +743,7 @@ export class Kubelet {
     const minimum = this.#scaled(2, 100);
     const remaining = Math.max(minimum, graceMs - (Date.now() - began));
     signalProcess(proc, 'SIGTERM');
-    const timer = setTimeout(() => killProcessGroup(proc), remaining);
+    const timer = later(() => killProcessGroup(proc), remaining);
     await proc.exited;
     clearTimeout(timer);
   }
@@ -819,7 +822,7 @@ export class Kubelet {
     c.state = { kind: 'waiting', reason: 'CrashLoopBackOff', message };
     this.#events.record(rt.pod, 'Warning', 'BackOff', `Back-off restarting failed container ${c.name} in pod ${rt.name}_${rt.ns}(${rt.uid})`, { host: rt.node, fieldPath: `spec.containers{${c.name}}` });
     this.#writeStatus(rt);
-    c.restartTimer = setTimeout(() => {
+    c.restartTimer = later(() => {
       c.restartTimer = undefined;
       if (!rt.terminating && !rt.gone && !c.hold) void this.#restart(rt, c);
     }, b.ms);
