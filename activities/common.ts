@@ -8,6 +8,7 @@ import type { Phase, QueenCluster } from '../crd/schema.ts';
 import type { Observation } from '../workflows/plan/observation.ts';
 import { probeWrite, type ProbeResult } from './broker.ts';
 import { getCluster, patchClusterStatus, recordEvent, type Kube } from './kube.ts';
+import { readyCondition } from './status.ts';
 import { brokerBase, observe } from './observe.ts';
 import type { Settings } from './settings.ts';
 
@@ -52,13 +53,23 @@ export interface StepStatus {
   gate?: string | null;
 }
 
+/**
+ * Writes phase and message, with the Ready condition that goes with them (its transition time
+ * moves only when it flips), and any other status fields given.
+ */
+export async function writePhase(deps: ActivityDeps, ref: ClusterRef, phase: Phase, message: string, extra: Record<string, unknown> = {}) {
+  const qc = await getCluster(deps.kube, ref.namespace, ref.name);
+  await patchClusterStatus(deps.kube, ref.namespace, ref.name, {
+    phase,
+    message,
+    conditions: readyCondition(qc?.status?.conditions, phase, message, qc?.metadata.generation, new Date()),
+    ...extra,
+  });
+}
+
 /** Mirrors the running step into status: phase, message, and operation.step / operation.gate. */
 export async function writeStep(deps: ActivityDeps, ref: ClusterRef, step: StepStatus) {
-  await patchClusterStatus(deps.kube, ref.namespace, ref.name, {
-    phase: step.phase,
-    message: step.message,
-    operation: { step: step.message, gate: step.gate ?? null },
-  });
+  await writePhase(deps, ref, step.phase, step.message, { operation: { step: step.message, gate: step.gate ?? null } });
 }
 
 /** Records a completed step as an Event on the QueenCluster. */

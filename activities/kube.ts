@@ -1,8 +1,11 @@
 // Kubernetes reads and writes: the QueenCluster and its status, server-side apply of the objects
 // it owns, deletes with UID preconditions, and Events.
 import { randomBytes } from 'node:crypto';
+import { request as undiciRequest } from 'undici';
 import {
   ApiException,
+  RequestContext,
+  type HttpMethod,
   AppsV1Api,
   CoreV1Api,
   CustomObjectsApi,
@@ -110,9 +113,68 @@ export async function patchClusterAnnotations(kube: Kube, namespace: string, nam
   );
 }
 
-/** Server-side apply under the operator's field manager. */
+/** An error answer of the API server, with its HTTP status as `code` (like the client's ApiException). */
+export class KubeApiError extends Error {
+  readonly code: number;
+  readonly body: unknown;
+  constructor(code: number, message: string, body: unknown) {
+    super(message);
+    this.name = 'KubeApiError';
+    this.code = code;
+    this.body = body;
+  }
+}
+
+/** Where each kind the operator applies lives in the API. */
+const RESOURCES: Record<string, { prefix: string; plural: string; namespaced: boolean }> = {
+  'v1/Service': { prefix: '/api/v1', plural: 'services', namespaced: true },
+  'v1/Namespace': { prefix: '/api/v1', plural: 'namespaces', namespaced: false },
+  'v1/ServiceAccount': { prefix: '/api/v1', plural: 'serviceaccounts', namespaced: true },
+  'apps/v1/StatefulSet': { prefix: '/apis/apps/v1', plural: 'statefulsets', namespaced: true },
+  'apps/v1/Deployment': { prefix: '/apis/apps/v1', plural: 'deployments', namespaced: true },
+  'policy/v1/PodDisruptionBudget': { prefix: '/apis/policy/v1', plural: 'poddisruptionbudgets', namespaced: true },
+  'rbac.authorization.k8s.io/v1/ClusterRole': { prefix: '/apis/rbac.authorization.k8s.io/v1', plural: 'clusterroles', namespaced: false },
+  'rbac.authorization.k8s.io/v1/ClusterRoleBinding': { prefix: '/apis/rbac.authorization.k8s.io/v1', plural: 'clusterrolebindings', namespaced: false },
+  'apiextensions.k8s.io/v1/CustomResourceDefinition': { prefix: '/apis/apiextensions.k8s.io/v1', plural: 'customresourcedefinitions', namespaced: false },
+};
+
+/** A request with the kubeconfig's credentials, the body sent as the JSON it is. */
+export async function rawRequest(kc: KubeConfig, method: 'GET' | 'PATCH' | 'POST' | 'DELETE', path: string, body?: unknown, contentType = 'application/json'): Promise<unknown> {
+  const cluster = kc.getCurrentCluster();
+  if (!cluster) throw new Error('the kubeconfig names no cluster');
+  const ctx = new RequestContext(`${cluster.server.replace(/\/$/, '')}${path}`, method as HttpMethod);
+  await kc.applySecurityAuthentication(ctx);
+  const res = await undiciRequest(ctx.getUrl(), {
+    method,
+    dispatcher: ctx.getDispatcher(),
+    headers: { ...ctx.getHeaders(), accept: 'application/json', ...(body === undefined ? {} : { 'content-type': contentType }) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.body.text();
+  let json: unknown = text;
+  try {
+    json = text ? JSON.parse(text) : undefined;
+  } catch {
+    // not JSON: keep the text
+  }
+  if (res.statusCode >= 400) {
+    const message = (json as { message?: string } | undefined)?.message ?? text;
+    throw new KubeApiError(res.statusCode, message, json);
+  }
+  return json;
+}
+
+/**
+ * Server-side apply under the operator's field manager. The object goes to the API server as the
+ * JSON it is (the typed client would re-serialize it and drop what its models name differently,
+ * such as a schema's `enum` and `default`).
+ */
 export async function applyObject<T extends KubernetesObject>(kube: Kube, obj: T): Promise<T> {
-  return kube.objects.patch(obj, undefined, undefined, FIELD_MANAGER, true, PatchStrategy.ServerSideApply);
+  const where = RESOURCES[`${obj.apiVersion}/${obj.kind}`];
+  if (!where) throw new Error(`the operator does not apply ${obj.kind} (${obj.apiVersion})`);
+  const ns = where.namespaced ? `/namespaces/${obj.metadata?.namespace}` : '';
+  const path = `${where.prefix}${ns}/${where.plural}/${obj.metadata?.name}?fieldManager=${FIELD_MANAGER}&force=true`;
+  return (await rawRequest(kube.kc, 'PATCH', path, obj, PatchStrategy.ServerSideApply)) as T;
 }
 
 /** Reads an object by kind and name; null when it does not exist. */

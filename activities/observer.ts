@@ -4,14 +4,14 @@
 // the workflow's history stays small; its state (stall memory, last probe) survives a crash in its
 // heartbeat and a restart of the operator in status.
 import { activityInfo, heartbeat, sleep } from '@temporalio/activity';
-import { ANNOTATIONS, type Condition, type Phase, type QueenCluster, type QueenClusterStatus } from '../crd/schema.ts';
+import { ANNOTATIONS, type Phase, type QueenCluster, type QueenClusterStatus } from '../crd/schema.ts';
 import { assess, type Assessment } from '../workflows/plan/assess.ts';
 import { decide, unsupportedMessage } from '../workflows/plan/decide.ts';
 import { stallMemoryFromStatus, trackStalls, type StallMemory } from '../workflows/plan/stalls.ts';
 import { observeCluster, opLogger, probeThrough, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
 import { getCluster, isConflict, patchClusterStatus } from './kube.ts';
 import { canonicalJson } from './resources.ts';
-import { observedStatus } from './status.ts';
+import { observedStatus, readyCondition, READY_MESSAGE } from './status.ts';
 import { clusterView } from './view.ts';
 
 export interface ObserverState {
@@ -23,25 +23,6 @@ export interface ObserverState {
 export interface ObserverRun {
   gone: boolean;
   state: ObserverState;
-}
-
-export const READY_MESSAGE = 'every voter is in place and the cluster commits';
-
-/** The Ready condition for a phase and message; its transition time moves only when it flips. */
-export function readyCondition(prev: Condition[] | undefined, phase: Phase, message: string, generation: number | undefined, now: Date): Condition[] {
-  const ready = phase === 'Ready';
-  const old = prev?.find((c) => c.type === 'Ready');
-  const status = ready ? 'True' : 'False';
-  return [
-    {
-      type: 'Ready',
-      status,
-      reason: phase,
-      message: ready ? READY_MESSAGE : message,
-      observedGeneration: generation,
-      lastTransitionTime: old && old.status === status ? old.lastTransitionTime : now.toISOString(),
-    },
-  ];
 }
 
 export function observerActivities(deps: ActivityDeps) {

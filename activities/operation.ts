@@ -6,8 +6,8 @@ import { ANNOTATIONS, type LastOperationStatus, type Phase } from '../crd/schema
 import { assess } from '../workflows/plan/assess.ts';
 import type { OperationType } from '../workflows/plan/decide.ts';
 import { stallMemoryFromStatus } from '../workflows/plan/stalls.ts';
-import { loadCluster, observeCluster, opLogger, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
-import { patchClusterAnnotations, patchClusterStatus } from './kube.ts';
+import { loadCluster, observeCluster, opLogger, stepEvent, writePhase, type ActivityDeps, type ClusterRef } from './common.ts';
+import { patchClusterAnnotations } from './kube.ts';
 import { clusterView } from './view.ts';
 import { decide } from '../workflows/plan/decide.ts';
 
@@ -41,10 +41,8 @@ export function operationActivities(deps: ActivityDeps) {
     async beginOperation(ref: ClusterRef, start: OperationStart): Promise<string> {
       const qc = await loadCluster(deps, ref);
       const startedAt = new Date().toISOString();
-      await patchClusterStatus(deps.kube, ref.namespace, ref.name, {
+      await writePhase(deps, ref, start.phase, start.message, {
         observedGeneration: qc.metadata.generation,
-        phase: start.phase,
-        message: start.message,
         operation: { type: start.type, ...execution(), target: start.target, step: start.message, gate: null, startedAt },
       });
       opLogger(deps, ref).info({ type: start.type, target: start.target }, `${start.type} started`);
@@ -91,7 +89,7 @@ export function operationActivities(deps: ActivityDeps) {
       } catch (err) {
         log.warn({ err: String(err) }, 'could not look at the cluster after the operation; the observer will');
       }
-      await patchClusterStatus(deps.kube, ref.namespace, ref.name, { operation: null, lastOperation, phase, message });
+      await writePhase(deps, ref, phase, message, { operation: null, lastOperation });
       if (qc.metadata.annotations?.[ANNOTATIONS.cancel]) {
         await patchClusterAnnotations(deps.kube, ref.namespace, ref.name, { [ANNOTATIONS.cancel]: null });
       }

@@ -1,6 +1,6 @@
 // What the observation says in status: leader, term, voters, members, version. Pure functions,
 // written by the observer with a merge patch.
-import type { MemberStatus, QueenClusterStatus } from '../crd/schema.ts';
+import type { Condition, MemberStatus, Phase, QueenClusterStatus } from '../crd/schema.ts';
 import type { Observation } from '../workflows/plan/observation.ts';
 import { behindSince, type StallMemory } from '../workflows/plan/stalls.ts';
 
@@ -73,4 +73,23 @@ export function observedStatus(obs: Observation, memory: StallMemory): Partial<Q
     out.learners = obs.membership.learners;
   }
   return out;
+}
+
+export const READY_MESSAGE = 'every voter is in place and the cluster commits';
+
+/** The Ready condition for a phase and message; its transition time moves only when it flips. */
+export function readyCondition(prev: Condition[] | undefined, phase: Phase, message: string, generation: number | undefined, now: Date): Condition[] {
+  const ready = phase === 'Ready';
+  const old = prev?.find((c) => c.type === 'Ready');
+  const status = ready ? 'True' : 'False';
+  return [
+    {
+      type: 'Ready',
+      status,
+      reason: phase,
+      message: ready ? READY_MESSAGE : message,
+      observedGeneration: generation,
+      lastTransitionTime: old && old.status === status ? old.lastTransitionTime : now.toISOString(),
+    },
+  ];
 }

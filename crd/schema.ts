@@ -65,7 +65,7 @@ export const specSchema = {
           maxLength: 32,
           default: '50Gi',
           'x-kubernetes-validations': [
-            { rule: 'isQuantity(self) && quantity(self).sign() > 0', message: 'must be a positive quantity such as 50Gi' },
+            { rule: "isQuantity(self) && quantity(self).isGreaterThan(quantity('0'))", message: 'must be a positive quantity such as 50Gi' },
           ],
           description: 'Size of each volume. Raising it grows every claim; lowering it is refused.',
         },

@@ -5,7 +5,8 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { CoreV1Api, KubeConfig, KubernetesObjectApi, PatchStrategy, type KubernetesObject } from '@kubernetes/client-node';
+import { CoreV1Api, KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
+import { applyObject, makeKube } from '../../activities/kube.ts';
 import type { TestProject } from 'vitest/node';
 import { parseAllDocuments } from 'yaml';
 import { bundleWorkflows } from '../../worker.ts';
@@ -29,14 +30,12 @@ export default async function setup(project: TestProject) {
   const tb = project.getProvidedContext().testbed;
   const kc = new KubeConfig();
   kc.loadFromFile(tb.kubeconfigPath);
-  const objects = KubernetesObjectApi.makeApiClient(kc);
+  const kube = makeKube(kc);
   // Everything but the Deployment: the tests run the operator as a process on this machine.
   const docs = parseAllDocuments(readFileSync(INSTALL, 'utf8'))
     .map((d) => d.toJSON() as KubernetesObject | null)
     .filter((d): d is KubernetesObject => !!d && d.kind !== 'Deployment');
-  for (const doc of docs) {
-    await objects.patch(doc, undefined, undefined, 'queen-tests', true, PatchStrategy.ServerSideApply);
-  }
+  for (const doc of docs) await applyObject(kube, doc);
   const dir = join(tb.dir, 'operator');
   mkdirSync(dir, { recursive: true });
   const workflowBundle = join(dir, 'workflow-bundle.js');

@@ -34,8 +34,8 @@ describe('invalid specs are refused by the API server, naming the field', () => 
     ['replicas 4', base({ replicas: 4 }), /spec\.replicas: Unsupported value: 4: supported values: "1", "3", "5"/],
     ['no secretName', { version: '2.6.0' }, /spec\.secretName: Required value/],
     ['an empty version', base({ version: '' }), /spec\.version: Invalid value: "": spec\.version in body should be at least 1 chars long/],
-    ['a size that is not a quantity', base({ storage: { size: 'big' } }), /spec\.storage\.size: Invalid value: "string": must be a positive quantity such as 50Gi/],
-    ['port equal to raftPort', base({ port: 7400 }), /spec\.raftPort: Invalid value: "object": port and raftPort must differ/],
+    ['a size that is not a quantity', base({ storage: { size: 'big' } }), /spec\.storage\.size: Invalid value: "big": must be a positive quantity such as 50Gi/],
+    ['port equal to raftPort', base({ port: 7400 }), /spec\.raftPort: Invalid value: port and raftPort must differ/],
   ])('%s', async (_name, spec, message) => {
     const r = await apply('bad', spec);
     expect(r.code).not.toBe(0);
@@ -50,13 +50,13 @@ describe('invalid specs are refused by the API server, naming the field', () => 
       expect(r2.out).toMatch(/created/);
     });
     it.each<[string, string, Record<string, unknown>, RegExp]>([
-      ['port', 'fixed', base({ storage: { size: '10Gi' }, port: 6633 }), /spec\.port: Invalid value: "object": port is part of the peer addresses and cannot change/],
-      ['raftPort', 'fixed', base({ storage: { size: '10Gi' }, raftPort: 7401 }), /spec\.raftPort: Invalid value: "object": raftPort is part of the peer addresses and cannot change/],
-      ['clusterDomain', 'fixed', base({ storage: { size: '10Gi' }, clusterDomain: 'example.org' }), /spec\.clusterDomain: Invalid value: "object": clusterDomain is part of the peer addresses and cannot change/],
-      ['storageClassName added', 'fixed', base({ storage: { size: '10Gi', storageClassName: 'queen-fixed' } }), /spec\.storage\.storageClassName: Invalid value: "object": storageClassName cannot be set, changed or removed after creation/],
+      ['port', 'fixed', base({ storage: { size: '10Gi' }, port: 6633 }), /spec\.port: Invalid value: port is part of the peer addresses and cannot change/],
+      ['raftPort', 'fixed', base({ storage: { size: '10Gi' }, raftPort: 7401 }), /spec\.raftPort: Invalid value: raftPort is part of the peer addresses and cannot change/],
+      ['clusterDomain', 'fixed', base({ storage: { size: '10Gi' }, clusterDomain: 'example.org' }), /spec\.clusterDomain: Invalid value: clusterDomain is part of the peer addresses and cannot change/],
+      ['storageClassName added', 'fixed', base({ storage: { size: '10Gi', storageClassName: 'queen-fixed' } }), /spec\.storage\.storageClassName: Invalid value: storageClassName cannot be set, changed or removed after creation/],
       ['storageClassName changed', 'fixed-class', base({ storage: { size: '10Gi', storageClassName: 'queen-fixed' } }), /storageClassName cannot be set, changed or removed after creation/],
       ['storageClassName removed', 'fixed-class', base({ storage: { size: '10Gi' } }), /storageClassName cannot be set, changed or removed after creation/],
-      ['storage.size smaller', 'fixed', base({ storage: { size: '5Gi' } }), /spec\.storage\.size: Invalid value: "object": storage\.size cannot shrink: a volume only grows/],
+      ['storage.size smaller', 'fixed', base({ storage: { size: '5Gi' } }), /spec\.storage\.size: Invalid value: storage\.size cannot shrink: a volume only grows/],
     ])('%s cannot change', async (_name, name, spec, message) => {
       const r = await apply(name, spec);
       expect(r.code).not.toBe(0);
