@@ -61,10 +61,17 @@ async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: Observer
   const ref = { namespace: qc.metadata.namespace, name: qc.metadata.name };
   const obs = await observeCluster(deps, qc);
   const memory = trackStalls(state.memory ?? stallMemoryFromStatus(qc.status?.members, obs.at), obs.membership, obs.at);
-  const prevProbeAt = state.lastProbe?.at ?? (qc.status?.lastProbeTime ? Date.parse(qc.status.lastProbeTime) : 0);
+  // The last probe is the newest of this observer's and any other's (an operation's gate probes
+  // write status too): a formation that ended with a committed write is not "no pod answers".
   let lastProbe = state.lastProbe;
+  const statusProbeAt = qc.status?.lastProbeTime ? Date.parse(qc.status.lastProbeTime) : NaN;
+  if (Number.isFinite(statusProbeAt) && statusProbeAt > (lastProbe?.at ?? 0) && typeof qc.status?.commits === 'boolean') {
+    lastProbe = { at: statusProbeAt, ok: qc.status.commits, ...(qc.status.lastProbeError ? { error: qc.status.lastProbeError } : {}) };
+  }
   const status: Partial<QueenClusterStatus> = { ...observedStatus(obs, memory), observedGeneration: qc.metadata.generation };
-  if (!lastProbe || obs.at - prevProbeAt >= deps.settings.probeIntervalMs) {
+  // While writes do not commit, look again sooner, so COMMITS turns true soon after they do.
+  const interval = lastProbe && !lastProbe.ok ? Math.min(deps.settings.probeIntervalMs, 5000) : deps.settings.probeIntervalMs;
+  if (!lastProbe || obs.at - lastProbe.at >= interval) {
     const probe = await probeThrough(deps, qc, obs, null);
     lastProbe = { at: Date.now(), ok: probe.ok, ...(probe.ok ? {} : { error: probe.error }) };
     status.commits = probe.ok;

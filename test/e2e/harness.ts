@@ -278,6 +278,8 @@ export interface Monitor {
   messages: string[];
   /** phase values in order (consecutive repeats folded). */
   phases: string[];
+  /** "phase: message" in order (consecutive repeats folded), with the time since the start. */
+  timeline: string[];
   /** For each pod name, the UIDs it had, in order. */
   uids: Map<string, string[]>;
   /** The most voter pods that were not Ready at one time. */
@@ -289,8 +291,10 @@ export interface Monitor {
 
 /** Samples the QueenCluster and its pods every `everyMs` until stopped. */
 export function monitor(s: Scenario, everyMs = 200, name = 'queen'): Monitor {
-  const m: Monitor = { messages: [], phases: [], uids: new Map(), maxNotReady: 0, leaders: [], stop: async () => undefined };
+  const m: Monitor = { messages: [], phases: [], timeline: [], uids: new Map(), maxNotReady: 0, leaders: [], stop: async () => undefined };
   let running = true;
+  let lastLine = '';
+  const began = Date.now();
   const loop = (async () => {
     while (running) {
       try {
@@ -299,6 +303,9 @@ export function monitor(s: Scenario, everyMs = 200, name = 'queen'): Monitor {
         if (m.messages.at(-1) !== msg) m.messages.push(msg);
         const phase = qc.status?.phase ?? '';
         if (m.phases.at(-1) !== phase) m.phases.push(phase);
+        const line = `${phase}: ${msg}`;
+        if (lastLine !== line) m.timeline.push(`+${((Date.now() - began) / 1000).toFixed(1)}s ${line}`);
+        lastLine = line;
         const l = { leader: qc.status?.leader ?? null, term: qc.status?.term ?? null };
         const lastL = m.leaders.at(-1);
         if (!lastL || lastL.leader !== l.leader || lastL.term !== l.term) m.leaders.push(l);

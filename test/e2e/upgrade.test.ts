@@ -44,6 +44,7 @@ async function upgrade(prefix: string, replicas: 3 | 5) {
       `${report.failedAttempts.length} failed attempts, ${report.retried} retried, ${missing.length} lost`,
   );
   for (const f of report.failedAttempts.slice(0, 10)) console.log(`  failed: ${JSON.stringify(f)}`);
+  console.log(`${prefix}:\n  ${watch.timeline.join('\n  ')}`);
   return { s, before, after, leader, term, report, missing, watch };
 }
 
