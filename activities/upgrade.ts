@@ -155,15 +155,17 @@ export function upgradeActivities(deps: ActivityDeps) {
 
     /**
      * After the last restart: waits until every voter is Ready, live and caught up and a write
-     * commits. `again` when the spec changed or a pod runs an old template meanwhile.
+     * commits. `again` when the spec changed or a pod runs an old template meanwhile. With
+     * `stopping` (a cancel), pods on an old template are expected: it only waits for the cluster
+     * to be whole again before the operation ends.
      */
-    async awaitSettled(ref: ClusterRef, applied: { specHash: string }): Promise<{ settled: boolean; again: boolean; reason?: string }> {
+    async awaitSettled(ref: ClusterRef, applied: { specHash: string; stopping?: boolean }): Promise<{ settled: boolean; again: boolean; reason?: string }> {
       const deadline = Date.now() + deps.settings.settleTimeoutMs;
       return holdUntil<{ settled: boolean; again: boolean; reason?: string }>(deps, ref, async () => {
         const qc = await loadCluster(deps, ref);
-        if (specHash(qc) !== applied.specHash) return { done: { settled: false, again: true } };
+        if (!applied.stopping && specHash(qc) !== applied.specHash) return { done: { settled: false, again: true } };
         const obs = await observeCluster(deps, qc);
-        if (outdatedPods(obs).length > 0) return { done: { settled: false, again: true } };
+        if (!applied.stopping && outdatedPods(obs).length > 0) return { done: { settled: false, again: true } };
         const hold = stopGate({ obs, memory: memoryFor(qc, obs), target: null, opts: { ...gateOptions(deps, obs, 0), minReadyMs: 0 } });
         let reason = hold?.reason ?? null;
         if (!reason) {
@@ -177,7 +179,8 @@ export function upgradeActivities(deps: ActivityDeps) {
           reason = `a write does not commit: ${probe.error}`;
         }
         if (Date.now() > deadline) return { done: { settled: false, again: false, reason } };
-        return { hold: { phase: 'Upgrading', message: `every pod restarted; waiting for the cluster to settle: ${reason}`, gate: hold?.gate ?? 'write-commits' } };
+        const waiting = applied.stopping ? 'stopping the upgrade once the cluster is whole' : 'every pod restarted; waiting for the cluster to settle';
+        return { hold: { phase: 'Upgrading', message: `${waiting}: ${reason}`, gate: hold?.gate ?? 'write-commits' } };
       });
     },
 

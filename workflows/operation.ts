@@ -64,13 +64,21 @@ export function yieldable() {
     async run<T>(fn: () => Promise<T>): Promise<T | typeof YIELDED> {
       if (reason !== null) return YIELDED;
       const scope = new CancellationScope();
-      const watcher = condition(() => reason !== null).then(() => scope.cancel());
-      void watcher;
+      let done = false;
+      // Ends with the step (done) or cancels it on a yield; a cancelled workflow rejects it, handled.
+      void condition(() => reason !== null || done).then(
+        () => {
+          if (!done) scope.cancel();
+        },
+        () => undefined,
+      );
       try {
         return await scope.run(fn);
       } catch (err) {
         if (isCancellation(err) && reason !== null && !CancellationScope.current().consideredCancelled) return YIELDED;
         throw err;
+      } finally {
+        done = true;
       }
     },
   };

@@ -11,24 +11,36 @@ export async function rollingUpgrade(input: OperationInput): Promise<string> {
   const { ref } = input;
   const yielding = yieldable();
   let version = input.target;
+  let applied: { specHash: string; templateHash: string; version: string } | null = null;
   const restarted: number[] = [];
   const describe = () => step('which pods run which version').describeVersions(ref);
+  /** A cancel ends the operation once the pod restarted last is back: the cluster is left whole. */
+  const whole = async () => {
+    if (restarted.length > 0 && applied) {
+      await step('wait for the cluster to be whole', 'wait').awaitSettled(ref, { specHash: applied.specHash, stopping: true });
+    }
+  };
   return runOperation(
     input,
     {
       type: 'RollingUpgrade',
       phase: 'Upgrading',
       message: `applying the new pod template (${version})`,
-      cancelled: async () =>
-        `the upgrade to ${version} was cancelled after ${restarted.length === 0 ? 'no restart' : `restarting ${podsText(restarted)}`}: ` +
-        `${await describe()}; to resume: kubectl annotate queencluster ${ref.name} queenmq.com/retry=<new value> --overwrite`,
+      cancelled: async () => {
+        await whole();
+        return (
+          `the upgrade to ${version} was cancelled after ${restarted.length === 0 ? 'no restart' : `restarting ${podsText(restarted)}`}: ` +
+          `${await describe()}; to resume: kubectl -n ${ref.namespace} annotate queencluster ${ref.name} queenmq.com/retry=$(date +%s) --overwrite`
+        );
+      },
       failed: `the upgrade to ${version} failed`,
     },
     async () => {
-      let applied = await step(`apply ${version} to the pod template`).applyPodTemplate(ref);
+      applied = await step(`apply ${version} to the pod template`).applyPodTemplate(ref);
       version = applied.version;
       for (;;) {
-        const next = await yielding.run(() => step('wait until the next pod may stop', 'wait').awaitNextRestart(ref, applied));
+        const target = applied;
+        const next = await yielding.run(() => step('wait until the next pod may stop', 'wait').awaitNextRestart(ref, target));
         if (next === YIELDED) {
           return {
             result: 'Yielded',
@@ -48,7 +60,7 @@ export async function rollingUpgrade(input: OperationInput): Promise<string> {
           continue;
         }
         // No pod runs an old template: the last restarted pod has to come back and the cluster commit.
-        const settled = await yielding.run(() => step('wait for the cluster to settle', 'wait').awaitSettled(ref, applied));
+        const settled = await yielding.run(() => step('wait for the cluster to settle', 'wait').awaitSettled(ref, target));
         if (settled === YIELDED) {
           return { result: 'Yielded', message: `the upgrade to ${version} yielded to ${yielding.requested} after ${restarted.length} restarts` };
         }

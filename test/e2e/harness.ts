@@ -120,6 +120,8 @@ export interface Scenario {
   temporal: Client;
   taskQueue: string;
   operators: OperatorProcess[];
+  /** Names of the QueenClusters created through createCluster(). */
+  clusters: Set<string>;
   startOperator(label?: string, flags?: OperatorFlags): OperatorProcess;
   close(): Promise<void>;
 }
@@ -138,6 +140,7 @@ export async function scenario(prefix: string, opts: { secret?: boolean } = {}):
   const temporal = new Client({ connection, namespace: testbed().temporal.namespace });
   const taskQueue = `queen-${ns}`;
   const operators: OperatorProcess[] = [];
+  const clusters = new Set<string>();
   return {
     ns,
     kc,
@@ -146,6 +149,7 @@ export async function scenario(prefix: string, opts: { secret?: boolean } = {}):
     temporal,
     taskQueue,
     operators,
+    clusters,
     startOperator(label = `operator-${operators.length}`, flags?: OperatorFlags) {
       const op = new OperatorProcess(ns, label, taskQueue, flags).start();
       operators.push(op);
@@ -153,6 +157,12 @@ export async function scenario(prefix: string, opts: { secret?: boolean } = {}):
     },
     async close() {
       await Promise.all(operators.map((o) => o.kill('SIGTERM')));
+      // Workflows nobody works on any more are ended, so the Temporal server carries no leftovers.
+      for (const name of clusters) {
+        for (const id of [`queencluster/${ns}/${name}`, `queencluster-observer/${ns}/${name}`]) {
+          await temporal.workflow.getHandle(id).terminate('the test scenario ended').catch(() => undefined);
+        }
+      }
       await connection.close();
       // The namespace goes with its pods; the observer workflow ends once its QueenCluster is gone.
       await core.deleteNamespace({ name: ns }).catch(() => undefined);
@@ -178,6 +188,7 @@ export function seedSpec(over: Partial<QueenClusterSpec> = {}): QueenClusterSpec
 }
 
 export async function createCluster(s: Scenario, spec: QueenClusterSpec, name = 'queen'): Promise<QueenCluster> {
+  s.clusters.add(name);
   return (await s.custom.createNamespacedCustomObject({
     group: GROUP,
     version: VERSION,
