@@ -14,6 +14,7 @@ export async function rollingUpgrade(input: OperationInput): Promise<string> {
   let applied: { specHash: string; templateHash: string; version: string } | null = null;
   const restarted: number[] = [];
   const describe = () => step('which pods run which version').describeVersions(ref);
+  const sofar = () => (restarted.length === 0 ? 'no restart' : `restarting ${podsText(restarted)}`);
   /** A cancel ends the operation once the pod restarted last is back: the cluster is left whole. */
   const whole = async () => {
     if (restarted.length > 0 && applied) {
@@ -29,7 +30,7 @@ export async function rollingUpgrade(input: OperationInput): Promise<string> {
       cancelled: async () => {
         await whole();
         return (
-          `the upgrade to ${version} was cancelled after ${restarted.length === 0 ? 'no restart' : `restarting ${podsText(restarted)}`}: ` +
+          `the upgrade to ${version} was cancelled after ${sofar()}: ` +
           `${await describe()}; to resume: kubectl -n ${ref.namespace} annotate queencluster ${ref.name} queenmq.com/retry=$(date +%s) --overwrite`
         );
       },
@@ -44,7 +45,7 @@ export async function rollingUpgrade(input: OperationInput): Promise<string> {
         if (next === YIELDED) {
           return {
             result: 'Yielded',
-            message: `the upgrade to ${version} yielded to ${yielding.requested} after ${restarted.length} restarts: ${await describe()}`,
+            message: `the upgrade to ${version} yielded to ${yielding.requested} after ${sofar()}: ${await describe()}`,
           };
         }
         if (next.kind === 'retarget') {
@@ -62,7 +63,7 @@ export async function rollingUpgrade(input: OperationInput): Promise<string> {
         // No pod runs an old template: the last restarted pod has to come back and the cluster commit.
         const settled = await yielding.run(() => step('wait for the cluster to settle', 'wait').awaitSettled(ref, target));
         if (settled === YIELDED) {
-          return { result: 'Yielded', message: `the upgrade to ${version} yielded to ${yielding.requested} after ${restarted.length} restarts` };
+          return { result: 'Yielded', message: `the upgrade to ${version} yielded to ${yielding.requested} after ${sofar()}` };
         }
         if (settled.again) continue;
         const done = restarted.length === 0 ? 'no pod needed a restart' : `restarted ${podsText(restarted)}, the leader last`;

@@ -3,12 +3,12 @@
 // how to resume; the operator does not start it again until a retry is asked for.
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
-import { afterAll, expect, it } from 'vitest';
-import { annotate, clusterEvents, formed, getCluster, patchSpec, pods, scenario, seedSpec, sleep, testbed, waitForCluster, type Scenario } from './harness.ts';
+import { afterEach, expect, it } from 'vitest';
+import { annotate, clusterEvents, formed, getCluster, patchSpec, pods, scenario, seedSpec, sleep, testbed, waitFor, waitForCluster, type Scenario } from './harness.ts';
 import { workflowRuns } from './temporal.ts';
 
 let s: Scenario;
-afterAll(() => s?.close());
+afterEach(() => s?.close());
 
 it('upgrade-cancel: stops between pods, says how to resume, resumes on retry', async () => {
   s = await scenario('cancel');
@@ -51,4 +51,20 @@ it('upgrade-cancel: stops between pods, says how to resume, resumes on retry', a
   expect(done.status?.lastOperation).toMatchObject({ type: 'RollingUpgrade', result: 'Succeeded', retryToken: '1' });
   expect((await clusterEvents(s)).filter((e) => e.reason === 'RestartPod')).toHaveLength(3);
   expect((await getCluster(s)).status?.operation ?? null).toBeNull();
+});
+
+it('upgrade-cancel by annotation: queenmq.com/cancel stops it the same way and is consumed', async () => {
+  s = await scenario('cancelann');
+  await formed(s, seedSpec());
+  await patchSpec(s, { version: '2.6.1' });
+  for (;;) {
+    if ((await clusterEvents(s)).some((e) => e.reason === 'RestartPod')) break;
+    await sleep(250);
+  }
+  await annotate(s, { 'queenmq.com/cancel': 'true' });
+  const stopped = await waitForCluster(s, 'the upgrade cancelled', (q) => q.status?.lastOperation?.result === 'Cancelled', 120_000);
+  expect(stopped.status?.lastOperation?.message).toMatch(/^the upgrade to 2\.6\.1 was cancelled after restarting pod \d/);
+  await waitFor('the cancel annotation removed', async () => !(await getCluster(s)).metadata.annotations?.['queenmq.com/cancel'], 30_000);
+  await sleep(5000);
+  expect((await clusterEvents(s)).filter((e) => e.reason === 'RestartPod')).toHaveLength(1);
 });
