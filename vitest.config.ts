@@ -27,6 +27,16 @@ export default defineConfig({
           hookTimeout: 300_000,
         },
       },
+      {
+        // Benchmarks (npm run bench -- <name>): not part of npm test.
+        test: {
+          name: 'bench',
+          include: ['test/bench/**/*.bench.ts'],
+          globalSetup: ['test/testbed/global-setup.ts', 'test/e2e/global-setup.ts'],
+          testTimeout: 1_800_000,
+          hookTimeout: 300_000,
+        },
+      },
     ],
   },
 });
