@@ -12,7 +12,7 @@ export default defineConfig({
       {
         test: {
           name: 'unit',
-          include: ['test/unit/**/*.test.ts', 'test/sim/**/*.test.ts'],
+          include: ['test/unit/**/*.test.ts', 'test/sim/**/*.test.ts', 'test/workflows/**/*.test.ts'],
           testTimeout: 60_000,
           hookTimeout: 60_000,
         },
@@ -20,7 +20,7 @@ export default defineConfig({
       {
         test: {
           name: 'testbed',
-          include: ['test/testbed/**/*.test.ts', 'test/workflows/**/*.test.ts', 'test/e2e/**/*.test.ts'],
+          include: ['test/testbed/**/*.test.ts', 'test/e2e/**/*.test.ts'],
           // The test bed first, then what the operator needs in it (CRD, RBAC, the workflow bundle).
           globalSetup: ['test/testbed/global-setup.ts', 'test/e2e/global-setup.ts'],
           testTimeout: 600_000,

@@ -3,7 +3,7 @@
 // operator runs under the ServiceAccount and ClusterRole of deploy/install.yaml.
 import { afterEach, describe, expect, it } from 'vitest';
 import { clusterEvents, createCluster, kubectl, pods, scenario, seedSpec, waitForCluster, type Scenario } from './harness.ts';
-import { workflowRuns, activityTypes } from './temporal.ts';
+import { activityTypes, recordHistory, workflowRuns } from './temporal.ts';
 
 let s: Scenario | null = null;
 afterEach(async () => {
@@ -54,6 +54,9 @@ describe('form', () => {
     const runs = await workflowRuns(s, `queencluster/${s.ns}/queen`);
     expect(runs.map((r) => [r.type, r.status])).toEqual([['formCluster', 'COMPLETED']]);
     expect(await activityTypes(s, runs[0]!)).toEqual(['beginOperation', 'applyClusterObjects', 'awaitLeader', 'awaitVoters', 'confirmWrite', 'endOperation']);
+    await recordHistory(s, runs[0]!, 'formCluster');
+    const observer = (await workflowRuns(s, `queencluster-observer/${s.ns}/queen`))[0]!;
+    await recordHistory(s, observer, 'clusterObserver');
 
     // Pods are spread over distinct simulated nodes (hard anti-affinity is really scheduled).
     const nodes = new Set((await pods(s)).map((p) => p.spec?.nodeName));

@@ -1,5 +1,8 @@
 // What the Temporal server says about a cluster's operations: the runs of its workflow id, and
 // the steps (activities) of a run, read from the server's history (as the Web UI shows them).
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { historyToJSON } from '@temporalio/common/lib/proto-utils.js';
 import type { Scenario } from './harness.ts';
 
 export interface Run {
@@ -30,4 +33,17 @@ export async function activityTypes(s: Scenario, run: Pick<Run, 'workflowId' | '
   return (await historyEvents(s, run))
     .map((e) => e.activityTaskScheduledEventAttributes?.activityType?.name)
     .filter((n): n is string => !!n);
+}
+
+/**
+ * With QUEEN_RECORD_HISTORIES=1, saves a run's history to test/workflows/histories/<name>.json:
+ * the replay test runs every saved history against the current workflow code, so a change that
+ * would break operations in flight is caught before an operator upgrade.
+ */
+export async function recordHistory(s: Scenario, run: Pick<Run, 'workflowId' | 'runId'>, name: string): Promise<void> {
+  if (process.env.QUEEN_RECORD_HISTORIES !== '1') return;
+  const history = await s.temporal.workflow.getHandle(run.workflowId, run.runId).fetchHistory();
+  const dir = fileURLToPath(new URL('../workflows/histories/', import.meta.url));
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(`${dir}${name}.json`, `${JSON.stringify(JSON.parse(historyToJSON(history)), null, 1)}\n`);
 }

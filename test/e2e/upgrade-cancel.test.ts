@@ -5,7 +5,7 @@ import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { afterEach, expect, it } from 'vitest';
 import { annotate, clusterEvents, formed, getCluster, patchSpec, pods, scenario, seedSpec, sleep, testbed, waitFor, waitForCluster, type Scenario } from './harness.ts';
-import { workflowRuns } from './temporal.ts';
+import { recordHistory, workflowRuns } from './temporal.ts';
 
 let s: Scenario;
 afterEach(() => s?.close());
@@ -39,6 +39,7 @@ it('upgrade-cancel: stops between pods, says how to resume, resumes on retry', a
   await waitForCluster(s, 'Blocked with the cancel message', (q) => q.status?.phase === 'Blocked' && q.status?.message === message && !!q.status?.members?.every((m) => m.ready && m.live), 60_000);
   const runs = await workflowRuns(s, `queencluster/${s.ns}/queen`);
   expect(runs.filter((r) => r.type === 'rollingUpgrade').map((r) => r.status)).toEqual(['CANCELLED']);
+  await recordHistory(s, runs.find((r) => r.type === 'rollingUpgrade')!, 'rollingUpgrade-cancelled');
 
   // No hot loop: nothing starts again for the same spec.
   await sleep(15_000);

@@ -3,7 +3,7 @@
 import { afterAll, expect, it } from 'vitest';
 import { startLoad, verifyAcknowledged } from '../testbed/load.ts';
 import { formed, monitor, patchSpec, scenario, seedSpec, sleep, voterIps, waitForCluster, type Scenario } from './harness.ts';
-import { workflowRuns } from './temporal.ts';
+import { recordHistory, workflowRuns } from './temporal.ts';
 
 let s: Scenario;
 afterAll(() => s?.close());
@@ -30,4 +30,5 @@ it('upgrade-operator-crash: completes after SIGKILL, each pod restarted once', a
   expect(watch.maxNotReady).toBeLessThanOrEqual(1);
   const runs = (await workflowRuns(s, `queencluster/${s.ns}/queen`)).filter((r) => r.type === 'rollingUpgrade');
   expect(runs.map((r) => r.status)).toEqual(['COMPLETED']);
+  await recordHistory(s, runs[0]!, 'rollingUpgrade-operator-crash');
 });

@@ -5,7 +5,7 @@
 // the pods still on the old version.
 import { afterAll, expect, it } from 'vitest';
 import { clusterEvents, formed, monitor, patchSpec, scenario, seedSpec, sleep, waitForCluster, type Scenario } from './harness.ts';
-import { workflowRuns } from './temporal.ts';
+import { recordHistory, workflowRuns } from './temporal.ts';
 
 let s: Scenario;
 afterAll(() => s?.close());
@@ -28,6 +28,7 @@ it('upgrade-yield: the upgrade yields to the repair, then finishes', async () =>
   expect(runs.map((r) => r.type)).toEqual(['formCluster', 'rollingUpgrade', 'formCluster', 'rollingUpgrade']);
   const yieldedRun = await s.temporal.workflow.getHandle(runs[1]!.workflowId, runs[1]!.runId).result();
   expect(yieldedRun).toMatch(/^the upgrade to 2\.6\.1 yielded to FormCluster after restarting pod \d: /);
+  await recordHistory(s, runs[1]!, 'rollingUpgrade-yielded');
   expect((await s.core.readNamespacedService({ namespace: s.ns, name: 'queen' })).metadata?.name).toBe('queen');
   for (let o = 0; o < 3; o++) expect(watch.uids.get(`queen-${o}`)).toHaveLength(2);
   expect(watch.maxNotReady).toBeLessThanOrEqual(1);

@@ -6,7 +6,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { startLoad, verifyAcknowledged } from '../testbed/load.ts';
 import { clusterEvents, formed, kubectl, monitor, patchSpec, scenario, seedSpec, testbed, voterIps, waitForCluster, type Scenario } from './harness.ts';
-import { activityTypes, workflowRuns } from './temporal.ts';
+import { activityTypes, recordHistory, workflowRuns } from './temporal.ts';
 
 let s: Scenario | null = null;
 afterEach(async () => {
@@ -83,6 +83,7 @@ describe('upgrade', () => {
     const runs = (await workflowRuns(s, `queencluster/${s.ns}/queen`)).filter((r) => r.type === 'rollingUpgrade');
     expect(runs.map((r) => r.status)).toEqual(['COMPLETED']);
     const steps = await activityTypes(s, runs[0]!);
+    await recordHistory(s, runs[0]!, `rollingUpgrade-${replicas}-voters`);
     expect(steps.filter((t) => t === 'restartPod')).toHaveLength(replicas);
     expect(steps.filter((t) => t === 'awaitNextRestart')).toHaveLength(replicas + 1);
     // The Web UI's HTTP API shows the same run and its history.

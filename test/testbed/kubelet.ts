@@ -748,12 +748,22 @@ export class Kubelet {
     clearTimeout(timer);
   }
 
+  /**
+   * A preStop sleep is there for the endpoints to drop the pod before it stops serving. Scaled
+   * down, it is never shorter than 2 s (or the sleep itself): on a busy 2-core machine the
+   * EndpointSlice update can take over a second to reach a client, and a shorter sleep would make
+   * clients fail in a way a real cluster's 5 s does not.
+   */
+  #preStopSleep(seconds: number): number {
+    return this.#scaled(seconds, Math.min(seconds * 1000, 2000));
+  }
+
   async #runPreStop(rt: PodRuntime, c: Container, hook: any, limitMs: number): Promise<void> {
     try {
       if (hook.exec) {
         const cmd: string[] = hook.exec.command ?? [];
         if (/(^|\/)sleep$/.test(cmd[0] ?? '') && cmd.length === 2 && /^\d+(\.\d+)?$/.test(cmd[1]!)) {
-          await sleep(this.#scaled(Number(cmd[1]), 0));
+          await sleep(this.#preStopSleep(Number(cmd[1])));
           return;
         }
         const code = await this.#execOnHost(rt, c, cmd[0] && existsSync(cmd[0]) ? cmd : ['/bin/sh', '-c', cmd.join(' ')], limitMs);
@@ -761,7 +771,7 @@ export class Kubelet {
           this.#events.record(rt.pod, 'Warning', 'FailedPreStopHook', `PreStopHook failed: command ${JSON.stringify(cmd)} exited with ${code}`, { host: rt.node });
         }
       } else if (hook.sleep) {
-        await sleep(this.#scaled(Number(hook.sleep.seconds ?? 0), 0));
+        await sleep(this.#preStopSleep(Number(hook.sleep.seconds ?? 0)));
       } else if (hook.httpGet) {
         await this.#probe(rt, c, { httpGet: hook.httpGet }, limitMs);
       }
