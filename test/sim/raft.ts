@@ -984,11 +984,21 @@ export class RaftNode {
     return { ok: true, index: e.index, term: e.term };
   }
 
+  private knowsLeader(): boolean {
+    return this.state === 'leader' || this.leaderId !== null;
+  }
+
   async execute(cmd: Command): Promise<Answer> {
     const deadline = mono() + this.cfg.stmtTimeoutMs;
     if (this.isStopped()) return retry503(null, 'raft is stopped on this node; retry against another node');
     let placed: { index: number; term: number } | null = null;
-    if (this.state !== 'leader' && this.leaderId === null) return retry503(null);
+    // No leader known: an election (a SIGTERM hand-off takes milliseconds) is given up to one
+    // election timeout to produce one before the client is told to retry.
+    if (!this.knowsLeader()) {
+      const until = mono() + Math.min(2 * this.cfg.electionMs, Math.max(0, deadline - mono()));
+      while (!this.knowsLeader() && mono() < until && !this.isStopped()) await sleep(20);
+      if (!this.knowsLeader()) return retry503(null);
+    }
     while (placed === null) {
       if (this.isStopped()) return retry503(null, 'raft is stopped on this node; retry against another node');
       if (mono() >= deadline) return this.timeoutAnswer();
