@@ -1,15 +1,17 @@
 // Safe to upgrade the operator: every recorded history of every operation type (saved from real
-// runs in the test bed with QUEEN_RECORD_HISTORIES=1 npm run e2e -- ...) replays against the
+// runs in the test bed with QUEEN_RECORD_HISTORIES=1 npm run e2e -- ..., as the server's protobuf) replays against the
 // current workflow code. A change that would make an operation in flight take another path fails
 // here; such a change goes behind patched().
 import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { temporal } from '@temporalio/proto';
 import { Worker } from '@temporalio/worker';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { bundleWorkflows } from '../../worker.ts';
 
 const dir = fileURLToPath(new URL('./histories/', import.meta.url));
-const files = readdirSync(dir).filter((f) => f.endsWith('.json')).sort();
+const files = readdirSync(dir).filter((f) => f.endsWith('.binpb')).sort();
+const load = (file: string) => temporal.api.history.v1.History.decode(readFileSync(`${dir}${file}`));
 let code = '';
 
 beforeAll(async () => {
@@ -18,17 +20,11 @@ beforeAll(async () => {
 
 describe('recorded histories replay against the current workflows', () => {
   it('there is a history of every workflow type', () => {
-    const types = new Set(
-      files.map((f) => {
-        const h = JSON.parse(readFileSync(`${dir}${f}`, 'utf8')) as { events: { workflowExecutionStartedEventAttributes?: { workflowType?: { name?: string } } }[] };
-        return h.events[0]?.workflowExecutionStartedEventAttributes?.workflowType?.name;
-      }),
-    );
+    const types = new Set(files.map((f) => load(f).events[0]?.workflowExecutionStartedEventAttributes?.workflowType?.name));
     expect([...types].sort()).toEqual(['clusterObserver', 'formCluster', 'rollingUpgrade']);
   });
 
   it.each(files)('%s', async (file) => {
-    const history = JSON.parse(readFileSync(`${dir}${file}`, 'utf8'));
-    await Worker.runReplayHistory({ workflowBundle: { code }, replayName: file }, history);
+    await Worker.runReplayHistory({ workflowBundle: { code }, replayName: file }, load(file));
   });
 });
