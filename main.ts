@@ -12,6 +12,7 @@ import { Runtime, makeTelemetryFilterString, type LogLevel } from '@temporalio/w
 import { pino, type Logger } from 'pino';
 import { parse as parseYaml } from 'yaml';
 import { applyObject, loadKubeConfig, makeKube, statusCode, type Kube } from './activities/kube.ts';
+import { useResolver } from './activities/broker.ts';
 import { DEFAULT_SETTINGS, type Settings } from './activities/settings.ts';
 import { GROUP, VERSION } from './crd/schema.ts';
 import { Watcher } from './watcher/watcher.ts';
@@ -33,6 +34,7 @@ as a Temporal workflow) and the worker (runs the workflows and their steps).
   --namespace NS[,NS]         namespaces to watch (QUEEN_NAMESPACES, default: all)
   --broker-access MODE        dns (a pod's name through the headless Service, in a cluster) or
                               pod-ip (its pod IP, outside the cluster) (QUEEN_BROKER_ACCESS)
+  --resolver HOST:PORT        resolve the pods' names through this DNS server (QUEEN_RESOLVER)
   --health-port PORT          serve /healthz and /readyz on this port
   --state-dir DIR             local state: Temporal's database, the sandbox (QUEEN_STATE_DIR,
                               default: .cache/operator)
@@ -68,6 +70,7 @@ interface Options {
   settings: Settings;
   logLevel: string;
   brokerAccessGiven: boolean;
+  resolver: string | undefined;
 }
 
 export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): Options | null {
@@ -82,6 +85,7 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): Options | 
       sandbox: { type: 'boolean' },
       namespace: { type: 'string', multiple: true },
       'broker-access': { type: 'string' },
+      resolver: { type: 'string' },
       'health-port': { type: 'string' },
       'state-dir': { type: 'string' },
       'workflow-bundle': { type: 'string' },
@@ -117,6 +121,7 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): Options | 
     workflowBundle: values['workflow-bundle'] ?? env.QUEEN_WORKFLOW_BUNDLE,
     logLevel: values['log-level'] ?? env.LOG_LEVEL ?? 'info',
     brokerAccessGiven: access !== undefined,
+    resolver: values.resolver ?? env.QUEEN_RESOLVER,
     settings: {
       ...DEFAULT_SETTINGS,
       brokerAccess: (access as Settings['brokerAccess'] | undefined) ?? DEFAULT_SETTINGS.brokerAccess,
@@ -182,6 +187,7 @@ export async function main(argv: string[]): Promise<void> {
     return;
   }
   const log = pino({ level: opts.logLevel, base: { component: 'queen-operator' } });
+  if (opts.resolver) useResolver(opts.resolver);
   installTemporalLogging(log);
   mkdirSync(opts.stateDir, { recursive: true });
   const cleanups: (() => Promise<void>)[] = [];

@@ -1,9 +1,31 @@
 // The broker client: the HTTP routes an operator uses on a Queen node (port 6632), with timeouts
 // and typed refusals. See shared/reference/queen-broker-api.md sections 1 and 2.
+import { Resolver } from 'node:dns';
+import type { LookupFunction } from 'node:net';
 import { Agent, request } from 'undici';
 import type { HealthObservation, MembershipObservation, MemberObservation } from '../workflows/plan/observation.ts';
 
-const agent = new Agent({ keepAliveTimeout: 10_000, connections: 16 });
+let agent = new Agent({ keepAliveTimeout: 10_000, connections: 16 });
+
+/**
+ * Resolves the pods' names through this DNS server (host:port) instead of the system's: for an
+ * operator outside the cluster that can reach the cluster's DNS, and for the test bed.
+ */
+export function useResolver(server: string): void {
+  const resolver = new Resolver({ timeout: 2000, tries: 2 });
+  resolver.setServers([server]);
+  const lookup: LookupFunction = (hostname, options, callback) => {
+    resolver.resolve4(hostname, (err, addresses) => {
+      if (err || addresses.length === 0) {
+        callback(err ?? Object.assign(new Error(`${hostname} has no address`), { code: 'ENOTFOUND' }), '', 4);
+        return;
+      }
+      if ((options as { all?: boolean }).all) (callback as unknown as (e: null, a: { address: string; family: number }[]) => void)(null, addresses.map((address) => ({ address, family: 4 })));
+      else callback(null, addresses[0]!, 4);
+    });
+  };
+  agent = new Agent({ keepAliveTimeout: 10_000, connections: 16, connect: { lookup } });
+}
 
 export const TIMEOUTS = { healthMs: 3000, membershipMs: 3000, changeMs: 40_000, probeMs: 5000 } as const;
 

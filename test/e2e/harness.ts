@@ -44,6 +44,8 @@ export async function waitFor<T>(what: string, check: () => Promise<T | undefine
 }
 
 export interface OperatorFlags {
+  /** How the operator reaches the brokers: their pod IPs (default) or their names, through the test bed's DNS. */
+  brokerAccess?: 'pod-ip' | 'dns';
   pollInterval?: string;
   observeInterval?: string;
   probeInterval?: string;
@@ -73,7 +75,7 @@ export class OperatorProcess {
       `--temporal-address=${testbed().temporal.address}`,
       `--task-queue=${taskQueue}`,
       `--namespace=${namespace}`,
-      '--broker-access=pod-ip',
+      ...(flags.brokerAccess === 'dns' ? ['--broker-access=dns', `--resolver=${testbed().dns}`] : ['--broker-access=pod-ip']),
       `--workflow-bundle=${operatorSetup().workflowBundle}`,
       `--state-dir=${dir}`,
       `--poll-interval=${flags.pollInterval ?? '500ms'}`,
