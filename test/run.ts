@@ -16,8 +16,10 @@ const tsc = spawnSync('tsc', ['-p', 'tsconfig.json'], { cwd: root, stdio: 'inher
 const typesOk = tsc.status === 0;
 console.log(typesOk ? 'type checking passed' : 'type checking FAILED');
 
+// The benchmarks are not tests: `npm run bench` runs them.
 const args = process.argv.slice(2);
-const vitest = spawnSync('vitest', ['run', '--reporter=default', '--reporter=json', `--outputFile.json=${out}`, ...args], {
+const projects = args.some((a) => a.startsWith('--project')) ? [] : ['--project', 'unit', '--project', 'testbed'];
+const vitest = spawnSync('vitest', ['run', '--reporter=default', '--reporter=json', `--outputFile.json=${out}`, ...projects, ...args], {
   cwd: root,
   stdio: 'inherit',
 });

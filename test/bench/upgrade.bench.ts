@@ -88,6 +88,8 @@ async function measure(replicas: 3 | 5) {
   const run = (await workflowRuns(s, `queencluster/${s.ns}/queen`)).find((r) => r.type === 'rollingUpgrade')!;
   const events = (await historyEvents(s, run)).length;
   const qc = await getCluster(s);
+  await s.close();
+  s = null;
   return { replicas, totalMs, floorMs, ratio: totalMs / floorMs, tightRatio: totalMs / tightFloorMs, failed: report.failedAttempts.length, pushes: report.acknowledged, eventsPerPod: events / replicas, leaderAfter: qc.status?.leader };
 }
 

@@ -54,6 +54,12 @@ export interface OperatorFlags {
   extra?: string[];
 }
 
+/** Operator processes still running: killed when the test process exits, whatever the way. */
+const live = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const p of live) p.kill('SIGKILL');
+});
+
 /** One operator process (watcher and worker), as `npm start` runs it, for one namespace. */
 export class OperatorProcess {
   readonly logPath: string;
@@ -92,7 +98,13 @@ export class OperatorProcess {
     this.proc = spawn(process.execPath, this.args, { stdio: ['ignore', fd, fd], env: { ...process.env, LOG_LEVEL: 'debug' } });
     closeSync(fd);
     const p = this.proc;
-    this.exited = new Promise((resolve) => p.once('exit', (code) => resolve(code)));
+    live.add(p);
+    this.exited = new Promise((resolve) =>
+      p.once('exit', (code) => {
+        live.delete(p);
+        resolve(code);
+      }),
+    );
     return this;
   }
 
