@@ -14,6 +14,7 @@ import {
   type ActivityDeps,
   type ClusterRef,
 } from './common.ts';
+import { recordProbe } from './gate.ts';
 import { applyObject, listPods, patchClusterStatus, readObject } from './kube.ts';
 import { disruptionBudget, names, parseOrdinal, services, statefulSet } from './resources.ts';
 import { observedStatus } from './status.ts';
@@ -146,11 +147,7 @@ export function formActivities(deps: ActivityDeps) {
         const qc = await loadCluster(deps, ref);
         const obs = await observeCluster(deps, qc);
         const probe = await probeThrough(deps, qc, obs, null);
-        await patchClusterStatus(deps.kube, ref.namespace, ref.name, {
-          commits: probe.ok,
-          lastProbeTime: new Date().toISOString(),
-          lastProbeError: probe.ok ? null : probe.error,
-        });
+        await recordProbe(deps, ref, probe);
         if (probe.ok && probe.via !== undefined) {
           await stepEvent(deps, qc, 'WriteCommitted', `a write committed through pod ${probe.via}`);
           return { done: probe.via };

@@ -1,15 +1,19 @@
 // Every activity the workers run, bound to their dependencies (Kubernetes client, settings, log).
 import type { ActivityDeps } from './common.ts';
 import { formActivities } from './form.ts';
+import { gateActivities } from './gate.ts';
 import { observerActivities } from './observer.ts';
 import { operationActivities } from './operation.ts';
+import { replaceActivities } from './replace.ts';
 import { upgradeActivities } from './upgrade.ts';
 
 export function createActivities(deps: ActivityDeps) {
   return {
     ...operationActivities(deps),
     ...formActivities(deps),
+    ...gateActivities(deps),
     ...upgradeActivities(deps),
+    ...replaceActivities(deps),
     ...observerActivities(deps),
   };
 }

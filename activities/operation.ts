@@ -8,6 +8,7 @@ import type { OperationType } from '../workflows/plan/decide.ts';
 import { stallMemoryFromStatus } from '../workflows/plan/stalls.ts';
 import { loadCluster, observeCluster, opLogger, stepEvent, writePhase, type ActivityDeps, type ClusterRef } from './common.ts';
 import { patchClusterAnnotations } from './kube.ts';
+import { observedStatus } from './status.ts';
 import { clusterView } from './view.ts';
 import { decide } from '../workflows/plan/decide.ts';
 
@@ -71,6 +72,7 @@ export function operationActivities(deps: ActivityDeps) {
       };
       let phase: Phase = 'Ready';
       let message = '';
+      let observed: Record<string, unknown> = {};
       try {
         const obs = await observeCluster(deps, qc);
         const afterwards = { ...qc, status: { ...qc.status, lastOperation, operation: null } };
@@ -86,10 +88,11 @@ export function operationActivities(deps: ActivityDeps) {
         });
         phase = a.phase;
         message = a.message;
+        observed = observedStatus(obs, stallMemoryFromStatus(qc.status?.members, obs.at));
       } catch (err) {
         log.warn({ err: String(err) }, 'could not look at the cluster after the operation; the observer will');
       }
-      await writePhase(deps, ref, phase, message, { operation: null, lastOperation });
+      await writePhase(deps, ref, phase, message, { ...observed, operation: null, lastOperation });
       if (qc.metadata.annotations?.[ANNOTATIONS.cancel]) {
         await patchClusterAnnotations(deps.kube, ref.namespace, ref.name, { [ANNOTATIONS.cancel]: null });
       }

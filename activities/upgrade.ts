@@ -1,26 +1,15 @@
 // The steps of RollingUpgrade: apply the new template (the StatefulSet is OnDelete, so that
 // restarts nothing), then one pod at a time: wait for the stop gate, restart the pod.
-import { heartbeat, sleep } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { withDefaults } from '../crd/defaults.ts';
-import { ANNOTATIONS, type QueenCluster } from '../crd/schema.ts';
-import { podsText, listText } from '../workflows/plan/format.ts';
-import { stopGate, type GateOptions } from '../workflows/plan/gates.ts';
+import { ANNOTATIONS } from '../crd/schema.ts';
+import { listText, podsText } from '../workflows/plan/format.ts';
+import { stopGate } from '../workflows/plan/gates.ts';
 import type { Observation } from '../workflows/plan/observation.ts';
 import { nextRestart, outdatedPods, type RestartPick } from '../workflows/plan/restarts.ts';
-import { stallMemoryFromStatus, trackStalls, type StallMemory } from '../workflows/plan/stalls.ts';
-import {
-  holdUntil,
-  loadCluster,
-  observeCluster,
-  opLogger,
-  probeThrough,
-  stepEvent,
-  writeStep,
-  type ActivityDeps,
-  type ClusterRef,
-} from './common.ts';
-import { applyObject, deletePodByUid, getPod, getStatefulSet, patchClusterStatus } from './kube.ts';
+import { holdUntil, loadCluster, observeCluster, probeThrough, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
+import { gateOptions, recordProbe, stallMemory, stopHold } from './gate.ts';
+import { applyObject, getStatefulSet } from './kube.ts';
 import { disruptionBudget, names, podTemplate, services, specHash, statefulSet } from './resources.ts';
 import { podVersion } from './status.ts';
 
@@ -35,14 +24,6 @@ export type NextRestart =
   | { kind: 'retarget'; specHash: string }
   | { kind: 'restart'; pick: RestartPick; specHash: string };
 
-function gateOptions(deps: ActivityDeps, obs: Observation, minReadySeconds: number): GateOptions {
-  return {
-    minReadyMs: minReadySeconds * 1000,
-    stallAfterMs: deps.settings.stallAfterMs,
-    caughtUpEntries: Math.min(deps.settings.caughtUpEntries, obs.membership?.promoteMaxLag ?? Infinity),
-  };
-}
-
 /** Which pods run which version, e.g. "pod 2 runs 2.6.1, pods 0 and 1 run 2.6.0". */
 export function versionsText(obs: Observation): string {
   const byVersion = new Map<string, number[]>();
@@ -55,16 +36,6 @@ export function versionsText(obs: Observation): string {
 }
 
 export function upgradeActivities(deps: ActivityDeps) {
-  /** The stall memory carried from one gate check to the next, seeded from status. */
-  const memories = new Map<string, StallMemory>();
-  const memoryFor = (qc: QueenCluster, obs: Observation) => {
-    const key = `${qc.metadata.uid}`;
-    const prev = memories.get(key) ?? stallMemoryFromStatus(qc.status?.members, obs.at);
-    const next = trackStalls(prev, obs.membership, obs.at);
-    memories.set(key, next);
-    return next;
-  };
-
   return {
     /**
      * Applies the pod template of the spec as it is now to the StatefulSet (its pod count and claim
@@ -102,55 +73,12 @@ export function upgradeActivities(deps: ActivityDeps) {
         const wanted = specHash(qc);
         if (wanted !== applied.specHash) return { done: { kind: 'retarget', specHash: wanted } };
         const obs = await observeCluster(deps, qc);
-        const memory = memoryFor(qc, obs);
         const pick = nextRestart(obs);
         if (!pick) return { done: { kind: 'done' } };
-        const next = `pod ${pick.ordinal} is next`;
-        if (qc.metadata.annotations?.[ANNOTATIONS.pause]) {
-          return { hold: { phase: 'Upgrading', message: `${next}: paused by the ${ANNOTATIONS.pause} annotation`, gate: 'not-paused' } };
-        }
-        const hold = stopGate({ obs, memory, target: pick.ordinal, opts: gateOptions(deps, obs, obs.minReadySeconds) });
-        if (hold) return { hold: { phase: 'Upgrading', message: `${next}: ${hold.reason}`, gate: hold.gate } };
-        const probe = await probeThrough(deps, qc, obs, pick.ordinal);
-        await patchClusterStatus(deps.kube, ref.namespace, ref.name, {
-          commits: probe.ok,
-          lastProbeTime: new Date().toISOString(),
-          lastProbeError: probe.ok ? null : probe.error,
-        });
-        if (!probe.ok) return { hold: { phase: 'Upgrading', message: `${next}, but a write does not commit: ${probe.error}`, gate: 'write-commits' } };
+        const hold = await stopHold(deps, qc, obs, pick.ordinal, { phase: 'Upgrading', next: `pod ${pick.ordinal} is next` });
+        if (hold) return { hold };
         return { done: { kind: 'restart', pick, specHash: wanted } };
       });
-    },
-
-    /**
-     * Restarts one pod: checks the stop gate once more, deletes the pod with a UID precondition
-     * (a retry never stops its successor) and returns once the StatefulSet has made the successor.
-     */
-    async restartPod(ref: ClusterRef, pick: RestartPick): Promise<{ restarted: boolean; reason?: string }> {
-      const qc = await loadCluster(deps, ref);
-      const log = opLogger(deps, ref);
-      const current = await getPod(deps.kube, ref.namespace, pick.podName);
-      if (current && current.metadata?.uid === pick.podUid && !current.metadata?.deletionTimestamp) {
-        const obs = await observeCluster(deps, qc);
-        const hold = stopGate({ obs, memory: memoryFor(qc, obs), target: pick.ordinal, opts: gateOptions(deps, obs, obs.minReadySeconds) });
-        if (hold) {
-          log.info({ gate: hold.gate }, `not restarting pod ${pick.ordinal}: ${hold.reason}`);
-          return { restarted: false, reason: hold.reason };
-        }
-        const message = `restarting pod ${pick.ordinal}`;
-        await writeStep(deps, ref, { phase: 'Upgrading', message, gate: null });
-        if (await deletePodByUid(deps.kube, ref.namespace, pick.podName, pick.podUid)) {
-          log.info({ pod: pick.podName, uid: pick.podUid, why: pick.why }, message);
-          await stepEvent(deps, qc, 'RestartPod', message);
-        }
-      }
-      // The StatefulSet controller makes the successor once the old pod is gone.
-      for (;;) {
-        const pod = await getPod(deps.kube, ref.namespace, pick.podName);
-        if (pod && pod.metadata?.uid !== pick.podUid) return { restarted: true };
-        heartbeat({ waitingFor: `the successor of ${pick.podName}` });
-        await sleep(Math.min(deps.settings.pollMs, 1000));
-      }
     },
 
     /**
@@ -166,15 +94,11 @@ export function upgradeActivities(deps: ActivityDeps) {
         if (!applied.stopping && specHash(qc) !== applied.specHash) return { done: { settled: false, again: true } };
         const obs = await observeCluster(deps, qc);
         if (!applied.stopping && outdatedPods(obs).length > 0) return { done: { settled: false, again: true } };
-        const hold = stopGate({ obs, memory: memoryFor(qc, obs), target: null, opts: { ...gateOptions(deps, obs, 0), minReadyMs: 0 } });
+        const hold = stopGate({ obs, memory: stallMemory(qc, obs), target: null, opts: gateOptions(deps, obs, 0) });
         let reason = hold?.reason ?? null;
         if (!reason) {
           const probe = await probeThrough(deps, qc, obs, null);
-          await patchClusterStatus(deps.kube, ref.namespace, ref.name, {
-            commits: probe.ok,
-            lastProbeTime: new Date().toISOString(),
-            lastProbeError: probe.ok ? null : probe.error,
-          });
+          await recordProbe(deps, ref, probe);
           if (probe.ok) return { done: { settled: true, again: false } };
           reason = `a write does not commit: ${probe.error}`;
         }

@@ -32,6 +32,7 @@ export const observerWorkflowId = (ns: string, name: string) => `queencluster-ob
 /** The workflow function behind each operation type. */
 const WORKFLOW_OF: Partial<Record<OperationType, string>> = {
   FormCluster: 'formCluster',
+  ReplaceNode: 'replaceNode',
   RollingUpgrade: 'rollingUpgrade',
 };
 const TYPE_OF: Record<string, OperationType> = Object.fromEntries(

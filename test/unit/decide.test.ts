@@ -72,6 +72,12 @@ describe('what the watcher does', () => {
     v.statefulSet = null;
     expect(decide(v, running('RollingUpgrade'), T0)).toMatchObject({ action: 'yield', need: { type: 'FormCluster' } });
   });
+  it('asks a running upgrade to yield to a replacement', () => {
+    expect(decide(upgrade(view({ annotations: { 'queenmq.com/replace-pod': 'queen-1' } })), running('RollingUpgrade'), T0)).toMatchObject({
+      action: 'yield',
+      need: { type: 'ReplaceNode', target: 'queen-1', fingerprint: 'replace:queen-1' },
+    });
+  });
   it('cancels a running operation when the cancel annotation asks', () => {
     expect(decide(view({ annotations: { 'queenmq.com/cancel': 'true' } }), running('RollingUpgrade'), T0)).toMatchObject({ action: 'cancel' });
   });

@@ -254,6 +254,14 @@ describe('a pod down on the current template is reported, not touched (S9)', () 
     setMember(obs, member(2, true, 700));
     expect(phaseOf(obs, stalledSince(obs, 2, T0 - 60_000))).toMatchObject({ phase: 'Degraded', message: expect.stringContaining('has to be replaced') });
   });
+  it('a stalled voter whose pod is not Ready is told as stalled: that says what to do', () => {
+    const obs = cluster(3, 3, 3);
+    setMember(obs, member(2, true, 1700));
+    pod(obs, 1).ready = false;
+    expect(phaseOf(obs, stalledSince(obs, 2, T0 - 60_000)).message).toBe(
+      'node 2 is behind the leader and does not catch up (1700 entries behind): if its volume was wiped or put back from a copy, it has to be replaced',
+    );
+  });
   it('a write that does not commit is Degraded, never Ready (G2)', () => {
     const obs = cluster(3, 3, 3);
     const a = assess({ obs, memory: {}, formed: true, probe: { ok: false, error: 'the write probe through pod 0 got no answer within 5s' }, stallAfterMs: 10_000, secretName: 'queen' });

@@ -14,7 +14,7 @@ export type OperationType = (typeof OPERATION_TYPES)[number];
 export const priority = (t: OperationType) => OPERATION_TYPES.indexOf(t);
 
 /** The operations this version of the operator runs. */
-export const IMPLEMENTED: ReadonlySet<OperationType> = new Set<OperationType>(['FormCluster', 'RollingUpgrade']);
+export const IMPLEMENTED: ReadonlySet<OperationType> = new Set<OperationType>(['FormCluster', 'ReplaceNode', 'RollingUpgrade']);
 
 export interface ClusterView {
   qc: QueenCluster;
@@ -47,7 +47,7 @@ export function neededOperation(v: ClusterView): Need | null {
     return { type: 'FormCluster', fingerprint: `form:${v.wantedSpecHash}`, target: `${spec.replicas ?? 3} voters on ${spec.version}` };
   }
   const replace = qc.metadata.annotations?.[ANNOTATIONS.replacePod];
-  if (replace) return { type: 'ReplaceNode', fingerprint: `replace:${replace}`, target: `replace ${replace}` };
+  if (replace) return { type: 'ReplaceNode', fingerprint: `replace:${replace}`, target: replace };
   const voters = spec.replicas ?? 3;
   if ((status.voters?.length ?? voters) !== voters) {
     return { type: 'ScaleVoters', fingerprint: `voters:${voters}`, target: `${voters} voters` };
@@ -109,8 +109,6 @@ export function decide(v: ClusterView, running: RunningOperation | null, now: nu
 /** Words for an operation that this version does not run, for status.message. */
 export function unsupportedMessage(need: Need): string {
   switch (need.type) {
-    case 'ReplaceNode':
-      return `replacing a node (${need.target.replace(/^replace /, '')}) is not supported by this version of the operator`;
     case 'ScaleVoters':
       return `changing the number of voters to ${need.target.replace(/ voters$/, '')} is not supported by this version of the operator`;
     case 'GrowVolumes':

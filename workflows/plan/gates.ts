@@ -31,10 +31,10 @@ export const GATE_NAMES = [
   'apply-running',
   'no-change-in-flight',
   'pod-running',
+  'voter-not-stalled',
   'pod-ready',
   'pod-ready-for-min-ready-seconds',
   'voter-live',
-  'voter-not-stalled',
   'voter-caught-up',
   'write-commits',
   'not-paused',
@@ -85,6 +85,21 @@ export const STOP_GATES: readonly Gate[] = [
     },
   },
   {
+    // Every voter, the target too: restarting a voter that does not catch up repairs nothing,
+    // and stopping another one would leave the cluster on the last voters that work. Said
+    // before "not Ready": a stale voter's pod often is not, and this says what to do about it.
+    name: 'voter-not-stalled',
+    check: (c) => {
+      for (const id of voterIds(c.obs)) {
+        if (isStalled(c.obs, c.memory, id, c.opts.stallAfterMs)) {
+          const m = c.obs.membership?.members.find((x) => x.nodeId === id);
+          return `node ${id} is behind the leader and does not catch up${lagText(m?.lag)}: if its volume was wiped or put back from a copy, it has to be replaced`;
+        }
+      }
+      return null;
+    },
+  },
+  {
     name: 'pod-ready',
     check: (c) => {
       for (const id of otherVoters(c)) {
@@ -113,20 +128,6 @@ export const STOP_GATES: readonly Gate[] = [
       for (const id of otherVoters(c)) {
         const m = c.obs.membership?.members.find((x) => x.nodeId === id);
         if (!m || !m.live) return `the leader has not heard from node ${id}`;
-      }
-      return null;
-    },
-  },
-  {
-    // Every voter, the target too: restarting a voter that does not catch up repairs nothing,
-    // and stopping another one would leave the cluster on the last voters that work.
-    name: 'voter-not-stalled',
-    check: (c) => {
-      for (const id of voterIds(c.obs)) {
-        if (isStalled(c.obs, c.memory, id, c.opts.stallAfterMs)) {
-          const m = c.obs.membership?.members.find((x) => x.nodeId === id);
-          return `node ${id} is behind the leader and does not catch up${lagText(m?.lag)}: if its volume was wiped or put back from a copy, it has to be replaced`;
-        }
       }
       return null;
     },

@@ -1,0 +1,116 @@
+// The stop gate as the operations use it, and the one disruptive step they share: stopping a pod.
+// Before any pod stops (an upgrade's restart, a leader's hand-off before it leaves or is
+// replaced): not paused, every other voter Ready for minReadySeconds, live and caught up, none
+// stalled, and a write committing through a pod that stays.
+import { heartbeat, sleep } from '@temporalio/activity';
+import type { Phase, QueenCluster } from '../crd/schema.ts';
+import { ANNOTATIONS } from '../crd/schema.ts';
+import { stopGate, type GateOptions } from '../workflows/plan/gates.ts';
+import type { Observation } from '../workflows/plan/observation.ts';
+import type { RestartPick } from '../workflows/plan/restarts.ts';
+import { stallMemoryFromStatus, trackStalls, type StallMemory } from '../workflows/plan/stalls.ts';
+import { holdUntil, loadCluster, observeCluster, opLogger, probeThrough, stepEvent, writeStep, type ActivityDeps, type ClusterRef, type Hold } from './common.ts';
+import { deletePodByUid, getPod, patchClusterStatus } from './kube.ts';
+
+export function gateOptions(deps: ActivityDeps, obs: Observation, minReadySeconds: number): GateOptions {
+  return {
+    minReadyMs: minReadySeconds * 1000,
+    stallAfterMs: deps.settings.stallAfterMs,
+    caughtUpEntries: Math.min(deps.settings.caughtUpEntries, obs.membership?.promoteMaxLag ?? Infinity),
+  };
+}
+
+/** The stall memory of each cluster, carried from one look to the next, seeded from status. */
+const memories = new Map<string, StallMemory>();
+export function stallMemory(qc: QueenCluster, obs: Observation): StallMemory {
+  const key = qc.metadata.uid ?? `${qc.metadata.namespace}/${qc.metadata.name}`;
+  const next = trackStalls(memories.get(key) ?? stallMemoryFromStatus(qc.status?.members, obs.at), obs.membership, obs.at);
+  memories.set(key, next);
+  return next;
+}
+
+/** A write probe's result into status (COMMITS): every probe counts, whoever runs it. */
+export async function recordProbe(deps: ActivityDeps, ref: Pick<ClusterRef, 'namespace' | 'name'>, probe: { ok: boolean; error?: string }) {
+  await patchClusterStatus(deps.kube, ref.namespace, ref.name, {
+    commits: probe.ok,
+    lastProbeTime: new Date().toISOString(),
+    lastProbeError: probe.ok ? null : (probe.error ?? 'the write probe failed'),
+  });
+}
+
+export interface GateWords {
+  phase: Phase;
+  /** What comes before the reason, e.g. "pod 1 is next". */
+  next: string;
+}
+
+/** Why the pod `target` may not stop now (the reason in the README's words), or null. */
+export async function stopHold(deps: ActivityDeps, qc: QueenCluster, obs: Observation, target: number, words: GateWords): Promise<Hold | null> {
+  if (qc.metadata.annotations?.[ANNOTATIONS.pause]) {
+    return { phase: words.phase, message: `${words.next}: paused by the ${ANNOTATIONS.pause} annotation`, gate: 'not-paused' };
+  }
+  const hold = stopGate({ obs, memory: stallMemory(qc, obs), target, opts: gateOptions(deps, obs, obs.minReadySeconds) });
+  if (hold) return { phase: words.phase, message: `${words.next}: ${hold.reason}`, gate: hold.gate };
+  const probe = await probeThrough(deps, qc, obs, target);
+  await recordProbe(deps, qc.metadata, probe);
+  if (!probe.ok) return { phase: words.phase, message: `${words.next}, but a write does not commit: ${probe.error}`, gate: 'write-commits' };
+  return null;
+}
+
+export interface RestartWords {
+  phase: Phase;
+  /** The step's line, in status and as the Event. */
+  message: string;
+}
+
+export function gateActivities(deps: ActivityDeps) {
+  return {
+    /**
+     * Waits until the pod `ordinal` may stop; returns it as a pick for restartPod, or null when
+     * the pod is gone, or (with `whileAnnotated`) when the replace annotation no longer names it.
+     */
+    async awaitStopGate(ref: ClusterRef, ordinal: number, words: GateWords, whileAnnotated?: string): Promise<RestartPick | null> {
+      return holdUntil<RestartPick | null>(deps, ref, async () => {
+        const qc = await loadCluster(deps, ref);
+        if (whileAnnotated !== undefined && qc.metadata.annotations?.[ANNOTATIONS.replacePod] !== whileAnnotated) return { done: null };
+        const obs = await observeCluster(deps, qc);
+        const pod = obs.pods.find((p) => p.ordinal === ordinal && !p.terminating);
+        if (!pod) return { done: null };
+        const hold = await stopHold(deps, qc, obs, ordinal, words);
+        if (hold) return { hold };
+        return { done: { ordinal, podName: pod.name, podUid: pod.uid, why: 'leader' } };
+      });
+    },
+
+    /**
+     * Restarts one pod: checks the stop gate once more, deletes the pod with a UID precondition
+     * (a retry never stops its successor) and returns once the StatefulSet has made the successor.
+     */
+    async restartPod(ref: ClusterRef, pick: RestartPick, words?: RestartWords): Promise<{ restarted: boolean; reason?: string }> {
+      const qc = await loadCluster(deps, ref);
+      const log = opLogger(deps, ref);
+      const said = words ?? { phase: 'Upgrading', message: `restarting pod ${pick.ordinal}` };
+      const current = await getPod(deps.kube, ref.namespace, pick.podName);
+      if (current && current.metadata?.uid === pick.podUid && !current.metadata?.deletionTimestamp) {
+        const obs = await observeCluster(deps, qc);
+        const hold = stopGate({ obs, memory: stallMemory(qc, obs), target: pick.ordinal, opts: gateOptions(deps, obs, obs.minReadySeconds) });
+        if (hold) {
+          log.info({ gate: hold.gate }, `not restarting pod ${pick.ordinal}: ${hold.reason}`);
+          return { restarted: false, reason: hold.reason };
+        }
+        await writeStep(deps, ref, { phase: said.phase, message: said.message, gate: null });
+        if (await deletePodByUid(deps.kube, ref.namespace, pick.podName, pick.podUid)) {
+          log.info({ pod: pick.podName, uid: pick.podUid, why: pick.why }, said.message);
+          await stepEvent(deps, qc, 'RestartPod', said.message);
+        }
+      }
+      // The StatefulSet controller makes the successor once the old pod is gone.
+      for (;;) {
+        const pod = await getPod(deps.kube, ref.namespace, pick.podName);
+        if (pod && pod.metadata?.uid !== pick.podUid) return { restarted: true };
+        heartbeat({ waitingFor: `the successor of ${pick.podName}` });
+        await sleep(Math.min(deps.settings.pollMs, 1000));
+      }
+    },
+  };
+}

@@ -1,0 +1,208 @@
+// The steps of ReplaceNode, in the order that keeps the cluster whole: out of the membership first
+// (a leader hands leadership away before), then the volume (the claim's UID recorded before
+// anything is deleted, every delete guarded by it), then back in as a learner that copies
+// everything from the leader, promoted once it has caught up.
+import { withDefaults } from '../crd/defaults.ts';
+import { ANNOTATIONS, type QueenCluster } from '../crd/schema.ts';
+import { lagText } from '../workflows/plan/format.ts';
+import type { Observation } from '../workflows/plan/observation.ts';
+import { addLearner, promote, refusalAdvice, removeMember, type ChangeResult } from './broker.ts';
+import { holdUntil, loadCluster, observeCluster, stepEvent, type ActivityDeps, type ClusterRef, type Hold } from './common.ts';
+import { deletePodByUid, isConflict, isNotFound, patchClusterAnnotations, type Kube } from './kube.ts';
+import { brokerBase } from './observe.ts';
+import { names, nodeIdOf, parseOrdinal, podHost } from './resources.ts';
+
+export interface Replacement {
+  pod: string;
+  ordinal: number;
+  nodeId: number;
+  /** The claim the replacement started from: only this one is ever deleted. */
+  claimUid: string;
+}
+
+export type Checked = { replacement: Replacement } | { abandoned: string };
+
+/** The annotation still asks for this pod. */
+const stillAsked = (qc: QueenCluster, pod: string) => qc.metadata.annotations?.[ANNOTATIONS.replacePod] === pod;
+
+/** Sends a membership change to the leader's pod; the words say what was refused and why. */
+async function changeThroughLeader(
+  deps: ActivityDeps,
+  qc: QueenCluster,
+  obs: Observation,
+  what: string,
+  nodeId: number,
+  change: (base: string) => Promise<ChangeResult>,
+): Promise<{ ok: true } | { hold: Hold }> {
+  const spec = withDefaults(qc.spec);
+  const leader = obs.membership?.leader;
+  const pod = leader != null ? obs.pods.find((p) => p.ordinal === leader - 1) : undefined;
+  const base = pod ? brokerBase(deps.settings.brokerAccess, qc, spec, pod) : null;
+  if (!base) return { hold: { phase: 'Replacing', message: `${what}: waiting for the leader's pod to answer`, gate: 'leader-known' } };
+  const r = await change(base);
+  if (r.ok) return { ok: true };
+  const answered = r.code ? `the leader answered "${r.code}"` : r.error;
+  if (r.kind === 'permanent') {
+    return { hold: { phase: 'Blocked', message: `${what}: ${answered}: ${refusalAdvice(r.code ?? '', nodeId)}`, gate: 'membership-change' } };
+  }
+  return { hold: { phase: 'Replacing', message: `${what}: ${answered}`, gate: 'membership-change' } };
+}
+
+async function deleteClaimByUid(kube: Kube, namespace: string, name: string, uid: string): Promise<boolean> {
+  try {
+    await kube.core.deleteNamespacedPersistentVolumeClaim({ namespace, name, body: { preconditions: { uid } } });
+    return true;
+  } catch (err) {
+    if (isNotFound(err) || isConflict(err)) return false;
+    throw err;
+  }
+}
+
+export function replaceActivities(deps: ActivityDeps) {
+  return {
+    /**
+     * Checks the request and records the claim the replacement starts from. Blocked while the
+     * pod is not a voter's, or is the only voter; abandoned if the annotation goes meanwhile.
+     */
+    async checkReplacement(ref: ClusterRef, pod: string): Promise<Checked> {
+      return holdUntil<Checked>(deps, ref, async () => {
+        const qc = await loadCluster(deps, ref);
+        if (!stillAsked(qc, pod)) return { done: { abandoned: `the ${ANNOTATIONS.replacePod} annotation no longer names ${pod}` } };
+        const spec = withDefaults(qc.spec);
+        const ordinal = parseOrdinal(ref.name, pod);
+        if (ordinal < 0 || ordinal >= spec.replicas) {
+          return { hold: { phase: 'Blocked', message: `the pod asked to be replaced, "${pod}", is not a voter of this cluster`, gate: 'replace-target' } };
+        }
+        if (spec.replicas === 1) {
+          return {
+            hold: {
+              phase: 'Blocked',
+              message: `${pod} is the only voter: replacing it would lose every committed write; restore the cluster from a backup instead and remove the ${ANNOTATIONS.replacePod} annotation`,
+              gate: 'replace-target',
+            },
+          };
+        }
+        const obs = await observeCluster(deps, qc);
+        if (!obs.membership) return { hold: { phase: 'Replacing', message: `replacing pod ${ordinal}: waiting for a leader's view of the membership`, gate: 'leader-known' } };
+        const claim = obs.claims.find((c) => c.ordinal === ordinal && !c.terminating);
+        if (!claim) return { hold: { phase: 'Replacing', message: `pod ${ordinal} has no volume claim to replace yet`, gate: 'claim-exists' } };
+        await stepEvent(deps, qc, 'ReplaceStarted', `replacing pod ${ordinal}`);
+        return { done: { replacement: { pod, ordinal, nodeId: nodeIdOf(ordinal), claimUid: claim.uid } } };
+      });
+    },
+
+    /**
+     * Takes the node out of the membership. Returns `handOff` when it leads (its pod is stopped
+     * once first, through the stop gate), `abandoned` when the annotation went before it left.
+     */
+    async leaveMembership(ref: ClusterRef, r: Replacement): Promise<'left' | 'handOff' | 'abandoned'> {
+      return holdUntil<'left' | 'handOff' | 'abandoned'>(deps, ref, async () => {
+        const qc = await loadCluster(deps, ref);
+        const obs = await observeCluster(deps, qc);
+        const m = obs.membership;
+        const what = `removing node ${r.nodeId} from the membership`;
+        if (!m) return { hold: { phase: 'Replacing', message: `${what}: waiting for a leader's view of the membership`, gate: 'leader-known' } };
+        if (!m.members.some((x) => x.nodeId === r.nodeId)) return { done: 'left' };
+        if (!stillAsked(qc, r.pod)) return { done: 'abandoned' };
+        if (m.leader === r.nodeId) return { done: 'handOff' };
+        if (m.changeInFlight || m.joint) return { hold: { phase: 'Replacing', message: `${what}: a membership change is in flight`, gate: 'no-change-in-flight' } };
+        const c = await changeThroughLeader(deps, qc, obs, what, r.nodeId, (base) => removeMember(base, r.nodeId));
+        if ('hold' in c) return c;
+        await stepEvent(deps, qc, 'RemoveMember', what);
+        return { done: 'left' };
+      });
+    },
+
+    /**
+     * Deletes the volume the replacement started from (its claim, with a UID precondition), and
+     * the pod still running on it; waits until that claim is gone. A retry or a crash never
+     * deletes the new volume: only the recorded UID is ever deleted.
+     */
+    async wipeVolume(ref: ClusterRef, r: Replacement): Promise<void> {
+      let said = false;
+      await holdUntil<true>(deps, ref, async () => {
+        const qc = await loadCluster(deps, ref);
+        const obs = await observeCluster(deps, qc);
+        const old = obs.claims.find((c) => c.uid === r.claimUid);
+        if (!old) return { done: true };
+        const message = `deleting the volume of pod ${r.ordinal}`;
+        if (!old.terminating && (await deleteClaimByUid(deps.kube, ref.namespace, names.claim(ref.name, r.ordinal), r.claimUid)) && !said) {
+          await stepEvent(deps, qc, 'WipeVolume', message);
+          said = true;
+        }
+        // The claim is held (pvc-protection) while a pod uses it: the pod that runs on it goes too.
+        const pod = obs.pods.find((p) => p.ordinal === r.ordinal);
+        if (pod && !pod.terminating && pod.running) await deletePodByUid(deps.kube, ref.namespace, pod.name, pod.uid);
+        return { hold: { phase: 'Replacing', message: `waiting for the old volume of pod ${r.ordinal} to go`, gate: 'old-volume-gone' } };
+      });
+    },
+
+    /** Waits for the pod to run again on a new volume, answering (not Ready: an empty node is not). */
+    async awaitEmptyNode(ref: ClusterRef, r: Replacement): Promise<void> {
+      await holdUntil<true>(deps, ref, async () => {
+        const qc = await loadCluster(deps, ref);
+        const obs = await observeCluster(deps, qc);
+        const pod = obs.pods.find((p) => p.ordinal === r.ordinal);
+        const claim = obs.claims.find((c) => c.ordinal === r.ordinal && !c.terminating);
+        if (pod && pod.running && !pod.terminating && obs.health[r.ordinal] && claim && claim.uid !== r.claimUid) return { done: true };
+        return { hold: { phase: 'Replacing', message: `waiting for pod ${r.ordinal} to start before node ${r.nodeId} is added`, gate: 'pod-running' } };
+      });
+    },
+
+    /** Adds the node as a learner, with the addresses of its pod; a no-op if it is a member already. */
+    async addAsLearner(ref: ClusterRef, r: Replacement): Promise<void> {
+      await holdUntil<true>(deps, ref, async () => {
+        const qc = await loadCluster(deps, ref);
+        const spec = withDefaults(qc.spec);
+        const obs = await observeCluster(deps, qc);
+        const what = `adding node ${r.nodeId} as a learner`;
+        if (!obs.membership) return { hold: { phase: 'Replacing', message: `${what}: waiting for a leader's view of the membership`, gate: 'leader-known' } };
+        if (obs.membership.members.some((x) => x.nodeId === r.nodeId)) return { done: true };
+        const host = podHost(qc, spec, r.ordinal);
+        const c = await changeThroughLeader(deps, qc, obs, what, r.nodeId, (base) =>
+          addLearner(base, { id: r.nodeId, raft: `${host}:${spec.raftPort}`, http: `${host}:${spec.port}` }),
+        );
+        if ('hold' in c) return c;
+        await stepEvent(deps, qc, 'AddLearner', what);
+        return { done: true };
+      });
+    },
+
+    /** Waits until the learner has caught up (live, at most promoteMaxLag behind), then promotes it. */
+    async promoteLearner(ref: ClusterRef, r: Replacement): Promise<void> {
+      await holdUntil<true>(deps, ref, async () => {
+        const qc = await loadCluster(deps, ref);
+        const obs = await observeCluster(deps, qc);
+        const m = obs.membership;
+        const what = `promoting node ${r.nodeId} to voters`;
+        if (!m) return { hold: { phase: 'Replacing', message: `${what}: waiting for a leader's view of the membership`, gate: 'leader-known' } };
+        const member = m.members.find((x) => x.nodeId === r.nodeId);
+        if (member?.voter) return { done: true };
+        if (!member || !member.live || member.lag === null || member.lag > m.promoteMaxLag) {
+          return { hold: { phase: 'Replacing', message: `learner ${r.nodeId} is catching up${lagText(member?.lag)}`, gate: 'learner-caught-up' } };
+        }
+        if (m.changeInFlight || m.joint) return { hold: { phase: 'Replacing', message: `${what}: a membership change is in flight`, gate: 'no-change-in-flight' } };
+        const c = await changeThroughLeader(deps, qc, obs, what, r.nodeId, (base) => promote(base, [r.nodeId]));
+        if ('hold' in c) return c;
+        await stepEvent(deps, qc, 'Promote', what);
+        return { done: true };
+      });
+    },
+
+    /** Once the node is a live voter and its pod Ready: the annotation goes, and the Event says so. */
+    async finishReplacement(ref: ClusterRef, r: Replacement): Promise<void> {
+      await holdUntil<true>(deps, ref, async () => {
+        const qc = await loadCluster(deps, ref);
+        const obs = await observeCluster(deps, qc);
+        const member = obs.membership?.members.find((x) => x.nodeId === r.nodeId);
+        const pod = obs.pods.find((p) => p.ordinal === r.ordinal);
+        if (!member?.voter || !member.live || !pod?.ready) {
+          return { hold: { phase: 'Replacing', message: `waiting for pod ${r.ordinal} to be a Ready voter`, gate: 'pod-ready' } };
+        }
+        if (stillAsked(qc, r.pod)) await patchClusterAnnotations(deps.kube, ref.namespace, ref.name, { [ANNOTATIONS.replacePod]: null });
+        await stepEvent(deps, qc, 'ReplaceFinished', `pod ${r.ordinal} is a voter again`);
+        return { done: true };
+      });
+    },
+  };
+}

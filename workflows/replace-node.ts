@@ -1,0 +1,57 @@
+// ReplaceNode: a pod whose volume is lost, damaged or stale gets an empty one and its node copies
+// everything from the leader again. Out of the membership first (a leader hands leadership away
+// before, through the stop gate), then the volume, then back in as a learner, promoted once it
+// caught up; the annotation goes at the end. Removing the annotation before the node left the
+// membership calls the replacement off; after that the node is always re-added, cancel or not,
+// because only then is the cluster whole again.
+import { CancellationScope } from '@temporalio/workflow';
+import { runOperation, step, type OperationInput } from './operation.ts';
+
+export async function replaceNode(input: OperationInput): Promise<string> {
+  const { ref } = input;
+  const pod = input.target;
+  return runOperation(
+    input,
+    {
+      type: 'ReplaceNode',
+      phase: 'Replacing',
+      message: `replacing ${pod}`,
+      cancelled: async () => `the replacement of ${pod} was cancelled before its node left the membership: the membership and the volume are as they were`,
+      failed: `the replacement of ${pod} failed`,
+    },
+    async () => {
+      const checked = await step(`check the request to replace ${pod}`, 'wait').checkReplacement(ref, pod);
+      if ('abandoned' in checked) return { result: 'Succeeded', message: `the replacement of ${pod} was called off: ${checked.abandoned}` };
+      const r = checked.replacement;
+      for (;;) {
+        const left = await step(`remove node ${r.nodeId} from the membership`, 'wait').leaveMembership(ref, r);
+        if (left === 'left') break;
+        if (left === 'abandoned') {
+          return {
+            result: 'Succeeded',
+            message: `the replacement of pod ${r.ordinal} was called off before node ${r.nodeId} left the membership: the membership and the volume are as they were`,
+          };
+        }
+        // It leads: stopped once, through the stop gate, it hands leadership away.
+        const pick = await step(`wait until pod ${r.ordinal} may stop`, 'wait').awaitStopGate(ref, r.ordinal, { phase: 'Replacing', next: `pod ${r.ordinal} leads` }, r.pod);
+        if (pick) {
+          await CancellationScope.nonCancellable(() =>
+            step(`restart pod ${r.ordinal} so it hands leadership away`, 'wait').restartPod(ref, pick, {
+              phase: 'Replacing',
+              message: `pod ${r.ordinal} leads: stopping it once so it hands leadership away before it is removed`,
+            }),
+          );
+        }
+      }
+      // Out of the membership: from here on the node is re-added whatever happens.
+      await CancellationScope.nonCancellable(async () => {
+        await step(`delete the volume of pod ${r.ordinal}`, 'wait').wipeVolume(ref, r);
+        await step(`wait for pod ${r.ordinal} to start empty`, 'wait').awaitEmptyNode(ref, r);
+        await step(`add node ${r.nodeId} as a learner`, 'wait').addAsLearner(ref, r);
+        await step(`promote node ${r.nodeId} to voters`, 'wait').promoteLearner(ref, r);
+        await step(`pod ${r.ordinal} is a voter again`, 'wait').finishReplacement(ref, r);
+      });
+      return { result: 'Succeeded', message: `pod ${r.ordinal} is a voter again: node ${r.nodeId} left the membership, got an empty volume and caught up from the leader` };
+    },
+  );
+}
