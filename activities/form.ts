@@ -15,15 +15,9 @@ import {
   type ClusterRef,
 } from './common.ts';
 import { recordProbe } from './gate.ts';
-import { applyObject, listPods, patchClusterStatus, readObject } from './kube.ts';
-import { disruptionBudget, names, parseOrdinal, services, statefulSet } from './resources.ts';
+import { applyObject, getStatefulSet, listPods, patchClusterStatus, readObject } from './kube.ts';
+import { disruptionBudget, keptShape, names, parseOrdinal, services, statefulSet } from './resources.ts';
 import { observedStatus } from './status.ts';
-
-const KIND_WORDS: Record<string, string> = {
-  StatefulSet: 'StatefulSet',
-  Service: 'Service',
-  PodDisruptionBudget: 'PodDisruptionBudget',
-};
 
 /** An object of ours must carry a controller reference to this QueenCluster; anything else is someone else's. */
 function foreign(obj: KubernetesObject | null, qc: QueenCluster): boolean {
@@ -54,21 +48,15 @@ export function formActivities(deps: ActivityDeps) {
         const qc = await loadCluster(deps, ref);
         const spec = withDefaults(qc.spec);
         const wanted: KubernetesObject[] = [...services(qc), disruptionBudget(qc)];
-        const existingSts = await readObject<KubernetesObject & { spec?: { replicas?: number; volumeClaimTemplates?: { spec?: { resources?: { requests?: { storage?: string } } } }[] } }>(
-          deps.kube,
-          'apps/v1',
-          'StatefulSet',
-          ref.namespace,
-          names.statefulSet(ref.name),
-        );
-        for (const obj of [...wanted, { apiVersion: 'apps/v1', kind: 'StatefulSet', metadata: { name: names.statefulSet(ref.name) } }]) {
+        const existingSts = await getStatefulSet(deps.kube, ref.namespace, names.statefulSet(ref.name));
+        for (const obj of [...wanted, { kind: 'StatefulSet', metadata: { name: names.statefulSet(ref.name) } }]) {
           const live = obj.kind === 'StatefulSet' ? existingSts : await readObject(deps.kube, obj.apiVersion!, obj.kind!, ref.namespace, obj.metadata!.name!);
           if (foreign(live, qc)) {
             return {
               hold: {
                 phase: 'Blocked',
                 gate: 'objects-ours',
-                message: `a ${KIND_WORDS[obj.kind!] ?? obj.kind} named ${obj.metadata!.name} already exists in namespace ${ref.namespace} and this operator did not create it: remove it, or give the QueenCluster another name`,
+                message: `a ${obj.kind} named ${obj.metadata!.name} already exists in namespace ${ref.namespace} and this operator did not create it: remove it, or give the QueenCluster another name`,
               },
             };
           }
@@ -77,9 +65,11 @@ export function formActivities(deps: ActivityDeps) {
           return { hold: { phase: 'Forming', gate: 'statefulset-deleted', message: `waiting for the old StatefulSet ${ref.name} to be deleted` } };
         }
         for (const obj of wanted) await applyObject(deps.kube, obj);
-        const pods = existingSts ? (existingSts.spec?.replicas ?? spec.replicas) : podsAtCreation(qc, await listPods(deps.kube, ref.namespace, ref.name));
-        const claimSize = existingSts?.spec?.volumeClaimTemplates?.[0]?.spec?.resources?.requests?.storage ?? spec.storage.size;
-        await applyObject(deps.kube, statefulSet(qc, { pods, claimSize }));
+        const shape = existingSts
+          ? keptShape(existingSts, spec)
+          : { pods: podsAtCreation(qc, await listPods(deps.kube, ref.namespace, ref.name)), claimSize: spec.storage.size };
+        const pods = shape.pods;
+        await applyObject(deps.kube, statefulSet(qc, shape));
         await stepEvent(
           deps,
           qc,

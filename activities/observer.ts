@@ -94,8 +94,8 @@ async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: Observer
       secretName: qc.spec.secretName,
       stoppedOperation: blockedBy,
     });
-    if (qc.metadata.annotations?.[ANNOTATIONS.pause] && assessment.phase === 'Ready' && decision.action === 'none' && decision.why.startsWith('paused')) {
-      assessment = { phase: 'Ready', message: `paused by the ${ANNOTATIONS.pause} annotation: no operation starts` };
+    if (decision.action === 'paused' && assessment.phase === 'Ready') {
+      assessment = { phase: 'Ready', message: `paused by the ${ANNOTATIONS.pause} annotation: ${decision.need.type} (${decision.need.target}) waits` };
     }
     status.phase = assessment.phase;
     status.message = assessment.message;

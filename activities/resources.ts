@@ -241,6 +241,14 @@ export interface StatefulSetShape {
   claimSize: string;
 }
 
+/** The shape a live StatefulSet keeps when its template is applied again: its pods and claim size. */
+export function keptShape(live: V1StatefulSet, spec: StoredSpec): StatefulSetShape {
+  return {
+    pods: live.spec?.replicas ?? spec.replicas,
+    claimSize: (live.spec?.volumeClaimTemplates?.[0]?.spec?.resources?.requests?.storage as string | undefined) ?? spec.storage.size,
+  };
+}
+
 export function statefulSet(qc: QueenCluster, shape: StatefulSetShape): V1StatefulSet {
   const spec = withDefaults(qc.spec);
   const name = qc.metadata.name;

@@ -10,7 +10,7 @@ import { nextRestart, outdatedPods, type RestartPick } from '../workflows/plan/r
 import { holdUntil, loadCluster, observeCluster, probeThrough, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
 import { gateOptions, recordProbe, stallMemory, stopHold } from './gate.ts';
 import { applyObject, getStatefulSet } from './kube.ts';
-import { disruptionBudget, names, podTemplate, services, specHash, statefulSet } from './resources.ts';
+import { disruptionBudget, keptShape, names, podTemplate, services, specHash, statefulSet } from './resources.ts';
 import { podVersion } from './status.ts';
 
 export interface AppliedTemplate {
@@ -48,12 +48,11 @@ export function upgradeActivities(deps: ActivityDeps) {
       if (!live || live.metadata?.deletionTimestamp) {
         throw ApplicationFailure.nonRetryable(`the StatefulSet ${ref.name} is missing: the cluster has to be formed again`, 'NoStatefulSet');
       }
-      const pods = live.spec?.replicas ?? spec.replicas;
-      const claimSize = (live.spec?.volumeClaimTemplates?.[0]?.spec?.resources?.requests?.storage as string | undefined) ?? spec.storage.size;
+      const shape = keptShape(live, spec);
       const before = live.spec?.template.metadata?.annotations?.[ANNOTATIONS.configHash];
       for (const obj of [...services(qc), disruptionBudget(qc)]) await applyObject(deps.kube, obj);
-      await applyObject(deps.kube, statefulSet(qc, { pods, claimSize }));
-      const { hash } = podTemplate(qc, pods);
+      await applyObject(deps.kube, statefulSet(qc, shape));
+      const { hash } = podTemplate(qc, shape.pods);
       if (before !== hash) {
         await stepEvent(deps, qc, 'UpdateTemplate', `the pod template now runs ${spec.image}:${spec.version}; pods restart one at a time`);
       }

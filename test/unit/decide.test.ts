@@ -102,7 +102,7 @@ describe('what the watcher does', () => {
     expect(decide(v, null, T0 + 60_000).action).toBe('start');
   });
   it('paused: starts nothing', () => {
-    expect(decide(upgrade(view({ annotations: { 'queenmq.com/pause': 'true' } })), null, T0)).toMatchObject({ action: 'none', why: expect.stringContaining('paused') });
+    expect(decide(upgrade(view({ annotations: { 'queenmq.com/pause': 'true' } })), null, T0)).toMatchObject({ action: 'paused', need: { type: 'RollingUpgrade' } });
   });
   it('an operation this version does not run is reported, not started', () => {
     expect(decide(view({ spec: { replicas: 5 } }), null, T0)).toMatchObject({ action: 'unsupported', need: { type: 'ScaleVoters' } });

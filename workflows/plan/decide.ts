@@ -76,6 +76,7 @@ export type Decision =
   | { action: 'yield'; running: RunningOperation; need: Need }
   | { action: 'cancel'; running: RunningOperation }
   | { action: 'unsupported'; need: Need }
+  | { action: 'paused'; need: Need }
   | { action: 'stopped'; need: Need; message: string };
 
 /** How long a succeeded operation's request is not started again, whatever a stale cache says. */
@@ -90,7 +91,7 @@ export function decide(v: ClusterView, running: RunningOperation | null, now: nu
     return { action: 'none', why: `${running.type} runs` };
   }
   if (!need) return { action: 'none', why: 'the cluster is as specified' };
-  if (annotations[ANNOTATIONS.pause]) return { action: 'none', why: 'paused by the queenmq.com/pause annotation' };
+  if (annotations[ANNOTATIONS.pause]) return { action: 'paused', need };
   if (!IMPLEMENTED.has(need.type)) return { action: 'unsupported', need };
   const retryToken = annotations[ANNOTATIONS.retry] ?? '';
   const last = v.qc.status?.lastOperation;
