@@ -2,9 +2,12 @@
 import type { ActivityDeps } from './common.ts';
 import { formActivities } from './form.ts';
 import { gateActivities } from './gate.ts';
+import { growActivities } from './grow.ts';
+import { membershipActivities } from './membership.ts';
 import { observerActivities } from './observer.ts';
 import { operationActivities } from './operation.ts';
 import { replaceActivities } from './replace.ts';
+import { scaleActivities } from './scale.ts';
 import { upgradeActivities } from './upgrade.ts';
 
 export function createActivities(deps: ActivityDeps) {
@@ -12,8 +15,11 @@ export function createActivities(deps: ActivityDeps) {
     ...operationActivities(deps),
     ...formActivities(deps),
     ...gateActivities(deps),
+    ...membershipActivities(deps),
     ...upgradeActivities(deps),
     ...replaceActivities(deps),
+    ...scaleActivities(deps),
+    ...growActivities(deps),
     ...observerActivities(deps),
   };
 }

@@ -234,6 +234,17 @@ export async function deletePodByUid(kube: Kube, namespace: string, name: string
   }
 }
 
+/** Deletes a claim only if it is still the one that was recorded (UID precondition). */
+export async function deleteClaimByUid(kube: Kube, namespace: string, name: string, uid: string): Promise<boolean> {
+  try {
+    await kube.core.deleteNamespacedPersistentVolumeClaim({ namespace, name, body: { preconditions: { uid } } });
+    return true;
+  } catch (err) {
+    if (isNotFound(err) || isConflict(err)) return false;
+    throw err;
+  }
+}
+
 export function labelSelector(clusterName: string): string {
   return Object.entries(selectorLabels(clusterName))
     .map(([k, v]) => `${k}=${v}`)

@@ -6,7 +6,7 @@
 import { activityInfo, heartbeat, sleep } from '@temporalio/activity';
 import { ANNOTATIONS, type Phase, type QueenCluster, type QueenClusterStatus } from '../crd/schema.ts';
 import { assess, type Assessment } from '../workflows/plan/assess.ts';
-import { decide, unsupportedMessage } from '../workflows/plan/decide.ts';
+import { decide } from '../workflows/plan/decide.ts';
 import { stallMemoryFromStatus, trackStalls, type StallMemory } from '../workflows/plan/stalls.ts';
 import { observeCluster, opLogger, probeThrough, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
 import { getCluster, isConflict, patchClusterStatus } from './kube.ts';
@@ -83,8 +83,7 @@ async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: Observer
   let assessment: Assessment | null = null;
   if (!running) {
     const decision = decide(clusterView(qc, obs), null, obs.at);
-    const blockedBy =
-      decision.action === 'stopped' ? decision.message : decision.action === 'unsupported' ? unsupportedMessage(decision.need) : null;
+    const blockedBy = decision.action === 'stopped' ? decision.message : null;
     assessment = assess({
       obs,
       memory,

@@ -4,13 +4,11 @@
 // everything from the leader, promoted once it has caught up.
 import { withDefaults } from '../crd/defaults.ts';
 import { ANNOTATIONS, type QueenCluster } from '../crd/schema.ts';
-import { lagText } from '../workflows/plan/format.ts';
-import type { Observation } from '../workflows/plan/observation.ts';
-import { addLearner, promote, refusalAdvice, removeMember, type ChangeResult } from './broker.ts';
-import { holdUntil, loadCluster, observeCluster, stepEvent, type ActivityDeps, type ClusterRef, type Hold } from './common.ts';
-import { deletePodByUid, isConflict, isNotFound, patchClusterAnnotations, type Kube } from './kube.ts';
-import { brokerBase } from './observe.ts';
-import { names, nodeIdOf, parseOrdinal, podHost } from './resources.ts';
+import { removeMember } from './broker.ts';
+import { holdUntil, loadCluster, observeCluster, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
+import { deleteClaimByUid, deletePodByUid, patchClusterAnnotations } from './kube.ts';
+import { changeThroughLeader } from './membership.ts';
+import { names, nodeIdOf, parseOrdinal } from './resources.ts';
 
 export interface Replacement {
   pod: string;
@@ -24,39 +22,6 @@ export type Checked = { replacement: Replacement } | { abandoned: string };
 
 /** The annotation still asks for this pod. */
 const stillAsked = (qc: QueenCluster, pod: string) => qc.metadata.annotations?.[ANNOTATIONS.replacePod] === pod;
-
-/** Sends a membership change to the leader's pod; the words say what was refused and why. */
-async function changeThroughLeader(
-  deps: ActivityDeps,
-  qc: QueenCluster,
-  obs: Observation,
-  what: string,
-  nodeId: number,
-  change: (base: string) => Promise<ChangeResult>,
-): Promise<{ ok: true } | { hold: Hold }> {
-  const spec = withDefaults(qc.spec);
-  const leader = obs.membership?.leader;
-  const pod = leader != null ? obs.pods.find((p) => p.ordinal === leader - 1) : undefined;
-  const base = pod ? brokerBase(deps.settings.brokerAccess, qc, spec, pod) : null;
-  if (!base) return { hold: { phase: 'Replacing', message: `${what}: waiting for the leader's pod to answer`, gate: 'leader-known' } };
-  const r = await change(base);
-  if (r.ok) return { ok: true };
-  const answered = r.code ? `the leader answered "${r.code}"` : r.error;
-  if (r.kind === 'permanent') {
-    return { hold: { phase: 'Blocked', message: `${what}: ${answered}: ${refusalAdvice(r.code ?? '', nodeId)}`, gate: 'membership-change' } };
-  }
-  return { hold: { phase: 'Replacing', message: `${what}: ${answered}`, gate: 'membership-change' } };
-}
-
-async function deleteClaimByUid(kube: Kube, namespace: string, name: string, uid: string): Promise<boolean> {
-  try {
-    await kube.core.deleteNamespacedPersistentVolumeClaim({ namespace, name, body: { preconditions: { uid } } });
-    return true;
-  } catch (err) {
-    if (isNotFound(err) || isConflict(err)) return false;
-    throw err;
-  }
-}
 
 export function replaceActivities(deps: ActivityDeps) {
   return {
@@ -106,7 +71,7 @@ export function replaceActivities(deps: ActivityDeps) {
         if (!stillAsked(qc, r.pod)) return { done: 'abandoned' };
         if (m.leader === r.nodeId) return { done: 'handOff' };
         if (m.changeInFlight || m.joint) return { hold: { phase: 'Replacing', message: `${what}: a membership change is in flight`, gate: 'no-change-in-flight' } };
-        const c = await changeThroughLeader(deps, qc, obs, what, r.nodeId, (base) => removeMember(base, r.nodeId));
+        const c = await changeThroughLeader(deps, qc, obs, 'Replacing', what, r.nodeId, (base) => removeMember(base, r.nodeId));
         if ('hold' in c) return c;
         await stepEvent(deps, qc, 'RemoveMember', what);
         return { done: 'left' };
@@ -146,46 +111,6 @@ export function replaceActivities(deps: ActivityDeps) {
         const claim = obs.claims.find((c) => c.ordinal === r.ordinal && !c.terminating);
         if (pod && pod.running && !pod.terminating && obs.health[r.ordinal] && claim && claim.uid !== r.claimUid) return { done: true };
         return { hold: { phase: 'Replacing', message: `waiting for pod ${r.ordinal} to start before node ${r.nodeId} is added`, gate: 'pod-running' } };
-      });
-    },
-
-    /** Adds the node as a learner, with the addresses of its pod; a no-op if it is a member already. */
-    async addAsLearner(ref: ClusterRef, r: Replacement): Promise<void> {
-      await holdUntil<true>(deps, ref, async () => {
-        const qc = await loadCluster(deps, ref);
-        const spec = withDefaults(qc.spec);
-        const obs = await observeCluster(deps, qc);
-        const what = `adding node ${r.nodeId} as a learner`;
-        if (!obs.membership) return { hold: { phase: 'Replacing', message: `${what}: waiting for a leader's view of the membership`, gate: 'leader-known' } };
-        if (obs.membership.members.some((x) => x.nodeId === r.nodeId)) return { done: true };
-        const host = podHost(qc, spec, r.ordinal);
-        const c = await changeThroughLeader(deps, qc, obs, what, r.nodeId, (base) =>
-          addLearner(base, { id: r.nodeId, raft: `${host}:${spec.raftPort}`, http: `${host}:${spec.port}` }),
-        );
-        if ('hold' in c) return c;
-        await stepEvent(deps, qc, 'AddLearner', what);
-        return { done: true };
-      });
-    },
-
-    /** Waits until the learner has caught up (live, at most promoteMaxLag behind), then promotes it. */
-    async promoteLearner(ref: ClusterRef, r: Replacement): Promise<void> {
-      await holdUntil<true>(deps, ref, async () => {
-        const qc = await loadCluster(deps, ref);
-        const obs = await observeCluster(deps, qc);
-        const m = obs.membership;
-        const what = `promoting node ${r.nodeId} to voters`;
-        if (!m) return { hold: { phase: 'Replacing', message: `${what}: waiting for a leader's view of the membership`, gate: 'leader-known' } };
-        const member = m.members.find((x) => x.nodeId === r.nodeId);
-        if (member?.voter) return { done: true };
-        if (!member || !member.live || member.lag === null || member.lag > m.promoteMaxLag) {
-          return { hold: { phase: 'Replacing', message: `learner ${r.nodeId} is catching up${lagText(member?.lag)}`, gate: 'learner-caught-up' } };
-        }
-        if (m.changeInFlight || m.joint) return { hold: { phase: 'Replacing', message: `${what}: a membership change is in flight`, gate: 'no-change-in-flight' } };
-        const c = await changeThroughLeader(deps, qc, obs, what, r.nodeId, (base) => promote(base, [r.nodeId]));
-        if ('hold' in c) return c;
-        await stepEvent(deps, qc, 'Promote', what);
-        return { done: true };
       });
     },
 

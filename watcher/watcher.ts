@@ -33,6 +33,8 @@ export const observerWorkflowId = (ns: string, name: string) => `queencluster-ob
 const WORKFLOW_OF: Partial<Record<OperationType, string>> = {
   FormCluster: 'formCluster',
   ReplaceNode: 'replaceNode',
+  ScaleVoters: 'scaleVoters',
+  GrowVolumes: 'growVolumes',
   RollingUpgrade: 'rollingUpgrade',
 };
 const TYPE_OF: Record<string, OperationType> = Object.fromEntries(

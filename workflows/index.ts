@@ -2,5 +2,7 @@
 export { formCluster } from './form-cluster.ts';
 export { rollingUpgrade } from './rolling-upgrade.ts';
 export { replaceNode } from './replace-node.ts';
+export { scaleVoters } from './scale-voters.ts';
+export { growVolumes } from './grow-volumes.ts';
 export { clusterObserver } from './observer.ts';
 export { yieldSignal } from './operation.ts';

@@ -47,8 +47,8 @@ export async function replaceNode(input: OperationInput): Promise<string> {
       await CancellationScope.nonCancellable(async () => {
         await step(`delete the volume of pod ${r.ordinal}`, 'wait').wipeVolume(ref, r);
         await step(`wait for pod ${r.ordinal} to start empty`, 'wait').awaitEmptyNode(ref, r);
-        await step(`add node ${r.nodeId} as a learner`, 'wait').addAsLearner(ref, r);
-        await step(`promote node ${r.nodeId} to voters`, 'wait').promoteLearner(ref, r);
+        await step(`add node ${r.nodeId} as a learner`, 'wait').addLearnerNode(ref, r.nodeId, 'Replacing');
+        await step(`promote node ${r.nodeId} to voters`, 'wait').promoteNodes(ref, [r.nodeId], 'Replacing');
         await step(`pod ${r.ordinal} is a voter again`, 'wait').finishReplacement(ref, r);
       });
       return { result: 'Succeeded', message: `pod ${r.ordinal} is a voter again: node ${r.nodeId} left the membership, got an empty volume and caught up from the leader` };

@@ -104,7 +104,9 @@ describe('what the watcher does', () => {
   it('paused: starts nothing', () => {
     expect(decide(upgrade(view({ annotations: { 'queenmq.com/pause': 'true' } })), null, T0)).toMatchObject({ action: 'paused', need: { type: 'RollingUpgrade' } });
   });
-  it('an operation this version does not run is reported, not started', () => {
-    expect(decide(view({ spec: { replicas: 5 } }), null, T0)).toMatchObject({ action: 'unsupported', need: { type: 'ScaleVoters' } });
+  it('a StatefulSet with fewer pods than voters is scaled back (G5)', () => {
+    const v = view();
+    v.statefulSet = { ...v.statefulSet!, replicas: 2 };
+    expect(decide(v, null, T0)).toMatchObject({ action: 'start', need: { type: 'ScaleVoters', target: '3 voters' } });
   });
 });

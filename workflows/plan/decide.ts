@@ -13,9 +13,6 @@ export type OperationType = (typeof OPERATION_TYPES)[number];
 /** Lower is more urgent. */
 export const priority = (t: OperationType) => OPERATION_TYPES.indexOf(t);
 
-/** The operations this version of the operator runs. */
-export const IMPLEMENTED: ReadonlySet<OperationType> = new Set<OperationType>(['FormCluster', 'ReplaceNode', 'RollingUpgrade']);
-
 export interface ClusterView {
   qc: QueenCluster;
   /** Hashes of what the spec renders now (activities/resources.ts). */
@@ -49,8 +46,9 @@ export function neededOperation(v: ClusterView): Need | null {
   const replace = qc.metadata.annotations?.[ANNOTATIONS.replacePod];
   if (replace) return { type: 'ReplaceNode', fingerprint: `replace:${replace}`, target: replace };
   const voters = spec.replicas ?? 3;
-  if ((status.voters?.length ?? voters) !== voters) {
-    return { type: 'ScaleVoters', fingerprint: `voters:${voters}`, target: `${voters} voters` };
+  // The voters the leader last showed, and pods for them: a StatefulSet scaled by hand is repaired (G5).
+  if ((status.voters?.length ?? voters) !== voters || sts.replicas !== voters) {
+    return { type: 'ScaleVoters', fingerprint: `voters:${voters}`, target: `${voters} ${voters === 1 ? 'voter' : 'voters'}` };
   }
   const size = spec.storage?.size ?? '50Gi';
   const sizeBytes = parseQuantity(size);
@@ -75,7 +73,6 @@ export type Decision =
   | { action: 'start'; need: Need; retryToken: string }
   | { action: 'yield'; running: RunningOperation; need: Need }
   | { action: 'cancel'; running: RunningOperation }
-  | { action: 'unsupported'; need: Need }
   | { action: 'paused'; need: Need }
   | { action: 'stopped'; need: Need; message: string };
 
@@ -87,12 +84,11 @@ export function decide(v: ClusterView, running: RunningOperation | null, now: nu
   if (running && annotations[ANNOTATIONS.cancel]) return { action: 'cancel', running };
   const need = neededOperation(v);
   if (running) {
-    if (need && priority(need.type) < priority(running.type) && IMPLEMENTED.has(need.type)) return { action: 'yield', running, need };
+    if (need && priority(need.type) < priority(running.type)) return { action: 'yield', running, need };
     return { action: 'none', why: `${running.type} runs` };
   }
   if (!need) return { action: 'none', why: 'the cluster is as specified' };
   if (annotations[ANNOTATIONS.pause]) return { action: 'paused', need };
-  if (!IMPLEMENTED.has(need.type)) return { action: 'unsupported', need };
   const retryToken = annotations[ANNOTATIONS.retry] ?? '';
   const last = v.qc.status?.lastOperation;
   if (last && last.type === need.type && last.fingerprint === need.fingerprint) {
@@ -105,16 +101,4 @@ export function decide(v: ClusterView, running: RunningOperation | null, now: nu
     }
   }
   return { action: 'start', need, retryToken };
-}
-
-/** Words for an operation that this version does not run, for status.message. */
-export function unsupportedMessage(need: Need): string {
-  switch (need.type) {
-    case 'ScaleVoters':
-      return `changing the number of voters to ${need.target.replace(/ voters$/, '')} is not supported by this version of the operator`;
-    case 'GrowVolumes':
-      return `growing the volumes to ${need.target.replace(/^volumes of /, '')} is not supported by this version of the operator`;
-    default:
-      return `${need.type} is not supported by this version of the operator`;
-  }
 }

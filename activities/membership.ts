@@ -1,0 +1,100 @@
+// Membership changes through the leader's pod, with their refusals in words: a transient code
+// (a change in flight, an election, a learner still behind) is waited out and shown; a permanent
+// one (address_mismatch, forbidden, last_voter, kinds_behind...) is Blocked with what to do.
+import { withDefaults } from '../crd/defaults.ts';
+import type { Phase, QueenCluster } from '../crd/schema.ts';
+import { idsText, lagText } from '../workflows/plan/format.ts';
+import type { Observation } from '../workflows/plan/observation.ts';
+import { addLearner, promote, refusalAdvice, removeMember, type ChangeResult } from './broker.ts';
+import { holdUntil, loadCluster, observeCluster, stepEvent, type ActivityDeps, type ClusterRef, type Hold } from './common.ts';
+import { brokerBase } from './observe.ts';
+import { ordinalOf, podHost } from './resources.ts';
+
+/** Sends a membership change to the leader's pod; the words say what was refused and why. */
+export async function changeThroughLeader(
+  deps: ActivityDeps,
+  qc: QueenCluster,
+  obs: Observation,
+  phase: Phase,
+  what: string,
+  nodeId: number,
+  change: (base: string) => Promise<ChangeResult>,
+): Promise<{ ok: true } | { hold: Hold }> {
+  const spec = withDefaults(qc.spec);
+  const leader = obs.membership?.leader;
+  const pod = leader != null ? obs.pods.find((p) => p.ordinal === leader - 1) : undefined;
+  const base = pod ? brokerBase(deps.settings.brokerAccess, qc, spec, pod) : null;
+  if (!base) return { hold: { phase, message: `${what}: waiting for the leader's pod to answer`, gate: 'leader-known' } };
+  const r = await change(base);
+  if (r.ok) return { ok: true };
+  const answered = r.code ? `the leader answered "${r.code}"` : r.error;
+  if (r.kind === 'permanent') {
+    return { hold: { phase: 'Blocked', message: `${what}: ${answered}: ${refusalAdvice(r.code ?? '', nodeId)}`, gate: 'membership-change' } };
+  }
+  return { hold: { phase, message: `${what}: ${answered}`, gate: 'membership-change' } };
+}
+
+export function membershipActivities(deps: ActivityDeps) {
+  return {
+    /** Adds a node as a learner with the addresses of its pod; a no-op once it is a member. */
+    async addLearnerNode(ref: ClusterRef, nodeId: number, phase: Phase): Promise<void> {
+      await holdUntil<true>(deps, ref, async () => {
+        const qc = await loadCluster(deps, ref);
+        const spec = withDefaults(qc.spec);
+        const obs = await observeCluster(deps, qc);
+        const what = `adding node ${nodeId} as a learner`;
+        if (!obs.membership) return { hold: { phase, message: `${what}: waiting for a leader's view of the membership`, gate: 'leader-known' } };
+        if (obs.membership.members.some((x) => x.nodeId === nodeId)) return { done: true };
+        const host = podHost(qc, spec, ordinalOf(nodeId));
+        const c = await changeThroughLeader(deps, qc, obs, phase, what, nodeId, (base) =>
+          addLearner(base, { id: nodeId, raft: `${host}:${spec.raftPort}`, http: `${host}:${spec.port}` }),
+        );
+        if ('hold' in c) return c;
+        await stepEvent(deps, qc, 'AddLearner', what);
+        return { done: true };
+      });
+    },
+
+    /** Promotes learners in one change, once every one of them is live and caught up. */
+    async promoteNodes(ref: ClusterRef, nodeIds: number[], phase: Phase): Promise<void> {
+      await holdUntil<true>(deps, ref, async () => {
+        const qc = await loadCluster(deps, ref);
+        const obs = await observeCluster(deps, qc);
+        const m = obs.membership;
+        const what = `promoting ${idsText(nodeIds)} to voters`;
+        if (!m) return { hold: { phase, message: `${what}: waiting for a leader's view of the membership`, gate: 'leader-known' } };
+        const pending = nodeIds.filter((id) => !m.members.find((x) => x.nodeId === id)?.voter);
+        if (pending.length === 0) return { done: true };
+        for (const id of pending) {
+          const member = m.members.find((x) => x.nodeId === id);
+          if (!member || !member.live || member.lag === null || member.lag > m.promoteMaxLag) {
+            return { hold: { phase, message: `learner ${id} is catching up${lagText(member?.lag)}`, gate: 'learner-caught-up' } };
+          }
+        }
+        if (m.changeInFlight || m.joint) return { hold: { phase, message: `${what}: a membership change is in flight`, gate: 'no-change-in-flight' } };
+        const c = await changeThroughLeader(deps, qc, obs, phase, what, pending[0]!, (base) => promote(base, pending));
+        if ('hold' in c) return c;
+        await stepEvent(deps, qc, 'Promote', what);
+        return { done: true };
+      });
+    },
+
+    /** Takes a node that does not lead out of the membership; a no-op once it is not a member. */
+    async removeNode(ref: ClusterRef, nodeId: number, phase: Phase): Promise<'removed' | 'leads'> {
+      return holdUntil<'removed' | 'leads'>(deps, ref, async () => {
+        const qc = await loadCluster(deps, ref);
+        const obs = await observeCluster(deps, qc);
+        const m = obs.membership;
+        const what = `removing node ${nodeId} from the membership`;
+        if (!m) return { hold: { phase, message: `${what}: waiting for a leader's view of the membership`, gate: 'leader-known' } };
+        if (!m.members.some((x) => x.nodeId === nodeId)) return { done: 'removed' };
+        if (m.leader === nodeId) return { done: 'leads' };
+        if (m.changeInFlight || m.joint) return { hold: { phase, message: `${what}: a membership change is in flight`, gate: 'no-change-in-flight' } };
+        const c = await changeThroughLeader(deps, qc, obs, phase, what, nodeId, (base) => removeMember(base, nodeId));
+        if ('hold' in c) return c;
+        await stepEvent(deps, qc, 'RemoveMember', what);
+        return { done: 'removed' };
+      });
+    },
+  };
+}

@@ -1,0 +1,57 @@
+// e2e `grow`: seed 000's "Grow the volumes". Every claim asks for the new size; a volume whose file
+// system waits for its pod is finished by restarting that pod (through the stop gate); then the
+// StatefulSet is created again around its running pods, which are not restarted by that. A class
+// that does not allow expansion answers through the status, in the API server's words.
+import { AppsV1Api } from '@kubernetes/client-node';
+import { afterEach, expect, it } from 'vitest';
+import { control } from '../testbed/client.ts';
+import { clusterEvents, formed, monitor, patchSpec, scenario, seedSpec, waitForCluster, type Scenario } from './harness.ts';
+import { recordHistory, workflowRuns } from './temporal.ts';
+
+let s: Scenario | null = null;
+afterEach(async () => {
+  await s?.close();
+  s = null;
+});
+
+it('grow: 1Gi to 2Gi, the pods whose file system waits restarted one at a time, the StatefulSet recreated', async () => {
+  s = await scenario('grow');
+  await control.call('POST', '/storage/resize-pending', { share: 0.5, namespace: s.ns });
+  await formed(s, seedSpec({ storage: { size: '1Gi' } }));
+  const apps = s.kc.makeApiClient(AppsV1Api);
+  const stsBefore = (await apps.readNamespacedStatefulSet({ namespace: s.ns, name: 'queen' })).metadata?.uid;
+  const watch = monitor(s);
+  await patchSpec(s, { storage: { size: '2Gi' } });
+  await waitForCluster(s, 'every volume 2Gi', (q) => q.status?.lastOperation?.type === 'GrowVolumes' && q.status?.phase === 'Ready', 300_000);
+  await watch.stop();
+  const claims = (await s.core.listNamespacedPersistentVolumeClaim({ namespace: s.ns })).items;
+  for (const c of claims) {
+    expect(c.spec?.resources?.requests?.storage, c.metadata?.name).toBe('2Gi');
+    expect(c.status?.capacity?.storage, c.metadata?.name).toBe('2Gi');
+    expect(c.status?.conditions?.some((x) => x.type === 'FileSystemResizePending') ?? false).toBe(false);
+  }
+  const sts = await apps.readNamespacedStatefulSet({ namespace: s.ns, name: 'queen' });
+  expect(sts.metadata?.uid).not.toBe(stsBefore);
+  expect(sts.spec?.volumeClaimTemplates?.[0]?.spec?.resources?.requests?.storage).toBe('2Gi');
+  const events = await clusterEvents(s);
+  const restarted = events.filter((e) => e.reason === 'RestartPod').map((e) => Number(/pod (\d)/.exec(e.message ?? '')![1]));
+  expect(events.filter((e) => e.reason === 'RestartPod').every((e) => /^restarting pod \d to finish growing its volume$/.test(e.message ?? ''))).toBe(true);
+  // Only the pods that needed it restarted; the StatefulSet's re-creation restarted nobody.
+  for (let o = 0; o < 3; o++) expect(watch.uids.get(`queen-${o}`), `queen-${o}`).toHaveLength(restarted.includes(o) ? 2 : 1);
+  expect(watch.maxNotReady).toBeLessThanOrEqual(1);
+  expect(events.filter((e) => e.reason === 'ExpandClaim').map((e) => e.message)).toEqual([0, 1, 2].map((o) => `growing the volume of pod ${o} to 2Gi`));
+  expect(events.filter((e) => e.reason === 'RecreateStatefulSet').map((e) => e.message)).toEqual(['recreating the StatefulSet with 2Gi volumes; its pods keep running']);
+  const run = (await workflowRuns(s, `queencluster/${s.ns}/queen`)).find((r) => r.type === 'growVolumes')!;
+  await recordHistory(s, run, 'growVolumes');
+});
+
+it('grow: a class that does not allow expansion is Blocked with the API server\'s words', async () => {
+  s = await scenario('growfixed');
+  await formed(s, seedSpec({ storage: { size: '1Gi', storageClassName: 'queen-fixed' } }));
+  await patchSpec(s, { storage: { size: '2Gi', storageClassName: 'queen-fixed' } });
+  const blocked = await waitForCluster(s, 'Blocked', (q) => q.status?.phase === 'Blocked', 120_000);
+  expect(blocked.status?.message).toBe(
+    'the volume of pod 0 cannot grow: persistentvolumeclaims "data-queen-0" is forbidden: only dynamically provisioned pvc can be resized and the storageclass that provisions the pvc must support resize',
+  );
+  expect(blocked.status?.operation).toMatchObject({ type: 'GrowVolumes', gate: 'volume-can-grow' });
+});

@@ -1,0 +1,80 @@
+// e2e `scale`: seed 000's "Change the voters". 3 to 5 under load: pods first, each new node as a
+// learner, both promoted in one change, so the cluster never rests on four voters. 5 to 3: each
+// node leaves the membership while its pod still runs, then the pods above it go, then their
+// volume claims (the operator deletes them itself). Nothing acknowledged is lost.
+import { afterEach, expect, it } from 'vitest';
+import { startLoad, verifyAcknowledged } from '../testbed/load.ts';
+import { clusterEvents, formed, getCluster, monitor, patchSpec, pods, scenario, seedSpec, sleep, voterIps, waitForCluster, type Scenario } from './harness.ts';
+import { recordHistory, workflowRuns } from './temporal.ts';
+
+let s: Scenario | null = null;
+afterEach(async () => {
+  await s?.close();
+  s = null;
+});
+
+const SCALE_STEPS = ['ScalePods', 'AddLearner', 'Promote', 'RemoveMember', 'DeleteClaim', 'RestartPod'];
+
+it('scale: 3 to 5 voters and back to 3 under load', async () => {
+  s = await scenario('scale');
+  await formed(s, seedSpec());
+  const load = startLoad({ kubeConfig: s.kc, namespace: s.ns, service: 'queen', rate: 50 });
+  const voterCounts = new Set<number>();
+  let sampling = true;
+  const sampler = (async () => {
+    while (sampling) {
+      const q = await getCluster(s!).catch(() => null);
+      if (q?.status?.voters) voterCounts.add(q.status.voters.length);
+      await sleep(100);
+    }
+  })();
+
+  await patchSpec(s, { replicas: 5 });
+  const up = await waitForCluster(s, 'five voters', (q) => JSON.stringify(q.status?.voters) === '[1,2,3,4,5]' && q.status?.phase === 'Ready' && q.status?.lastOperation?.type === 'ScaleVoters', 300_000);
+  expect(up.status?.members?.every((m) => m.voter && m.live && m.ready)).toBe(true);
+  const upSteps = (await clusterEvents(s)).filter((e) => SCALE_STEPS.includes(e.reason!)).map((e) => e.message);
+  expect(upSteps).toEqual(['adding pods for 5 voters', 'adding node 4 as a learner', 'adding node 5 as a learner', 'promoting nodes 4 and 5 to voters']);
+  const upRun = (await workflowRuns(s, `queencluster/${s.ns}/queen`)).find((r) => r.type === 'scaleVoters')!;
+  await recordHistory(s, upRun, 'scaleVoters-up');
+
+  await patchSpec(s, { replicas: 3 });
+  const down = await waitForCluster(s, 'three voters', (q) => JSON.stringify(q.status?.voters) === '[1,2,3]' && q.status?.phase === 'Ready' && q.status?.lastOperation?.target === '3 voters', 300_000);
+  sampling = false;
+  await sampler;
+  const report = await load.stop();
+  expect(down.status?.members?.map((m) => m.pod)).toEqual(['queen-0', 'queen-1', 'queen-2']);
+  const downSteps = (await clusterEvents(s)).filter((e) => SCALE_STEPS.includes(e.reason!)).map((e) => e.message ?? '').slice(upSteps.length);
+  // Node 5 leaves before its pod goes, node 4 before its pod goes; a leader among them hands off first.
+  const without = downSteps.filter((m) => !/leads: stopping its pod once/.test(m));
+  expect(without).toEqual([
+    'removing node 5 from the membership',
+    'removing the pods above node 4',
+    'removing node 4 from the membership',
+    'removing the pods above node 3',
+    'deleting the volume claim of pod 3',
+    'deleting the volume claim of pod 4',
+  ]);
+  expect((await pods(s)).map((p) => p.metadata?.name)).toEqual(['queen-0', 'queen-1', 'queen-2']);
+  const claims = (await s.core.listNamespacedPersistentVolumeClaim({ namespace: s.ns })).items.map((c) => c.metadata?.name).sort();
+  expect(claims).toEqual(['data-queen-0', 'data-queen-1', 'data-queen-2']);
+  // Never an even number of voters to rest on between 3 and 5.
+  expect([...voterCounts].sort()).toEqual([3, 5]);
+  console.log(`scale: ${report.acknowledged} acknowledged, ${report.failedAttempts.length} failed attempts, ${report.retried} retried`);
+  expect(await verifyAcknowledged(report, await voterIps(s))).toEqual([]);
+  const downRun = (await workflowRuns(s, `queencluster/${s.ns}/queen`)).filter((r) => r.type === 'scaleVoters').at(-1)!;
+  await recordHistory(s, downRun, 'scaleVoters-down');
+});
+
+it('scale: 3 to 1 voter and back', async () => {
+  s = await scenario('scaleone');
+  await formed(s, seedSpec());
+  await patchSpec(s, { replicas: 1 });
+  const one = await waitForCluster(s, 'one voter', (q) => JSON.stringify(q.status?.voters) === '[1]' && q.status?.phase === 'Ready' && q.status?.commits === true, 300_000);
+  expect(one.status?.members?.map((m) => m.pod)).toEqual(['queen-0']);
+  await patchSpec(s, { replicas: 3 });
+  const three = await waitForCluster(s, 'three voters again', (q) => JSON.stringify(q.status?.voters) === '[1,2,3]' && q.status?.phase === 'Ready', 300_000);
+  expect(three.status?.members?.every((m) => m.voter && m.live && m.ready)).toBe(true);
+  // The nodes came back on new, empty volumes as learners: never under their old ids with old data.
+  const steps = (await clusterEvents(s)).filter((e) => e.reason === 'AddLearner' || e.reason === 'Promote').map((e) => e.message);
+  expect(steps).toEqual(['adding node 2 as a learner', 'adding node 3 as a learner', 'promoting nodes 2 and 3 to voters']);
+});

@@ -1,0 +1,100 @@
+// The voter changes as table tests: the reference operator's scenarios S3 (3 to 5), S4 (5 to 3)
+// and S5 (3 to 1), and the gaps closed (G5: never fewer pods than members; G8: claims deleted).
+import { describe, expect, it } from 'vitest';
+import type { Observation } from '../../workflows/plan/observation.ts';
+import { nextVoterStep } from '../../workflows/plan/voters.ts';
+import { cluster, member, pod, setMember } from './fixture.ts';
+
+function removeMember(obs: Observation, id: number) {
+  const m = obs.membership!;
+  m.voters = m.voters.filter((v) => v !== id);
+  m.learners = m.learners.filter((v) => v !== id);
+  m.members = m.members.filter((x) => x.nodeId !== id);
+}
+function scalePods(obs: Observation, n: number) {
+  obs.statefulSet!.replicas = n;
+  obs.pods = obs.pods.filter((p) => p.ordinal < n);
+}
+function addPod(obs: Observation, ordinal: number, running = true) {
+  const p = structuredClone(obs.pods[0]!);
+  Object.assign(p, { ordinal, name: `queen-${ordinal}`, uid: `uid-${ordinal}`, running, ready: running });
+  obs.pods.push(p);
+  obs.claims.push({ ...obs.claims[0]!, ordinal, name: `data-queen-${ordinal}`, uid: `claim-${ordinal}` });
+  if (running) obs.health[ordinal] = { ...obs.health[0]! };
+  else delete obs.health[ordinal];
+}
+
+describe('3 to 5 voters: learners first, promoted together (S3)', () => {
+  it('pods, then each learner, then one promotion of both', () => {
+    const obs = cluster(3, 3, 1);
+    expect(nextVoterStep(obs, 5)).toEqual({ kind: 'scale-pods', pods: 5, message: 'adding pods for 5 voters' });
+    obs.statefulSet!.replicas = 5;
+    addPod(obs, 3, false);
+    addPod(obs, 4, false);
+    expect(nextVoterStep(obs, 5)).toMatchObject({ kind: 'wait', message: 'waiting for pod 3 to start before node 4 is added' });
+    pod(obs, 3).running = true;
+    obs.health[3] = { ...obs.health[0]!, status: 503, healthy: false };
+    expect(nextVoterStep(obs, 5)).toEqual({ kind: 'add-learner', nodeId: 4, message: 'adding node 4 as a learner' });
+    setMember(obs, member(4, false, 20));
+    pod(obs, 4).running = true;
+    obs.health[4] = { ...obs.health[0]! };
+    expect(nextVoterStep(obs, 5)).toEqual({ kind: 'add-learner', nodeId: 5, message: 'adding node 5 as a learner' });
+    setMember(obs, member(5, false, 40_000));
+    expect(nextVoterStep(obs, 5)).toMatchObject({ kind: 'wait', message: 'learner 5 is catching up (40000 entries behind)' });
+    setMember(obs, member(5, false, 12));
+    expect(nextVoterStep(obs, 5)).toEqual({ kind: 'promote', nodeIds: [4, 5], message: 'promoting nodes 4 and 5 to voters' });
+    setMember(obs, member(4, true, 0));
+    setMember(obs, member(5, true, 0));
+    expect(nextVoterStep(obs, 5)).toEqual({ kind: 'done' });
+  });
+});
+
+describe('5 to 3 voters: each node leaves the membership before its pod goes (S4)', () => {
+  it('node 5 leaves, its pod goes, node 4 (the leader) hands off, leaves, its pod goes, then the claims', () => {
+    const obs = cluster(5, 5, 2);
+    expect(nextVoterStep(obs, 3)).toEqual({ kind: 'remove-member', nodeId: 5, message: 'removing node 5 from the membership' });
+    removeMember(obs, 5);
+    expect(nextVoterStep(obs, 3)).toEqual({ kind: 'scale-pods', pods: 4, message: 'removing the pods above node 4' });
+    scalePods(obs, 4);
+    obs.membership!.leader = 4;
+    expect(nextVoterStep(obs, 3)).toMatchObject({ kind: 'hand-off', nodeId: 4, message: 'node 4 leads: stopping its pod once so it hands leadership away before it is removed' });
+    pod(obs, 3).terminating = true;
+    expect(nextVoterStep(obs, 3)).toMatchObject({ kind: 'wait', message: 'node 4 leads and is leaving: waiting for another leader' });
+    pod(obs, 3).terminating = false;
+    obs.membership!.leader = 1;
+    expect(nextVoterStep(obs, 3)).toEqual({ kind: 'remove-member', nodeId: 4, message: 'removing node 4 from the membership' });
+    removeMember(obs, 4);
+    expect(nextVoterStep(obs, 3)).toEqual({ kind: 'scale-pods', pods: 3, message: 'removing the pods above node 3' });
+    scalePods(obs, 3);
+    // The claims of pods 3 and 4 stay behind the StatefulSet (whenScaled: Retain): the operator deletes them (G8).
+    expect(nextVoterStep(obs, 3)).toEqual({ kind: 'delete-claim', ordinal: 3, claimName: 'data-queen-3', claimUid: 'claim-d', message: 'deleting the volume claim of pod 3' });
+    obs.claims = obs.claims.filter((c) => c.ordinal < 3);
+    expect(nextVoterStep(obs, 3)).toEqual({ kind: 'done' });
+  });
+});
+
+describe('3 to 1 voter: two voters never lose one before it left the membership (S5)', () => {
+  it('removes node 3, its pod, then node 2, not its pod first', () => {
+    const obs = cluster(3, 3, 1);
+    expect(nextVoterStep(obs, 1)).toMatchObject({ kind: 'remove-member', nodeId: 3 });
+    removeMember(obs, 3);
+    expect(nextVoterStep(obs, 1)).toMatchObject({ kind: 'scale-pods', pods: 2, message: 'removing the pods above node 2' });
+    scalePods(obs, 2);
+    expect(nextVoterStep(obs, 1)).toMatchObject({ kind: 'remove-member', nodeId: 2 });
+    removeMember(obs, 2);
+    expect(nextVoterStep(obs, 1)).toMatchObject({ kind: 'scale-pods', pods: 1, message: 'removing the pods above node 1' });
+  });
+});
+
+describe('the StatefulSet never has fewer pods than members (G5)', () => {
+  it('a StatefulSet scaled down by hand is scaled back', () => {
+    const obs = cluster(3, 3, 1);
+    obs.statefulSet!.replicas = 2;
+    expect(nextVoterStep(obs, 3)).toEqual({ kind: 'scale-pods', pods: 3, message: 'adding pods for 3 voters' });
+  });
+  it('nothing moves while a membership change is in flight', () => {
+    const obs = cluster(3, 3, 1);
+    obs.membership!.changeInFlight = true;
+    expect(nextVoterStep(obs, 5)).toMatchObject({ kind: 'wait', message: 'a membership change is in flight' });
+  });
+});

@@ -1,0 +1,33 @@
+// The next step towards volumes of spec.storage.size. Every claim asks for the new size, one at a
+// time; a volume whose file system waits for its pod to restart gets that restart (one at a time,
+// through the stop gate, as in an upgrade); then the StatefulSet is created again around its
+// running pods with the new claim template, since a StatefulSet's claim template cannot be edited.
+import type { Observation } from './observation.ts';
+
+export type VolumeStep =
+  | { kind: 'done' }
+  | { kind: 'wait'; message: string; gate: string }
+  | { kind: 'expand'; ordinal: number; claimName: string; claimUid: string; message: string }
+  | { kind: 'restart'; ordinal: number; message: string; next: string }
+  | { kind: 'recreate'; message: string };
+
+export function nextVolumeStep(obs: Observation, size: string, sizeBytes: number, templateBytes: number): VolumeStep {
+  for (const c of obs.claims) {
+    if (c.terminating || c.requestBytes >= sizeBytes) continue;
+    return { kind: 'expand', ordinal: c.ordinal, claimName: c.name, claimUid: c.uid, message: `growing the volume of pod ${c.ordinal} to ${size}` };
+  }
+  for (const c of obs.claims) {
+    if (c.terminating || c.capacityBytes === 0 || c.capacityBytes >= sizeBytes) continue;
+    if (!c.resizePending) return { kind: 'wait', message: `the volume of pod ${c.ordinal} is growing to ${size}`, gate: 'volume-grown' };
+    return {
+      kind: 'restart',
+      ordinal: c.ordinal,
+      message: `restarting pod ${c.ordinal} to finish growing its volume`,
+      next: `pod ${c.ordinal} must restart to finish growing its volume`,
+    };
+  }
+  if (templateBytes < sizeBytes) {
+    return { kind: 'recreate', message: `recreating the StatefulSet with ${size} volumes; its pods keep running` };
+  }
+  return { kind: 'done' };
+}

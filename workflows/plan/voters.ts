@@ -1,0 +1,74 @@
+// The next step towards the number of voters wanted. Going up: pods first, then each new node as
+// a learner, then all of them promoted in one change once every one has caught up, so the cluster
+// never rests on an even count. Going down: each node leaves the membership while its pod still
+// runs (a leader hands leadership away first), then the pods above it go, then their claims.
+import { idsText, lagText } from './format.ts';
+import type { Observation } from './observation.ts';
+
+export type VoterStep =
+  | { kind: 'done' }
+  | { kind: 'wait'; message: string; gate: string }
+  | { kind: 'scale-pods'; pods: number; message: string }
+  | { kind: 'add-learner'; nodeId: number; message: string }
+  | { kind: 'promote'; nodeIds: number[]; message: string }
+  | { kind: 'hand-off'; nodeId: number; message: string }
+  | { kind: 'remove-member'; nodeId: number; message: string }
+  | { kind: 'delete-claim'; ordinal: number; claimName: string; claimUid: string; message: string };
+
+export function nextVoterStep(obs: Observation, wanted: number): VoterStep {
+  const m = obs.membership;
+  if (!m) return { kind: 'wait', message: "waiting for a leader's view of the membership", gate: 'leader-known' };
+  if (m.changeInFlight || m.joint) return { kind: 'wait', message: 'a membership change is in flight', gate: 'no-change-in-flight' };
+  const pods = obs.statefulSet?.replicas ?? 0;
+  const memberIds = m.members.map((x) => x.nodeId);
+  const top = Math.max(wanted, ...memberIds);
+
+  // Never fewer pods than the members that need them (a StatefulSet scaled down by hand included).
+  if (pods < top) return { kind: 'scale-pods', pods: top, message: `adding pods for ${top} voters` };
+  // A pod above every member takes requests it can no longer commit: it goes at once.
+  if (pods > top) return { kind: 'scale-pods', pods: top, message: `removing the pods above node ${top}` };
+
+  const learners = [];
+  for (let id = 1; id <= wanted; id++) {
+    const member = m.members.find((x) => x.nodeId === id);
+    if (member?.voter) continue;
+    if (!member) {
+      const pod = obs.pods.find((p) => p.ordinal === id - 1);
+      if (!pod || pod.terminating || !pod.running || !obs.health[id - 1]) {
+        return { kind: 'wait', message: `waiting for pod ${id - 1} to start before node ${id} is added`, gate: 'pod-running' };
+      }
+      return { kind: 'add-learner', nodeId: id, message: `adding node ${id} as a learner` };
+    }
+    learners.push(member);
+  }
+  if (learners.length > 0) {
+    for (const l of learners) {
+      if (!l.live || l.lag === null || l.lag > m.promoteMaxLag) {
+        return { kind: 'wait', message: `learner ${l.nodeId} is catching up${lagText(l.lag)}`, gate: 'learner-caught-up' };
+      }
+    }
+    const ids = learners.map((l) => l.nodeId);
+    return { kind: 'promote', nodeIds: ids, message: `promoting ${idsText(ids)} to voters` };
+  }
+
+  const extra = memberIds.filter((id) => id > wanted).sort((a, b) => b - a);
+  if (extra.length > 0) {
+    const id = extra[0]!;
+    if (m.leader === id) {
+      const pod = obs.pods.find((p) => p.ordinal === id - 1);
+      if (!pod || pod.terminating) return { kind: 'wait', message: `node ${id} leads and is leaving: waiting for another leader`, gate: 'leader-known' };
+      return { kind: 'hand-off', nodeId: id, message: `node ${id} leads: stopping its pod once so it hands leadership away before it is removed` };
+    }
+    return { kind: 'remove-member', nodeId: id, message: `removing node ${id} from the membership` };
+  }
+
+  // The claims of pods that are gone for good (above the StatefulSet's count), once their pods are.
+  for (const claim of obs.claims) {
+    if (claim.ordinal < pods || claim.terminating) continue;
+    if (obs.pods.some((p) => p.ordinal === claim.ordinal)) {
+      return { kind: 'wait', message: `waiting for pod ${claim.ordinal} to go before its volume claim is deleted`, gate: 'pod-gone' };
+    }
+    return { kind: 'delete-claim', ordinal: claim.ordinal, claimName: claim.name, claimUid: claim.uid, message: `deleting the volume claim of pod ${claim.ordinal}` };
+  }
+  return { kind: 'done' };
+}

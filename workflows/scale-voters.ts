@@ -1,0 +1,62 @@
+// ScaleVoters: to spec.replicas voters through the broker's membership API. Up: pods first, each
+// new node as a learner, all promoted in one change once caught up. Down: each node leaves the
+// membership while its pod runs (a leader is stopped once first, through the stop gate, so it
+// hands leadership away), then the pods above it go, then their claims. The target is read again
+// at every step, so a second change of replicas retargets it.
+import { CancellationScope } from '@temporalio/workflow';
+import { runOperation, step, type OperationInput } from './operation.ts';
+
+export async function scaleVoters(input: OperationInput): Promise<string> {
+  const { ref } = input;
+  const done: string[] = [];
+  return runOperation(
+    input,
+    {
+      type: 'ScaleVoters',
+      phase: 'Scaling',
+      message: `changing the voters: ${input.target}`,
+      cancelled: async () =>
+        `changing the voters to ${input.target} was cancelled after ${done.length === 0 ? 'no step' : done.join(', ')}; ` +
+        `to resume: kubectl -n ${ref.namespace} annotate queencluster ${ref.name} queenmq.com/retry=$(date +%s) --overwrite`,
+      failed: `changing the voters to ${input.target} failed`,
+    },
+    async () => {
+      for (;;) {
+        const s = await step('wait for the next step towards the voters wanted', 'wait').awaitVoterStep(ref);
+        if (s.kind === 'done') {
+          return { result: 'Succeeded', message: `the cluster has ${input.target}${done.length ? `: ${done.join(', ')}` : ''}` };
+        }
+        // A step once begun is finished before a cancel is honoured.
+        await CancellationScope.nonCancellable(async () => {
+          switch (s.kind) {
+            case 'scale-pods':
+              await step(s.message).scalePods(ref, s.pods, s.message);
+              break;
+            case 'add-learner':
+              await step(s.message, 'wait').addLearnerNode(ref, s.nodeId, 'Scaling');
+              break;
+            case 'promote':
+              await step(s.message, 'wait').promoteNodes(ref, s.nodeIds, 'Scaling');
+              break;
+            case 'remove-member':
+              await step(s.message, 'wait').removeNode(ref, s.nodeId, 'Scaling');
+              break;
+            case 'delete-claim':
+              await step(s.message).deleteClaim(ref, s.claimName, s.claimUid, s.message);
+              break;
+            case 'hand-off':
+              break;
+          }
+        });
+        if (s.kind === 'hand-off') {
+          const ordinal = s.nodeId - 1;
+          const pick = await step(`wait until pod ${ordinal} may stop`, 'wait').awaitStopGate(ref, ordinal, { phase: 'Scaling', next: `node ${s.nodeId} leads` });
+          if (pick) {
+            await CancellationScope.nonCancellable(() => step(`restart pod ${ordinal} so it hands leadership away`, 'wait').restartPod(ref, pick, { phase: 'Scaling', message: s.message }));
+          }
+        }
+        done.push(s.message);
+      }
+    },
+  );
+}
