@@ -84,6 +84,8 @@ describe('formation', () => {
     const c = (cluster = new SimCluster());
     c.startAll();
     await c.waitLeader();
+    // A leader may be elected before node 1 has received the founding configuration.
+    await c.waitHealthy([1, 2, 3]);
     expect((await c.raft(1, '/raft/v1/state', {}, null)).status).toBe(401);
     expect((await c.raft(1, '/raft/v1/state', {}, 'wrong')).status).toBe(401);
     expect((await c.raft(1, '/raft/v1/state')).json).toMatchObject({ nodeId: 1, initialized: true, voters: [1, 2, 3] });
