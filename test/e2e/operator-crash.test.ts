@@ -3,7 +3,7 @@
 import { AppsV1Api } from '@kubernetes/client-node';
 import { afterAll, expect, it } from 'vitest';
 import { createCluster, scenario, seedSpec, waitForCluster, type Scenario } from './harness.ts';
-import { workflowRuns } from './temporal.ts';
+import { settledRuns } from './temporal.ts';
 
 let s: Scenario;
 afterAll(() => s?.close());
@@ -20,7 +20,7 @@ it('operator-crash: FormCluster survives SIGKILL of the operator', async () => {
 
   s.startOperator('second');
   await waitForCluster(s, 'Ready after the crash', (q) => q.status?.phase === 'Ready' && q.status?.commits === true, 240_000);
-  const runs = await workflowRuns(s, `queencluster/${s.ns}/queen`);
+  const runs = await settledRuns(s, `queencluster/${s.ns}/queen`);
   expect(runs.map((r) => [r.type, r.status])).toEqual([['formCluster', 'COMPLETED']]);
   const after = await apps.readNamespacedStatefulSet({ namespace: s.ns, name: 'queen' });
   expect(after.metadata?.uid).toBe(sts.metadata?.uid);

@@ -7,7 +7,7 @@
 import { afterEach, expect, it } from 'vitest';
 import { control } from '../testbed/client.ts';
 import { startLoad, verifyAcknowledged } from '../testbed/load.ts';
-import { annotate, clusterEvents, formed, getCluster, scenario, seedSpec, sleep, voterIps, waitForCluster, type Scenario } from './harness.ts';
+import { annotate, clusterEvents, formed, getCluster, scenario, seedSpec, sleep, voterIps, waitFor, waitForCluster, type Scenario } from './harness.ts';
 import { recordHistory, workflowRuns } from './temporal.ts';
 
 let s: Scenario | null = null;
@@ -29,7 +29,7 @@ it('replace: a stale voter is replaced in the order that keeps the cluster whole
   // A cluster with some history: a wiped voter more than 1000 entries behind says 503 settling,
   // so no client is routed to it (closer than that it still says 200 and its clients hang: F2).
   const history = startLoad({ kubeConfig: s.kc, namespace: s.ns, service: 'queen', rate: 250, queue: 'history' });
-  await sleep(6000);
+  await waitFor('1100 messages of history acknowledged', async () => history.progress().acknowledged > 1100, 120_000);
   expect((await history.stop()).acknowledged).toBeGreaterThan(1100);
   const follower = [1, 2, 3].find((id) => id !== qc.status?.leader)!;
   const ordinal = follower - 1;

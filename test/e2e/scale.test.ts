@@ -4,7 +4,7 @@
 // volume claims (the operator deletes them itself). Nothing acknowledged is lost.
 import { afterEach, expect, it } from 'vitest';
 import { startLoad, verifyAcknowledged } from '../testbed/load.ts';
-import { clusterEvents, formed, getCluster, monitor, patchSpec, pods, scenario, seedSpec, sleep, voterIps, waitForCluster, type Scenario } from './harness.ts';
+import { clusterEvents, formed, getCluster, monitor, patchSpec, pods, scenario, seedSpec, sleep, voterIps, waitFor, waitForCluster, type Scenario } from './harness.ts';
 import { recordHistory, workflowRuns } from './temporal.ts';
 
 let s: Scenario | null = null;
@@ -59,8 +59,9 @@ it('scale: 3 to 5 voters and back to 3 under load', async () => {
     'deleting the volume claim of pod 4',
   ]);
   expect((await pods(s)).map((p) => p.metadata?.name)).toEqual(['queen-0', 'queen-1', 'queen-2']);
-  const claims = (await s.core.listNamespacedPersistentVolumeClaim({ namespace: s.ns })).items.map((c) => c.metadata?.name).sort();
-  expect(claims).toEqual(['data-queen-0', 'data-queen-1', 'data-queen-2']);
+  // The claims are deleted; pvc-protection lets them go once their pods are gone.
+  const claimNames = async () => (await s!.core.listNamespacedPersistentVolumeClaim({ namespace: s!.ns })).items.map((c) => c.metadata?.name).sort();
+  await waitFor('the claims of pods 3 and 4 gone', async () => JSON.stringify(await claimNames()) === JSON.stringify(['data-queen-0', 'data-queen-1', 'data-queen-2']), 60_000);
   // Going up, both new nodes are promoted in one change: never four voters to rest on. Going down,
   // one node leaves at a time (seed 000), so four voters may show for a moment, never more again.
   expect(voterCounts.up).toEqual([3, 5]);

@@ -3,7 +3,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { temporal } from '@temporalio/proto';
-import type { Scenario } from './harness.ts';
+import { waitFor, type Scenario } from './harness.ts';
 
 export interface Run {
   workflowId: string;
@@ -20,6 +20,24 @@ export async function workflowRuns(s: Scenario, workflowId: string): Promise<Run
     runs.push({ workflowId: w.workflowId, runId: w.runId, type: w.type, status: w.status.name, startTime: w.startTime });
   }
   return runs.sort((a, b) => a.startTime.getTime() - b.startTime.getTime());
+}
+
+/**
+ * The runs of an operation's workflow id once none is running. An operation writes its last status
+ * (Ready, lastOperation) in its last activity, just before the run closes: a test that saw that
+ * status waits here for the run to be closed as well.
+ */
+export async function settledRuns(s: Scenario, workflowId: string): Promise<Run[]> {
+  let last: Run[] = [];
+  return waitFor(
+    `the runs of ${workflowId} closed`,
+    async () => {
+      last = await workflowRuns(s, workflowId);
+      return last.length > 0 && last.every((r) => r.status !== 'RUNNING') ? last : undefined;
+    },
+    60_000,
+    () => JSON.stringify(last.map((r) => [r.type, r.status])),
+  );
 }
 
 /** The history events of a run. */

@@ -5,7 +5,7 @@ import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { afterEach, expect, it } from 'vitest';
 import { annotate, clusterEvents, formed, getCluster, patchSpec, pods, scenario, seedSpec, sleep, testbed, waitFor, waitForCluster, type Scenario } from './harness.ts';
-import { recordHistory, workflowRuns } from './temporal.ts';
+import { recordHistory, settledRuns, workflowRuns } from './temporal.ts';
 
 let s: Scenario;
 afterEach(() => s?.close());
@@ -37,7 +37,7 @@ it('upgrade-cancel: stops between pods, says how to resume, resumes on retry', a
   }
   // The cluster says it is not where its spec wants it, and why.
   await waitForCluster(s, 'Blocked with the cancel message', (q) => q.status?.phase === 'Blocked' && q.status?.message === message && !!q.status?.members?.every((m) => m.ready && m.live), 60_000);
-  const runs = await workflowRuns(s, `queencluster/${s.ns}/queen`);
+  const runs = await settledRuns(s, `queencluster/${s.ns}/queen`);
   expect(runs.filter((r) => r.type === 'rollingUpgrade').map((r) => r.status)).toEqual(['CANCELLED']);
   await recordHistory(s, runs.find((r) => r.type === 'rollingUpgrade')!, 'rollingUpgrade-cancelled');
 
@@ -56,7 +56,7 @@ it('upgrade-cancel: stops between pods, says how to resume, resumes on retry', a
 
 it('upgrade-cancel by annotation: queenmq.com/cancel stops it the same way and is consumed', async () => {
   s = await scenario('cancelann');
-  await formed(s, seedSpec());
+  await formed(s, seedSpec({ minReadySeconds: 10 })); // time for the annotation to land before the next pod
   await patchSpec(s, { version: '2.6.1' });
   for (;;) {
     if ((await clusterEvents(s)).some((e) => e.reason === 'RestartPod')) break;

@@ -9,7 +9,7 @@ afterAll(() => s?.close());
 
 it('upgrade-pause: nothing starts while paused; a running upgrade holds at its gate', async () => {
   s = await scenario('pause');
-  await formed(s, seedSpec());
+  await formed(s, seedSpec({ minReadySeconds: 10 })); // time for the second pause to land before the next pod
   await annotate(s, { 'queenmq.com/pause': 'true' });
   await patchSpec(s, { version: '2.6.1' });
   await waitForCluster(s, 'paused said in status', (q) => /^paused by the queenmq\.com\/pause annotation/.test(q.status?.message ?? ''), 60_000);

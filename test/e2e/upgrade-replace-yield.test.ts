@@ -4,7 +4,7 @@
 import { afterAll, expect, it } from 'vitest';
 import { control } from '../testbed/client.ts';
 import { annotate, clusterEvents, formed, patchSpec, scenario, seedSpec, waitForCluster, type Scenario } from './harness.ts';
-import { workflowRuns } from './temporal.ts';
+import { settledRuns } from './temporal.ts';
 
 let s: Scenario;
 afterAll(() => s?.close());
@@ -20,7 +20,7 @@ it('upgrade-replace-yield: the upgrade yields to the replacement of the stale vo
   await waitForCluster(s, 'the upgrade held', (q) => q.status?.phase === 'Upgrading' && /does not catch up/.test(q.status?.message ?? ''), 120_000);
   await annotate(s, { 'queenmq.com/replace-pod': `queen-${follower - 1}` });
   await waitForCluster(s, 'every pod on 2.6.1', (q) => q.status?.version === '2.6.1' && q.status?.phase === 'Ready' && q.status?.lastOperation?.type === 'RollingUpgrade', 600_000);
-  const runs = await workflowRuns(s, `queencluster/${s.ns}/queen`);
+  const runs = await settledRuns(s, `queencluster/${s.ns}/queen`);
   expect(runs.map((r) => [r.type, r.status])).toEqual([
     ['formCluster', 'COMPLETED'],
     ['rollingUpgrade', 'COMPLETED'],

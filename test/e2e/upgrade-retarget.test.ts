@@ -2,7 +2,7 @@
 // running upgrade at its next step; it ends with every pod on the last version, in one run.
 import { afterAll, expect, it } from 'vitest';
 import { clusterEvents, formed, patchSpec, scenario, seedSpec, waitForCluster, type Scenario } from './harness.ts';
-import { workflowRuns } from './temporal.ts';
+import { settledRuns } from './temporal.ts';
 
 let s: Scenario;
 afterAll(() => s?.close());
@@ -22,6 +22,6 @@ it('upgrade-retarget: every pod ends on the last version', async () => {
   const done = await waitForCluster(s, 'every pod on 2.6.2', (q) => q.status?.version === '2.6.2' && q.status?.phase === 'Ready', 600_000);
   expect(done.status?.members?.map((m) => m.version)).toEqual(['2.6.2', '2.6.2', '2.6.2']);
   expect(done.status?.lastOperation).toMatchObject({ type: 'RollingUpgrade', result: 'Succeeded', message: expect.stringContaining('every pod runs 2.6.2') });
-  const runs = (await workflowRuns(s, `queencluster/${s.ns}/queen`)).filter((r) => r.type === 'rollingUpgrade');
+  const runs = (await settledRuns(s, `queencluster/${s.ns}/queen`)).filter((r) => r.type === 'rollingUpgrade');
   expect(runs.map((r) => r.status)).toEqual(['COMPLETED']);
 });

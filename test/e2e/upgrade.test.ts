@@ -6,7 +6,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { startLoad, verifyAcknowledged } from '../testbed/load.ts';
 import { clusterEvents, formed, kubectl, monitor, patchSpec, scenario, seedSpec, testbed, voterIps, waitForCluster, type Scenario } from './harness.ts';
-import { activityTypes, recordHistory, workflowRuns } from './temporal.ts';
+import { activityTypes, recordHistory, settledRuns } from './temporal.ts';
 
 let s: Scenario | null = null;
 afterEach(async () => {
@@ -80,12 +80,16 @@ describe('upgrade', () => {
     for (const o of order) expect(describe.stdout).toContain(`restarting pod ${o}`);
 
     // Temporal: one RollingUpgrade run, one activity per step.
-    const runs = (await workflowRuns(s, `queencluster/${s.ns}/queen`)).filter((r) => r.type === 'rollingUpgrade');
+    const runs = (await settledRuns(s, `queencluster/${s.ns}/queen`)).filter((r) => r.type === 'rollingUpgrade');
     expect(runs.map((r) => r.status)).toEqual(['COMPLETED']);
     const steps = await activityTypes(s, runs[0]!);
     await recordHistory(s, runs[0]!, `rollingUpgrade-${replicas}-voters`);
-    expect(steps.filter((t) => t === 'restartPod')).toHaveLength(replicas);
-    expect(steps.filter((t) => t === 'awaitNextRestart')).toHaveLength(replicas + 1);
+    // One restart activity per pod (more only if the stop gate closed again at the last moment, in
+    // which case that activity restarts nothing); each wait for the next pod ends in a restart or a
+    // wait for the cluster to settle.
+    const count = (t: string) => steps.filter((x) => x === t).length;
+    expect(count('restartPod')).toBeGreaterThanOrEqual(replicas);
+    expect(count('awaitNextRestart')).toBe(count('restartPod') + count('awaitSettled'));
     // The Web UI's HTTP API shows the same run and its history.
     const ui = testbed().temporal.uiUrl;
     const res = await fetch(`${ui}/api/v1/namespaces/default/workflows/${encodeURIComponent(runs[0]!.workflowId)}/history?execution.runId=${runs[0]!.runId}`);

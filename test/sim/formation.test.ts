@@ -21,6 +21,12 @@ describe('formation', () => {
     }
     const leader = await c.waitLeader();
     await c.waitHealthy([1, 2, 3]);
+    for (const id of [1, 2, 3]) {
+      await waitFor(`node ${id} applied the founding entries`, async () => {
+        const h = await c.health(id);
+        return !isError(h) && h.json.raft.applied >= 2;
+      });
+    }
     const ids = new Set<string>();
     for (const id of [1, 2, 3]) {
       const h = await c.health(id);

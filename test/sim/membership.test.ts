@@ -163,9 +163,9 @@ describe('§5.2 add a learner, promote it after catch-up', () => {
 
 describe('§5.3 remove a voter', () => {
   it('leader_unreachable, timeout that still lands, in_flight, no_quorum, last_voter, no-op repeats', async () => {
-    // Election timeout 1 s: the short isolations below stay inside the followers' leader lease,
-    // so no election races the timed-out change (which would drop it, as raft may).
-    const c = (cluster = new SimCluster({ env: { QUEEN_RAFT_ELECTION_MS: '1000' } }));
+    // Election timeout 3 s: the short isolations below stay inside the followers' leader lease, even
+    // on a loaded machine, so no election races the timed-out change (which would drop it, as raft may).
+    const c = (cluster = new SimCluster({ env: { QUEEN_RAFT_ELECTION_MS: '3000' } }));
     c.startAll();
     const L = (await c.waitLeader()).id;
     await c.waitHealthy([1, 2, 3]);

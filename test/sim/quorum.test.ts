@@ -23,9 +23,9 @@ describe('§5.6 quorum loss', () => {
     expect((await c.req(L, 'POST', `${M}/learners`, { id: 4, raft: c.raftAddr(4), http: c.httpAddr(4) })).status).toBe(200);
     const [A, B] = [1, 2, 3].filter((id) => id !== L) as [number, number];
 
-    await c.kill(A);
-    await c.kill(B);
+    // The survivor's last acknowledgement from A or B is at the latest now.
     const t0 = Date.now();
+    await Promise.all([c.kill(A), c.kill(B)]);
     // Right after: still a leader, still 200 (the quorum figure is young).
     const h0 = await c.health(L);
     if (isError(h0)) throw new Error(h0.error);
@@ -72,8 +72,8 @@ describe('§5.6 quorum loss', () => {
     const L = await c.waitLeader();
     await c.waitHealthy([1, 2, 3]);
     const [A, S] = [1, 2, 3].filter((id) => id !== L.id) as [number, number];
-    await c.kill(L.id);
-    await c.kill(A);
+    // Both at once: S alone can never elect, so it keeps the old leader's term.
+    await Promise.all([c.kill(L.id), c.kill(A)]);
     const h = await waitFor('survivor 503', async () => {
       const x = await c.health(S);
       return !isError(x) && x.status === 503 ? x : undefined;
@@ -99,6 +99,14 @@ describe('§3.6 force recover', () => {
     await c.writeMany(L, 10);
     const oldId = (await c.req(L, 'GET', '/api/v1/raft/members')).json.clusterId;
     const S = [1, 2, 3].find((id) => id !== L)!;
+    // A majority committed every write; S may be the follower that has not applied the last ones yet.
+    const h9 = await c.health(L);
+    if (isError(h9)) throw new Error(h9.error);
+    const commit = h9.json.raft.commit as number;
+    await waitFor('S applied every write', async () => {
+      const x = await c.health(S);
+      return !isError(x) && x.json.raft.applied >= commit;
+    });
     for (const id of [1, 2, 3]) await c.kill(id);
 
     // Naming another node refuses to boot.

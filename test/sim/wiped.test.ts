@@ -24,7 +24,11 @@ describe('§5.5 wiped voter', () => {
     await c.waitHealthy([1, 2, 3]);
     await c.writeMany(L, 20);
     const [W, K] = [1, 2, 3].filter((id) => id !== L) as [number, number];
-    const before = member(await c.membership(L), W).matched!;
+    // A majority committed the writes; W may acknowledge the last of them a moment later.
+    const before = (await waitFor('W acknowledged every write', async () => {
+      const w = member(await c.membership(L), W);
+      return w.lag === 0 ? w : undefined;
+    })).matched!;
     expect(before).toBeGreaterThanOrEqual(22);
 
     await c.kill(W);
