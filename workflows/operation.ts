@@ -22,6 +22,10 @@ export interface OperationInput {
   retryToken: string;
 }
 
+/** The command a cancelled operation's message ends with: a new retry token starts it again. */
+export const resumeHint = (ref: ClusterRef) =>
+  `to resume: kubectl -n ${ref.namespace} annotate queencluster ${ref.name} queenmq.com/retry=$(date +%s) --overwrite`;
+
 /** Asks a running operation to stop at its next safe point so a more urgent one can run. */
 export const yieldSignal = defineSignal<[string]>('yield');
 

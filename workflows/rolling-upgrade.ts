@@ -5,7 +5,7 @@
 // a cancel stops it between pods, never in the middle of one.
 import { CancellationScope } from '@temporalio/workflow';
 import { podsText } from './plan/format.ts';
-import { runOperation, step, yieldable, YIELDED, type OperationInput } from './operation.ts';
+import { resumeHint, runOperation, step, yieldable, YIELDED, type OperationInput } from './operation.ts';
 
 export async function rollingUpgrade(input: OperationInput): Promise<string> {
   const { ref } = input;
@@ -31,7 +31,7 @@ export async function rollingUpgrade(input: OperationInput): Promise<string> {
         await whole();
         return (
           `the upgrade to ${version} was cancelled after ${sofar()}: ` +
-          `${await describe()}; to resume: kubectl -n ${ref.namespace} annotate queencluster ${ref.name} queenmq.com/retry=$(date +%s) --overwrite`
+          `${await describe()}; ${resumeHint(ref)}`
         );
       },
       failed: `the upgrade to ${version} failed`,

@@ -4,7 +4,7 @@
 // hands leadership away), then the pods above it go, then their claims. The target is read again
 // at every step, so a second change of replicas retargets it.
 import { CancellationScope } from '@temporalio/workflow';
-import { runOperation, step, type OperationInput } from './operation.ts';
+import { resumeHint, runOperation, step, type OperationInput } from './operation.ts';
 
 export async function scaleVoters(input: OperationInput): Promise<string> {
   const { ref } = input;
@@ -17,7 +17,7 @@ export async function scaleVoters(input: OperationInput): Promise<string> {
       message: `changing the voters: ${input.target}`,
       cancelled: async () =>
         `changing the voters to ${input.target} was cancelled after ${done.length === 0 ? 'no step' : done.join(', ')}; ` +
-        `to resume: kubectl -n ${ref.namespace} annotate queencluster ${ref.name} queenmq.com/retry=$(date +%s) --overwrite`,
+        resumeHint(ref),
       failed: `changing the voters to ${input.target} failed`,
     },
     async () => {
