@@ -1,7 +1,7 @@
 // The Temporal worker: the workflows (bundled once, or read from a prebuilt bundle) and the
 // activities bound to the Kubernetes client and the settings.
 import { fileURLToPath } from 'node:url';
-import { NativeConnection, Worker, bundleWorkflowCode, type WorkerOptions } from '@temporalio/worker';
+import { Worker, bundleWorkflowCode, type NativeConnection, type WorkerOptions } from '@temporalio/worker';
 import type { Logger } from 'pino';
 import { createActivities } from './activities/index.ts';
 import type { Kube } from './activities/kube.ts';
@@ -25,7 +25,7 @@ const quietBundlerLogger = {
 };
 
 export interface WorkerConfig {
-  address: string;
+  connection: NativeConnection;
   namespace: string;
   taskQueue: string;
   kube: Kube;
@@ -33,19 +33,22 @@ export interface WorkerConfig {
   log: Logger;
   /** A bundle written by bundleWorkflows(); without it the worker bundles at start. */
   workflowBundlePath?: string;
+  /** On shutdown, how long running activities may take to finish before they are cancelled. */
+  shutdownGraceMs?: number;
+  /** Aborted when the process stops: waiting steps then hand over to another replica at once. */
+  stopping?: AbortSignal;
 }
 
 export async function createWorker(cfg: WorkerConfig): Promise<Worker> {
-  const connection = await NativeConnection.connect({ address: cfg.address });
   const options: WorkerOptions = {
-    connection,
+    connection: cfg.connection,
     namespace: cfg.namespace,
     taskQueue: cfg.taskQueue,
-    activities: createActivities({ kube: cfg.kube, settings: cfg.settings, log: cfg.log }),
+    activities: createActivities({ kube: cfg.kube, settings: cfg.settings, log: cfg.log, stopping: cfg.stopping }),
     ...(cfg.workflowBundlePath ? { workflowBundle: { codePath: cfg.workflowBundlePath } } : { workflowBundle: { code: await bundleWorkflows() } }),
     // Waiting steps are long-running heartbeating activities: allow plenty at once.
     maxConcurrentActivityTaskExecutions: 200,
-    shutdownGraceTime: '5s',
+    shutdownGraceTime: cfg.shutdownGraceMs ?? 5000,
   };
   return Worker.create(options);
 }

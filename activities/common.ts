@@ -16,6 +16,31 @@ export interface ActivityDeps {
   kube: Kube;
   settings: Settings;
   log: Logger;
+  /** Aborted when this operator process stops: a wait then hands its step to another replica. */
+  stopping?: AbortSignal;
+}
+
+/**
+ * Ends a waiting step when this replica stops, with a failure Temporal retries at once on another
+ * replica (a wait is a loop of looks, so the next attempt simply looks again).
+ */
+export function handOverIfStopping(deps: ActivityDeps): void {
+  if (deps.stopping?.aborted) {
+    throw ApplicationFailure.retryable('this operator replica is stopping: another one takes the step over', 'ReplicaStopping');
+  }
+}
+
+/** Sleeps for a poll interval; wakes up early when the activity is cancelled or the replica stops. */
+export async function pause(deps: ActivityDeps, ms: number): Promise<void> {
+  if (deps.stopping?.aborted) return;
+  const signal = deps.stopping;
+  if (!signal) return sleep(ms);
+  let onAbort: (() => void) | undefined;
+  try {
+    await Promise.race([sleep(ms), new Promise<void>((resolve) => signal.addEventListener('abort', (onAbort = () => resolve()), { once: true }))]);
+  } finally {
+    if (onAbort) signal.removeEventListener('abort', onAbort);
+  }
 }
 
 /** The QueenCluster an operation works on; the uid tells a re-created object of the same name apart. */
@@ -93,6 +118,7 @@ export async function holdUntil<T>(deps: ActivityDeps, ref: ClusterRef, check: C
   let shown = '';
   const log = opLogger(deps, ref);
   for (;;) {
+    handOverIfStopping(deps);
     const r = await check();
     if ('done' in r) return r.done;
     const key = `${r.hold.phase}|${r.hold.message}|${r.hold.gate ?? ''}`;
@@ -102,7 +128,7 @@ export async function holdUntil<T>(deps: ActivityDeps, ref: ClusterRef, check: C
       shown = key;
     }
     heartbeat({ gate: r.hold.gate ?? null, message: r.hold.message });
-    await sleep(deps.settings.pollMs);
+    await pause(deps, deps.settings.pollMs);
   }
 }
 

@@ -2,14 +2,14 @@
 // Before any pod stops (an upgrade's restart, a leader's hand-off before it leaves or is
 // replaced): not paused, every other voter Ready for minReadySeconds, live and caught up, none
 // stalled, and a write committing through a pod that stays.
-import { heartbeat, sleep } from '@temporalio/activity';
+import { heartbeat } from '@temporalio/activity';
 import type { Phase, QueenCluster } from '../crd/schema.ts';
 import { ANNOTATIONS } from '../crd/schema.ts';
 import { stopGate, type GateOptions } from '../workflows/plan/gates.ts';
 import type { Observation } from '../workflows/plan/observation.ts';
 import type { RestartPick } from '../workflows/plan/restarts.ts';
 import { stallMemoryFromStatus, trackStalls, type StallMemory } from '../workflows/plan/stalls.ts';
-import { holdUntil, loadCluster, observeCluster, opLogger, probeThrough, stepEvent, writeStep, type ActivityDeps, type ClusterRef, type Hold } from './common.ts';
+import { handOverIfStopping, holdUntil, loadCluster, pause, observeCluster, opLogger, probeThrough, stepEvent, writeStep, type ActivityDeps, type ClusterRef, type Hold } from './common.ts';
 import { deletePodByUid, getPod, patchClusterStatus } from './kube.ts';
 
 export function gateOptions(deps: ActivityDeps, obs: Observation, minReadySeconds: number): GateOptions {
@@ -106,10 +106,11 @@ export function gateActivities(deps: ActivityDeps) {
       }
       // The StatefulSet controller makes the successor once the old pod is gone.
       for (;;) {
+        handOverIfStopping(deps);
         const pod = await getPod(deps.kube, ref.namespace, pick.podName);
         if (pod && pod.metadata?.uid !== pick.podUid) return { restarted: true };
         heartbeat({ waitingFor: `the successor of ${pick.podName}` });
-        await sleep(Math.min(deps.settings.pollMs, 1000));
+        await pause(deps, Math.min(deps.settings.pollMs, 1000));
       }
     },
   };

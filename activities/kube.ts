@@ -72,6 +72,30 @@ export function apiErrorMessage(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
+/** What went wrong reaching the API server, in one line. */
+export function describeKubeError(err: unknown): string {
+  const code = statusCode(err);
+  if (code === 401) return 'it refuses our credentials (401): the token or certificate of the kubeconfig is not valid there';
+  if (code !== null) return `it answered ${code}: ${apiErrorMessage(err)}`;
+  return networkWords(err);
+}
+// ---- words --------------------------------------------------------------------------------------
+
+/** A failed connection in words: refused, no name, no answer, or the error's own message. */
+export function networkWords(err: unknown): string {
+  const e = err as { code?: string; cause?: { code?: string; message?: string }; message?: string };
+  const code = e?.code ?? e?.cause?.code;
+  const text = `${e?.message ?? ''} ${e?.cause?.message ?? ''} ${String(err)}`;
+  if (code === 'ECONNREFUSED' || /ConnectionRefused|connection refused|ECONNREFUSED/i.test(text)) return 'connection refused (is it running, and is this its address?)';
+  if (code === 'ENOTFOUND' || code === 'EAI_AGAIN' || /dns error|failed to lookup|ENOTFOUND|Name or service not known|EAI_AGAIN/i.test(text)) {
+    return 'its name does not resolve';
+  }
+  if (code === 'ETIMEDOUT' || /timed? ?out|deadline exceeded/i.test(text)) return 'no answer in time';
+  if (code === 'ECONNRESET' || /ECONNRESET|connection reset/i.test(text)) return 'the connection was reset';
+  if (code === 'EHOSTUNREACH' || code === 'ENETUNREACH' || /unreachable/i.test(text)) return 'no route to it';
+  const first = (e?.message ?? String(err)).split('\n')[0]!;
+  return first.length > 300 ? `${first.slice(0, 300)}...` : first;
+}
 /** A timestamp the client may hand back as a Date or a string, in ms (null when absent). */
 export function toMs(t: Date | string | undefined | null): number | null {
   if (!t) return null;

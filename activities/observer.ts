@@ -3,12 +3,12 @@
 // their reason when no operation runs. One activity runs for a while, heartbeating its state, so
 // the workflow's history stays small; its state (stall memory, last probe) survives a crash in its
 // heartbeat and a restart of the operator in status.
-import { activityInfo, heartbeat, sleep } from '@temporalio/activity';
+import { activityInfo, heartbeat } from '@temporalio/activity';
 import { ANNOTATIONS, type Phase, type QueenCluster, type QueenClusterStatus } from '../crd/schema.ts';
 import { assess, type Assessment } from '../workflows/plan/assess.ts';
 import { decide } from '../workflows/plan/decide.ts';
 import { stallMemoryFromStatus, trackStalls, type StallMemory } from '../workflows/plan/stalls.ts';
-import { observeCluster, opLogger, probeThrough, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
+import { observeCluster, opLogger, pause, probeThrough, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
 import { getCluster, isConflict, patchClusterStatus } from './kube.ts';
 import { canonicalJson } from './resources.ts';
 import { observedStatus, readyCondition, READY_MESSAGE } from './status.ts';
@@ -37,7 +37,8 @@ export function observerActivities(deps: ActivityDeps) {
       let state: ObserverState = resumed ?? initial ?? { memory: null, lastProbe: null, lastPhase: null };
       let lastWritten = '';
       const until = Date.now() + deps.settings.observeRunMs;
-      while (Date.now() < until) {
+      // A stopping replica returns its state: the workflow's next round runs on another one.
+      while (Date.now() < until && !deps.stopping?.aborted) {
         const qc = await getCluster(deps.kube, ref.namespace, ref.name);
         if (!qc || qc.metadata.uid !== ref.uid) return { gone: true, state };
         if (!qc.metadata.deletionTimestamp) {
@@ -50,7 +51,7 @@ export function observerActivities(deps: ActivityDeps) {
           }
         }
         heartbeat(state);
-        await sleep(deps.settings.observeIntervalMs);
+        await pause(deps, deps.settings.observeIntervalMs);
       }
       return { gone: false, state };
     },

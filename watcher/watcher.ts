@@ -7,6 +7,7 @@ import {
   makeInformer,
   type Informer,
   type KubeConfig,
+  type KubernetesListObject,
   type KubernetesObject,
   type ObjectCache,
   type V1PersistentVolumeClaim,
@@ -17,7 +18,7 @@ import {
 import { Client, WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
 import type { Logger } from 'pino';
 import type { ClusterRef } from '../activities/common.ts';
-import { getCluster, type Kube } from '../activities/kube.ts';
+import { describeKubeError, getCluster, statusCode, type Kube } from '../activities/kube.ts';
 import { claimObservation, podObservation, statefulSetObservation } from '../activities/observe.ts';
 import { names, selectorLabels } from '../activities/resources.ts';
 import { clusterView } from '../activities/view.ts';
@@ -54,6 +55,19 @@ export interface WatcherOptions {
   settleMs?: number;
 }
 
+interface WatchState {
+  kind: string;
+  where: string;
+  /** The QueenClusters' own list: without one the operator has nothing to do. */
+  essential: boolean;
+  synced: boolean;
+  brokenSince: number | null;
+  forbidden: boolean;
+  lastError: string | null;
+  failures: number;
+  begin: () => Promise<void>;
+}
+
 interface Caches {
   clusters: ObjectCache<QueenCluster>;
   pods: ObjectCache<V1Pod>;
@@ -65,6 +79,7 @@ interface Caches {
 export class Watcher {
   private readonly opts: Required<WatcherOptions>;
   private readonly informers: Informer<KubernetesObject>[] = [];
+  private readonly lists: WatchState[] = [];
   private readonly caches: Caches[] = [];
   private readonly pending = new Map<string, NodeJS.Timeout>();
   private readonly busy = new Set<string>();
@@ -86,23 +101,24 @@ export class Watcher {
       const apps = (path: string) => (ns ? `/apis/apps/v1/namespaces/${ns}/${path}` : `/apis/apps/v1/${path}`);
       const custom = ns ? `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${PLURAL}` : `/apis/${GROUP}/${VERSION}/${PLURAL}`;
       const owned = 'app.kubernetes.io/name=queen';
+      const where = ns ? `namespace ${ns}` : 'all namespaces';
       // Custom objects come as plain JSON (timestamps as strings): typed as QueenCluster here.
-      const clusters = makeInformer<KubernetesObject>(kc, custom, async () =>
+      const clusters = this.watched<KubernetesObject>('QueenClusters', where, true, custom, async () =>
         (ns
           ? kube.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: PLURAL })
           : kube.custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural: PLURAL })) as never,
       );
-      const pods = makeInformer<V1Pod>(kc, at('pods'), () =>
+      const pods = this.watched<V1Pod>('pods', where, false, at('pods'), () =>
         ns ? kube.core.listNamespacedPod({ namespace: ns, labelSelector: owned }) : kube.core.listPodForAllNamespaces({ labelSelector: owned }),
       owned);
-      const statefulSets = makeInformer<V1StatefulSet>(kc, apps('statefulsets'), () =>
+      const statefulSets = this.watched<V1StatefulSet>('StatefulSets', where, false, apps('statefulsets'), () =>
         ns ? kube.apps.listNamespacedStatefulSet({ namespace: ns, labelSelector: owned }) : kube.apps.listStatefulSetForAllNamespaces({ labelSelector: owned }),
       owned);
-      const services = makeInformer<V1Service>(kc, at('services'), () =>
+      const services = this.watched<V1Service>('Services', where, false, at('services'), () =>
         ns ? kube.core.listNamespacedService({ namespace: ns, labelSelector: owned }) : kube.core.listServiceForAllNamespaces({ labelSelector: owned }),
       owned);
       // Claims made from the StatefulSet's template carry its selector labels.
-      const claims = makeInformer<V1PersistentVolumeClaim>(kc, at('persistentvolumeclaims'), () =>
+      const claims = this.watched<V1PersistentVolumeClaim>('PersistentVolumeClaims', where, false, at('persistentvolumeclaims'), () =>
         ns
           ? kube.core.listNamespacedPersistentVolumeClaim({ namespace: ns, labelSelector: owned })
           : kube.core.listPersistentVolumeClaimForAllNamespaces({ labelSelector: owned }),
@@ -118,20 +134,94 @@ export class Watcher {
       for (const inf of [pods, statefulSets, services, claims] as Informer<KubernetesObject>[]) {
         for (const verb of ['add', 'update', 'delete'] as const) inf.on(verb, onOwned);
       }
-      for (const inf of [clusters, pods, statefulSets, services, claims] as Informer<KubernetesObject>[]) {
-        inf.on('error', (err) => {
-          if (this.stopped) return;
-          this.opts.log.warn({ err: String(err) }, 'a watch failed; listing again');
-          setTimeout(() => {
-            if (!this.stopped) inf.start().catch((e) => this.opts.log.warn({ err: String(e) }, 'restarting a watch failed'));
-          }, 1000);
-        });
-        this.informers.push(inf);
-      }
     }
-    await Promise.all(this.informers.map((inf) => inf.start()));
+    await Promise.all(this.lists.map((l) => l.begin()));
     this.resync = setInterval(() => this.resyncAll(), this.opts.resyncMs);
     this.resyncAll();
+  }
+
+  /**
+   * An informer whose health is known: synced once a list succeeded, broken from its first error
+   * until a list or a watch succeeds again. A watch that fails is started again with a growing
+   * pause; one the API server forbids (403) is said once, with what to do, and asked again slowly.
+   */
+  private watched<T extends KubernetesObject>(
+    kind: string,
+    where: string,
+    essential: boolean,
+    path: string,
+    list: () => Promise<KubernetesListObject<T>>,
+    labelSelector?: string,
+  ): Informer<T> & ObjectCache<T> {
+    const log = this.opts.log;
+    const state: WatchState = { kind, where, essential, synced: false, brokenSince: null, forbidden: false, lastError: null, failures: 0, begin: async () => undefined };
+    let inf!: Informer<T> & ObjectCache<T>;
+    const failed = (err: unknown) => {
+      if (this.stopped) return;
+      const forbidden = statusCode(err) === 403 || /\b403\b|forbidden/i.test(String((err as { message?: unknown })?.message ?? err));
+      state.brokenSince ??= Date.now();
+      state.lastError = forbidden ? 'forbidden' : describeKubeError(err);
+      if (forbidden && !state.forbidden) {
+        log.error(
+          { kind, where },
+          `this operator may not watch ${kind} in ${where} (403 forbidden): bind the ClusterRole queen-operator there ` +
+            `(a RoleBinding in the namespace, or the ClusterRoleBinding of deploy/install.yaml); its QueenClusters are left alone until then`,
+        );
+      } else if (!forbidden && state.failures === 0) {
+        log.warn({ kind, where, err: state.lastError }, `the watch of ${kind} in ${where} broke; listing again`);
+      }
+      state.forbidden = forbidden;
+      state.failures++;
+      const pause = forbidden ? 60_000 : Math.min(30_000, 1000 * 2 ** Math.min(state.failures - 1, 5));
+      setTimeout(() => void restart(), pause).unref();
+    };
+    const restart = async () => {
+      if (this.stopped) return;
+      const before = state.failures;
+      try {
+        await inf.start();
+      } catch (err) {
+        failed(err);
+        return;
+      }
+      if (state.failures === before && state.synced) healed();
+    };
+    const healed = () => {
+      if (state.brokenSince !== null && !state.forbidden) log.info({ kind, where }, `the watch of ${kind} in ${where} works again`);
+      if (state.forbidden) log.info({ kind, where }, `this operator may now watch ${kind} in ${where}`);
+      state.brokenSince = null;
+      state.forbidden = false;
+      state.failures = 0;
+      state.lastError = null;
+    };
+    inf = makeInformer<T>(this.opts.kc, path, async () => {
+      const result = await list();
+      state.synced = true;
+      healed();
+      return result;
+    }, labelSelector);
+    inf.on('error', failed);
+    state.begin = restart;
+    this.lists.push(state);
+    this.informers.push(inf as unknown as Informer<KubernetesObject>);
+    return inf;
+  }
+
+  /** What /readyz and /healthz need to know of the watches. */
+  watchHealth(): { synced: boolean; brokenFor: number; detail: string } {
+    const now = Date.now();
+    const usable = this.lists.filter((l) => !l.forbidden);
+    const essentialOk = this.lists.some((l) => l.essential && !l.forbidden);
+    const unsynced = usable.filter((l) => !l.synced);
+    const broken = usable.filter((l) => l.brokenSince !== null);
+    const brokenFor = broken.length ? Math.max(...broken.map((l) => now - l.brokenSince!)) : 0;
+    const detail = [
+      ...unsynced.map((l) => `${l.kind} in ${l.where} not listed yet${l.lastError ? ` (${l.lastError})` : ''}`),
+      ...broken.filter((l) => l.synced).map((l) => `${l.kind} in ${l.where} broken for ${Math.round((now - l.brokenSince!) / 1000)}s (${l.lastError ?? ''})`),
+      ...this.lists.filter((l) => l.forbidden).map((l) => `${l.kind} in ${l.where} forbidden`),
+      ...(essentialOk ? [] : ['no QueenClusters may be watched anywhere']),
+    ].join('; ');
+    return { synced: essentialOk && unsynced.length === 0, brokenFor, detail };
   }
 
   async stop(): Promise<void> {

@@ -1,0 +1,155 @@
+// The operator's two connections, made patiently: an API server or a Temporal frontend that does
+// not answer (yet) is asked again with a growing pause, and the log says which address failed and
+// why, in words rather than a transport's error dump. The process is not ready until both answer.
+import { existsSync, readFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { NativeConnection, type NativeConnectionOptions } from '@temporalio/worker';
+import type { Logger } from 'pino';
+import { describeKubeError, networkWords, statusCode, type Kube } from './activities/kube.ts';
+import { GROUP } from './crd/schema.ts';
+import type { TemporalOptions } from './options.ts';
+
+/** A Kubernetes cluster is configured: a kubeconfig file exists, or the process runs in a pod. */
+export function kubeConfigured(file: string | undefined, env: NodeJS.ProcessEnv = process.env): boolean {
+  if (file) return file.split(':').some((f) => existsSync(f));
+  return !!env.KUBERNETES_SERVICE_HOST || existsSync(join(homedir(), '.kube', 'config'));
+}
+
+/** Pauses between attempts: 1 s, doubling, at most 30 s. */
+export function backoff(attempt: number): number {
+  return Math.min(30_000, 1000 * 2 ** Math.min(attempt, 5));
+}
+
+const pause = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    if (signal.aborted) return resolve();
+    const t = setTimeout(resolve, ms);
+    signal.addEventListener('abort', () => {
+      clearTimeout(t);
+      resolve();
+    }, { once: true });
+  });
+
+export class Stopped extends Error {
+  override name = 'Stopped';
+}
+
+/**
+ * Calls `attempt` until it succeeds; each failure is logged once with what failed (`describe`)
+ * and when the next try is. Throws Stopped when `signal` aborts first.
+ */
+export async function patiently<T>(what: string, attempt: () => Promise<T>, describe: (err: unknown) => string, log: Logger, signal: AbortSignal): Promise<T> {
+  for (let n = 0; ; n++) {
+    if (signal.aborted) throw new Stopped(`stopped before ${what}`);
+    try {
+      const value = await attempt();
+      if (n > 0) log.info(`${what}: done after ${n + 1} attempts`);
+      return value;
+    } catch (err) {
+      if (signal.aborted) throw new Stopped(`stopped before ${what}`);
+      const wait = backoff(n);
+      log.warn({ attempt: n + 1, retryInMs: wait }, `${what} failed: ${describe(err)}; trying again in ${Math.round(wait / 1000)}s`);
+      await pause(wait, signal);
+    }
+  }
+}
+
+// ---- Kubernetes ---------------------------------------------------------------------------------
+
+/** Waits until the API server answers, then until the QueenCluster definition is installed. */
+export async function awaitKubernetes(kube: Kube, log: Logger, signal: AbortSignal): Promise<void> {
+  const server = kube.kc.getCurrentCluster()?.server ?? 'the API server';
+  await patiently(`reaching the Kubernetes API server at ${server}`, () => kube.core.getAPIResources(), describeKubeError, log, signal);
+  await patiently(
+    `finding the QueenCluster definition (queenclusters.${GROUP})`,
+    async () => {
+      try {
+        await kube.objects.read({ apiVersion: 'apiextensions.k8s.io/v1', kind: 'CustomResourceDefinition', metadata: { name: `queenclusters.${GROUP}` } });
+      } catch (err) {
+        // Least privilege: an operator that may not read definitions finds out from its watch.
+        if (statusCode(err) === 403) return;
+        throw err;
+      }
+    },
+    (err) => (statusCode(err) === 404 ? 'it is not installed: kubectl apply -f deploy/crd.yaml' : describeKubeError(err)),
+    log,
+    signal,
+  );
+}
+
+export function apiServerOf(kc: KubeConfig): string {
+  return kc.getCurrentCluster()?.server ?? 'the API server';
+}
+
+// ---- Temporal -----------------------------------------------------------------------------------
+
+/** The connection options of the flags: address, TLS (CA, client certificate), API key. */
+export function temporalConnectionOptions(t: TemporalOptions): NativeConnectionOptions {
+  const read = (f: string | undefined) => (f ? readFileSync(f) : undefined);
+  const ca = read(t.tlsCa);
+  const crt = read(t.tlsCert);
+  const key = read(t.tlsKey);
+  return {
+    address: t.address,
+    ...(t.tls
+      ? {
+          tls: {
+            ...(ca ? { serverRootCACertificate: ca } : {}),
+            ...(crt && key ? { clientCertPair: { crt, key } } : {}),
+            ...(t.tlsServerName ? { serverNameOverride: t.tlsServerName } : {}),
+          },
+        }
+      : {}),
+    ...(t.apiKey ? { apiKey: t.apiKey } : {}),
+  };
+}
+
+/** What went wrong reaching the Temporal frontend, in words (the transport's error is a dump). */
+export function describeTemporalError(err: unknown, t: Pick<TemporalOptions, 'tls' | 'tlsCa' | 'apiKey' | 'namespace'>): string {
+  const text = err instanceof Error ? `${err.message} ${String((err as { details?: unknown }).details ?? '')}` : String(err);
+  if (/UnknownIssuer|unknown ca|self[- ]signed|certificate verify failed/i.test(text)) {
+    return t.tlsCa
+      ? `its TLS certificate is not signed by the CA of --temporal-tls-ca (${t.tlsCa})`
+      : "its TLS certificate is not signed by a CA this machine trusts: give the frontend's CA with --temporal-tls-ca";
+  }
+  if (/NotValidForName|certificate is not valid for|hostname mismatch/i.test(text)) return 'its TLS certificate does not name this host: set --temporal-tls-server-name to a name it carries';
+  if (/CertificateRequired|certificate required|bad certificate|alert.*(Certificate|handshake)/i.test(text)) {
+    return 'it refused the TLS handshake: it asks for a client certificate (--temporal-tls-cert, --temporal-tls-key) signed by a CA it trusts';
+  }
+  if (/InvalidContentType|corrupt message|wrong version number|record overflow/i.test(text)) {
+    return t.tls ? 'it does not speak TLS there: turn --temporal-tls off, or use its TLS port' : 'the answer was not gRPC';
+  }
+  if (/frame with invalid size|h2 protocol error|http2 error|connection reset/i.test(text) && !t.tls) {
+    return 'the connection broke at once: if the frontend asks for TLS, give --temporal-tls (and --temporal-tls-ca)';
+  }
+  if (/Unauthenticated|unauthenticated|401/.test(text)) {
+    return t.apiKey ? 'it refused the API key' : 'it asks for credentials: give an API key (TEMPORAL_API_KEY) or a client certificate';
+  }
+  if (/PermissionDenied|permission denied/i.test(text)) return `these credentials may not use the namespace ${t.namespace}`;
+  if (/NotFound.*[Nn]amespace|[Nn]amespace.*not found/.test(text)) {
+    return `the Temporal namespace ${t.namespace} does not exist: temporal operator namespace create --namespace ${t.namespace}`;
+  }
+  return networkWords(err);
+}
+
+/** Connects to the Temporal frontend, waiting as long as it takes; checks that the namespace exists. */
+export async function connectTemporal(t: TemporalOptions, log: Logger, signal: AbortSignal): Promise<NativeConnection> {
+  return patiently(
+    `connecting to the Temporal frontend at ${t.address}${t.tls ? ' with TLS' : ''}`,
+    async () => {
+      const connection = await NativeConnection.connect(temporalConnectionOptions(t));
+      try {
+        await connection.workflowService.describeNamespace({ namespace: t.namespace });
+      } catch (err) {
+        await connection.close().catch(() => undefined);
+        throw err;
+      }
+      return connection;
+    },
+    (err) => describeTemporalError(err, t),
+    log,
+    signal,
+  );
+}

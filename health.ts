@@ -1,0 +1,65 @@
+// /healthz and /readyz of the operator process. Ready: the watches have synced and the worker
+// polls (whichever of the two this process runs). Healthy: the worker has not stopped, and the
+// watches have not been broken for longer than the grace the flags give. Each answer lists its
+// checks, so `kubectl describe pod` and a curl say which one failed.
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+
+export interface Check {
+  name: string;
+  ok: boolean;
+  /** What is wrong, when it is. */
+  detail?: string;
+}
+
+export interface HealthChecks {
+  live(): Check[];
+  ready(): Check[];
+}
+
+export type Route = (req: IncomingMessage, res: ServerResponse) => Promise<void> | void;
+
+/** Answers with the checks: 200 "ok" when all pass, else 503 and the failing ones. */
+export function checksRoute(checks: () => Check[]): Route {
+  return (_req, res) => {
+    const all = checks();
+    const failing = all.filter((c) => !c.ok);
+    const body = all.map((c) => `[${c.ok ? '+' : '-'}]${c.name} ${c.ok ? 'ok' : `failed: ${c.detail ?? ''}`}`).join('\n');
+    res.writeHead(failing.length ? 503 : 200, { 'content-type': 'text/plain; charset=utf-8' });
+    res.end(`${body}\n${failing.length ? `${failing.length} check${failing.length === 1 ? '' : 's'} failed` : 'ok'}\n`);
+  };
+}
+
+/** An HTTP server of a few routes, on `port` (and `host`, or every interface). */
+export async function serve(what: string, port: number, host: string | undefined, routes: Record<string, Route>): Promise<Server> {
+  const server = createServer((req, res) => {
+    const path = (req.url ?? '/').split('?')[0]!;
+    const route = routes[path];
+    if (!route || (req.method !== 'GET' && req.method !== 'HEAD')) {
+      res.writeHead(404, { 'content-type': 'text/plain' }).end(`not found; try ${Object.keys(routes).join(', ')}\n`);
+      return;
+    }
+    Promise.resolve(route(req, res)).catch((err) => {
+      if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain' });
+      res.end(`${String(err)}\n`);
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', (err: NodeJS.ErrnoException) => {
+      const where = `${host ?? '*'}:${port}`;
+      reject(
+        new Error(
+          err.code === 'EADDRINUSE'
+            ? `${what}: the port ${where} is taken by another process (choose another with its flag)`
+            : err.code === 'EADDRNOTAVAIL'
+              ? `${what}: ${host} is not an address of this machine (--bind-address)`
+              : err.code === 'EACCES'
+                ? `${what}: not allowed to listen on ${where} (a port under 1024 needs privileges)`
+                : `${what}: cannot listen on ${where}: ${err.message}`,
+        ),
+      );
+    });
+    server.listen(port, host, () => resolve());
+  });
+  server.unref();
+  return server;
+}
