@@ -1,20 +1,18 @@
-# The operator's image: Node.js 24 runs the TypeScript sources directly (type stripping); the
-# workflow code is bundled at build time so a worker starts at once.
+# The operator's image. The build stage installs the production packages and bundles the workflow
+# code (so a worker starts at once); the final stage is distroless: Node.js 24 and the files the
+# operator runs, no shell, no package manager, no build toolchain. Node.js 24 runs the TypeScript
+# sources directly (type stripping). .dockerignore lists the files that go in; the test bed builds
+# its operator pods' image from this file and that list (test/testbed/image.ts).
 FROM node:24-slim AS build
 WORKDIR /app
-COPY package.json package-lock.json ./
+COPY . .
 RUN npm ci --omit=dev --no-audit --no-fund
-COPY crd crd
-COPY activities activities
-COPY workflows workflows
-COPY watcher watcher
-COPY deploy/crd.yaml deploy/crd.yaml
-COPY main.ts worker.ts ./
 RUN node --input-type=module -e "import('./worker.ts').then(async (w) => (await import('node:fs')).writeFileSync('workflow-bundle.js', await w.bundleWorkflows()))"
 
-FROM node:24-slim
+FROM gcr.io/distroless/nodejs24-debian12:nonroot
 WORKDIR /app
 COPY --from=build /app /app
 ENV QUEEN_WORKFLOW_BUNDLE=/app/workflow-bundle.js NODE_ENV=production
 USER 65532:65532
-ENTRYPOINT ["node", "main.ts"]
+EXPOSE 8081 9090
+ENTRYPOINT ["/nodejs/bin/node", "main.ts"]

@@ -5,15 +5,17 @@
 // SIGKILL, then the pod object removed).
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { appendFileSync, existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, chmodSync, existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ContainerConfigError, resolveEnv, serviceLinkEnv } from './env.ts';
+import { containerCommand, type ContainerMount } from './container.ts';
+import { ContainerConfigError, expand, resolveEnv, serviceLinkEnv } from './env.ts';
 import { EventRecorder } from './events.ts';
 import { isNotFound, KubeError, parseQuantity, type Informer, type KObject, type Kube } from './kube.ts';
+import { ImageStore, NODE_24, type BuiltImage } from './image.ts';
 import type { Nodes } from './nodes.ts';
 import { killProcessGroup, signalProcess, startProcess, type ExitInfo, type Proc } from './procs.ts';
 import type { Storage } from './storage.ts';
@@ -33,6 +35,12 @@ export interface KubeletOptions {
   simMain: string;
   /** Pods get 127.<ipOctet>.x.y (default 1). */
   ipOctet?: number;
+  /** Images run from a folder (the operator's, built from the Dockerfile). */
+  images?: ImageStore;
+  /** The cluster DNS on port 53, for the resolv.conf of containers run from an image (null: none). */
+  podNameserver?: string | null;
+  /** The API server's address, where kube-proxy would send the kubernetes Service's clients. */
+  apiServer?: { host: string; port: number };
   log: (line: string) => void;
 }
 
@@ -117,8 +125,14 @@ class PodRuntime {
   syncing = false;
   syncAgain = false;
   retryTimer?: NodeJS.Timeout;
+  /**
+   * The time factor of this pod's timings (probes, grace, back-off). A pod run from an image (the
+   * operator) keeps real time: its process does not know the test bed's factor, as the simulator does.
+   */
+  factor: number;
 
-  constructor(pod: KObject, root: string) {
+  constructor(pod: KObject, root: string, factor: number) {
+    this.factor = factor;
     this.uid = pod.metadata.uid!;
     this.ns = pod.metadata.namespace!;
     this.name = pod.metadata.name;
@@ -154,7 +168,8 @@ export class Kubelet {
   #o: KubeletOptions;
   #f: number;
   #runtimes = new Map<string, PodRuntime>(); // by uid
-  #nextIp = 2;
+  // 127.N.0.x is the test bed's own (its DNS on port 53 is 127.N.0.10): pods start at 127.N.1.2.
+  #nextIp = 0x102;
   #events: EventRecorder;
   #stopping = false;
   #periodic?: NodeJS.Timeout;
@@ -165,9 +180,9 @@ export class Kubelet {
     this.#events = new EventRecorder(o.kube, 'kubelet');
   }
 
-  /** A duration of the pod spec, scaled by the time factor. */
-  #scaled(seconds: number, minMs = 100): number {
-    return Math.max(minMs, Math.round(seconds * 1000 * this.#f));
+  /** A duration of the pod spec, scaled by the pod's time factor. */
+  #scaled(rt: PodRuntime | null, seconds: number, minMs = 100): number {
+    return Math.max(minMs, Math.round(seconds * 1000 * (rt?.factor ?? this.#f)));
   }
 
   start(): void {
@@ -206,7 +221,8 @@ export class Kubelet {
         if (pod.metadata.deletionTimestamp) void this.#deletePodObject(pod);
         return;
       }
-      rt = new PodRuntime(pod, this.#o.dir);
+      const fromImage = (pod.spec.containers ?? []).some((c: any) => ImageStore.isOperator(c.image ?? ''));
+      rt = new PodRuntime(pod, this.#o.dir, fromImage ? 1 : this.#f);
       this.#runtimes.set(uid, rt);
     } else {
       rt.pod = pod;
@@ -217,12 +233,12 @@ export class Kubelet {
         c.spec = spec;
         if (c.proc && !c.proc.exit && !pod.metadata.deletionTimestamp) {
           this.#events.record(pod, 'Normal', 'Killing', `Container ${c.name} definition changed, will be restarted`, { host: rt.node, fieldPath: `spec.containers{${c.name}}` });
-          void this.#killContainer(rt, c, this.#scaled(pod.spec.terminationGracePeriodSeconds ?? 30, 0));
+          void this.#killContainer(rt, c, this.#scaled(rt, pod.spec.terminationGracePeriodSeconds ?? 30, 0));
         }
       }
     }
     if (pod.metadata.deletionTimestamp) {
-      if (!rt.terminating) void this.#terminate(rt, this.#scaled(pod.metadata.deletionGracePeriodSeconds ?? pod.spec.terminationGracePeriodSeconds ?? 30, 0));
+      if (!rt.terminating) void this.#terminate(rt, this.#scaled(rt, pod.metadata.deletionGracePeriodSeconds ?? pod.spec.terminationGracePeriodSeconds ?? 30, 0));
       return;
     }
     void this.#sync(rt);
@@ -250,7 +266,7 @@ export class Kubelet {
     // (until it wraps).
     for (;;) {
       const n = this.#nextIp++;
-      if (this.#nextIp > 0xfffe) this.#nextIp = 2;
+      if (this.#nextIp > 0xfffe) this.#nextIp = 0x102;
       const ip = `127.${this.#o.ipOctet ?? 1}.${(n >> 8) & 0xff}.${n & 0xff}`;
       if ((n & 0xff) === 0 || (n & 0xff) === 255) continue;
       if (![...this.#runtimes.values()].some((r) => r.ip === ip)) return ip;
@@ -287,7 +303,7 @@ export class Kubelet {
         // As the kubelet: a FailedMount event once the wait has lasted its two minutes.
         if (!rt.volumeWaitSince) rt.volumeWaitSince = Date.now();
         rt.volumeWait = wait;
-        if (!rt.volumeWaitReported && Date.now() - rt.volumeWaitSince >= this.#scaled(120)) {
+        if (!rt.volumeWaitReported && Date.now() - rt.volumeWaitSince >= this.#scaled(rt, 120)) {
           rt.volumeWaitReported = true;
           this.#events.record(rt.pod, 'Warning', 'FailedMount', `Unable to attach or mount volumes: ${wait}`, { host: rt.node });
         }
@@ -343,6 +359,8 @@ export class Kubelet {
       }
       const folder = join(volRoot, v.name);
       mkdirSync(folder, { recursive: true });
+      // An emptyDir is writable by whichever user the containers run as, as the kubelet makes it.
+      if (v.emptyDir) chmodSync(folder, 0o777);
       if (v.configMap || v.secret || v.projected || v.downwardAPI) {
         const missing = await this.#writeProjected(rt, v, folder);
         if (missing) {
@@ -487,46 +505,68 @@ export class Kubelet {
     if (rt.terminating || rt.gone || this.#stopping) return;
 
     const image: string = c.spec.image ?? '';
-    // The Queen broker's image runs the simulator (any image naming queen, but not an operator's).
-    const isQueen = /queen/i.test(image) && !/operator|testbed-stand-in/i.test(image);
     const cwd = join(rt.dir, 'containers', c.name);
     mkdirSync(cwd, { recursive: true });
-    const mounts = this.#mountsOf(rt, c);
-    const containerEnv: Record<string, string> = {};
     const hostname = String(rt.pod.spec.hostname ?? rt.name).slice(0, 63);
-    containerEnv.PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
-    containerEnv.HOME = cwd;
-    containerEnv.HOSTNAME = hostname;
-    for (const [k, v] of env) containerEnv[k] = v;
-    containerEnv.QUEEN_SIM_IP = rt.ip!;
-    containerEnv.QUEEN_SIM_DNS = o.dnsAddress;
-    containerEnv.QUEEN_SIM_MOUNTS = JSON.stringify(mounts);
-    containerEnv.QUEEN_SIM_IMAGE = image;
-    containerEnv.QUEEN_SIM_TIME_FACTOR = String(this.#f);
-    containerEnv.QUEEN_SIM_POD = `${rt.ns}/${rt.name}`;
-    // The simulator's safety net: it exits if the test bed's process is gone.
-    containerEnv.QUEEN_SIM_EXIT_WITH_PARENT = String(process.pid);
-    const bytes = await this.#volumeBytes(rt, c, containerEnv.QUEEN_RAFT_DIR || QUEEN_DATA_DIR);
-    if (bytes !== undefined) containerEnv.QUEEN_SIM_VOLUME_BYTES = String(bytes);
-    if (rt.terminating || rt.gone || this.#stopping) return;
-
     const logPath = this.#logPath(rt, c);
     mkdirSync(join(logPath, '..'), { recursive: true });
-    appendFileSync(logPath, `--- test bed: ${time()} starting container ${c.name} of ${rt.key} (restart ${c.restartCount}) image ${image} ip ${rt.ip} on ${node}\n`);
     let command: string;
     let args: string[];
-    if (isQueen) {
-      command = process.execPath;
-      args = [o.simMain];
-    } else if (/testbed-stand-in/.test(image)) {
-      command = process.execPath;
-      args = [STAND_IN_MAIN];
-    } else if (existsSync('/bin/sleep')) {
-      command = '/bin/sleep';
-      args = ['infinity'];
+    let containerEnv: Record<string, string>;
+    if (ImageStore.isOperator(image)) {
+      // Pulling the image: the operator's, built from the Dockerfile once per test bed.
+      let built: BuiltImage | null;
+      try {
+        built = (await o.images?.resolve(image)) ?? null;
+        if (!built) throw new Error('the test bed has no image store');
+      } catch (e) {
+        const message = `failed to pull image "${image}": ${(e as Error).message.split('\n')[0]}`;
+        this.#events.record(rt.pod, 'Warning', 'Failed', `Failed to pull image "${image}": ${(e as Error).message.split('\n')[0]}`, { host: node, fieldPath: `spec.containers{${c.name}}` });
+        c.state = { kind: 'waiting', reason: 'ErrImagePull', message };
+        this.#writeStatus(rt);
+        this.#retryLater(rt);
+        return;
+      }
+      if (rt.terminating || rt.gone || this.#stopping) return;
+      const run = this.#fromImage(rt, c, built, env, hostname);
+      command = run.command;
+      args = run.args;
+      containerEnv = run.env;
+      appendFileSync(logPath, `--- test bed: ${time()} starting container ${c.name} of ${rt.key} (restart ${c.restartCount}) image ${image} (built ${built.key}) ip ${rt.ip} on ${node}\n`);
     } else {
-      command = process.execPath;
-      args = ['-e', "process.on('SIGTERM',()=>process.exit(0));setInterval(()=>{},1<<30)"];
+      // The Queen broker's image runs the simulator (any image naming queen, but not an operator's).
+      const isQueen = /queen/i.test(image) && !/operator|testbed-stand-in/i.test(image);
+      const mounts = this.#mountsOf(rt, c);
+      containerEnv = {};
+      containerEnv.PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+      containerEnv.HOME = cwd;
+      containerEnv.HOSTNAME = hostname;
+      for (const [k, v] of env) containerEnv[k] = v;
+      containerEnv.QUEEN_SIM_IP = rt.ip!;
+      containerEnv.QUEEN_SIM_DNS = o.dnsAddress;
+      containerEnv.QUEEN_SIM_MOUNTS = JSON.stringify(mounts);
+      containerEnv.QUEEN_SIM_IMAGE = image;
+      containerEnv.QUEEN_SIM_TIME_FACTOR = String(this.#f);
+      containerEnv.QUEEN_SIM_POD = `${rt.ns}/${rt.name}`;
+      // The simulator's safety net: it exits if the test bed's process is gone.
+      containerEnv.QUEEN_SIM_EXIT_WITH_PARENT = String(process.pid);
+      const bytes = await this.#volumeBytes(rt, c, containerEnv.QUEEN_RAFT_DIR || QUEEN_DATA_DIR);
+      if (bytes !== undefined) containerEnv.QUEEN_SIM_VOLUME_BYTES = String(bytes);
+      if (rt.terminating || rt.gone || this.#stopping) return;
+      appendFileSync(logPath, `--- test bed: ${time()} starting container ${c.name} of ${rt.key} (restart ${c.restartCount}) image ${image} ip ${rt.ip} on ${node}\n`);
+      if (isQueen) {
+        command = process.execPath;
+        args = [o.simMain];
+      } else if (/testbed-stand-in/.test(image)) {
+        command = process.execPath;
+        args = [STAND_IN_MAIN];
+      } else if (existsSync('/bin/sleep')) {
+        command = '/bin/sleep';
+        args = ['infinity'];
+      } else {
+        command = process.execPath;
+        args = ['-e', "process.on('SIGTERM',()=>process.exit(0));setInterval(()=>{},1<<30)"];
+      }
     }
     const proc = startProcess(`${rt.key}/${c.name}`, command, args, { cwd, env: containerEnv, logPath, owner: o.dir });
     c.proc = proc;
@@ -545,12 +585,73 @@ export class Kubelet {
     this.#writeStatus(rt);
   }
 
+  /**
+   * How a container of an image folder starts: the image's entrypoint and command unless the pod
+   * gives its own (with $(VAR) expansion), the image's ENV under the pod's, the pod's user, its
+   * volumes (read-only where the mount says so), the cluster DNS as its resolver, and the
+   * in-cluster API address where kube-proxy would send the kubernetes Service's clients.
+   */
+  #fromImage(rt: PodRuntime, c: Container, built: BuiltImage, env: Array<[string, string]>, hostname: string): { command: string; args: string[]; env: Record<string, string> } {
+    const o = this.#o;
+    const containerEnv: Record<string, string> = {
+      PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+      HOSTNAME: hostname,
+      HOME: '/home/nonroot',
+      ...built.env,
+    };
+    for (const [k, v] of env) containerEnv[k] = v;
+    if (o.apiServer && containerEnv.KUBERNETES_SERVICE_HOST) {
+      const { host, port } = o.apiServer;
+      Object.assign(containerEnv, {
+        KUBERNETES_SERVICE_HOST: host,
+        KUBERNETES_SERVICE_PORT: String(port),
+        KUBERNETES_SERVICE_PORT_HTTPS: String(port),
+        KUBERNETES_PORT: `tcp://${host}:${port}`,
+        KUBERNETES_PORT_443_TCP: `tcp://${host}:${port}`,
+        KUBERNETES_PORT_443_TCP_ADDR: host,
+        KUBERNETES_PORT_443_TCP_PORT: String(port),
+      });
+    }
+    const lookup = (name: string) => containerEnv[name];
+    const command: string[] = c.spec.command ? c.spec.command.map((x: string) => expand(x, lookup)) : built.entrypoint;
+    const args: string[] = c.spec.args ? c.spec.args.map((x: string) => expand(x, lookup)) : c.spec.command ? [] : built.cmd;
+    const podSc = rt.pod.spec.securityContext ?? {};
+    const sc = c.spec.securityContext ?? {};
+    const uid: number | undefined = sc.runAsUser ?? podSc.runAsUser ?? built.user?.uid;
+    const gid: number | undefined = sc.runAsGroup ?? podSc.runAsGroup ?? built.user?.gid ?? uid;
+    const mounts: ContainerMount[] = [];
+    for (const m of c.spec.volumeMounts ?? []) {
+      const base = rt.volumes.get(m.name);
+      if (!base) continue;
+      const host = m.subPath ? join(base, m.subPath) : base;
+      mkdirSync(host, { recursive: true });
+      mounts.push({ path: m.mountPath, host, readOnly: !!m.readOnly });
+    }
+    const ns = rt.ns;
+    const run = containerCommand({
+      image: built,
+      nodeBinary: NODE_24,
+      argv: [...command, ...args],
+      workdir: c.spec.workingDir ?? built.workdir,
+      user: uid === undefined ? null : { uid, gid: gid ?? uid },
+      readOnlyRoot: !!sc.readOnlyRootFilesystem,
+      mounts,
+      hostname,
+      podIp: rt.ip!,
+      nameserver: o.podNameserver ?? null,
+      searches: [`${ns}.svc.cluster.local`, 'svc.cluster.local', 'cluster.local'],
+      rootDir: join(rt.dir, 'containers', c.name, 'root'),
+      etcDir: join(rt.dir, 'containers', c.name, 'etc'),
+    });
+    return { ...run, env: containerEnv };
+  }
+
   #retryLater(rt: PodRuntime): void {
     if (rt.retryTimer) return;
     rt.retryTimer = later(() => {
       rt.retryTimer = undefined;
       void this.#sync(rt);
-    }, this.#scaled(10, 1000));
+    }, this.#scaled(rt, 10, 1000));
   }
 
   // ---- probes -----------------------------------------------------------------------------
@@ -585,11 +686,11 @@ export class Kubelet {
   #runProbe(rt: PodRuntime, c: Container, p: ProbeState, startedMs: number): void {
     c.probes.push(p);
     const spec = p.spec;
-    const period = this.#scaled(spec.periodSeconds ?? 10);
-    const timeout = this.#scaled(spec.timeoutSeconds ?? 1);
+    const period = this.#scaled(rt, spec.periodSeconds ?? 10);
+    const timeout = this.#scaled(rt, spec.timeoutSeconds ?? 1);
     const failureThreshold = spec.failureThreshold ?? 3;
     const successThreshold = p.kind === 'readiness' ? (spec.successThreshold ?? 1) : 1;
-    const firstAt = startedMs + this.#scaled(spec.initialDelaySeconds ?? 0, 0);
+    const firstAt = startedMs + this.#scaled(rt, spec.initialDelaySeconds ?? 0, 0);
     const tick = async () => {
       if (p.stopped) return;
       const began = Date.now();
@@ -726,7 +827,7 @@ export class Kubelet {
     if (rt.terminating || c.killing) return;
     this.#events.record(rt.pod, 'Normal', 'Killing', `Container ${c.name} failed ${kind} probe, will be restarted`, { host: rt.node, fieldPath: `spec.containers{${c.name}}` });
     const grace = spec.terminationGracePeriodSeconds ?? rt.pod.spec.terminationGracePeriodSeconds ?? 30;
-    await this.#killContainer(rt, c, this.#scaled(grace, 0));
+    await this.#killContainer(rt, c, this.#scaled(rt, grace, 0));
   }
 
   /** preStop, SIGTERM, the rest of the grace period (at least the kubelet's 2 s), SIGKILL. */
@@ -740,7 +841,7 @@ export class Kubelet {
     if (preStop) {
       await Promise.race([this.#runPreStop(rt, c, preStop, graceMs), sleep(graceMs), proc.exited]);
     }
-    const minimum = this.#scaled(2, 100);
+    const minimum = this.#scaled(rt, 2, 100);
     const remaining = Math.max(minimum, graceMs - (Date.now() - began));
     signalProcess(proc, 'SIGTERM');
     const timer = later(() => killProcessGroup(proc), remaining);
@@ -754,8 +855,8 @@ export class Kubelet {
    * EndpointSlice update can take over a second to reach a client, and a shorter sleep would make
    * clients fail in a way a real cluster's 5 s does not.
    */
-  #preStopSleep(seconds: number): number {
-    return this.#scaled(seconds, Math.min(seconds * 1000, 2000));
+  #preStopSleep(rt: PodRuntime, seconds: number): number {
+    return this.#scaled(rt, seconds, Math.min(seconds * 1000, 2000));
   }
 
   async #runPreStop(rt: PodRuntime, c: Container, hook: any, limitMs: number): Promise<void> {
@@ -763,7 +864,7 @@ export class Kubelet {
       if (hook.exec) {
         const cmd: string[] = hook.exec.command ?? [];
         if (/(^|\/)sleep$/.test(cmd[0] ?? '') && cmd.length === 2 && /^\d+(\.\d+)?$/.test(cmd[1]!)) {
-          await sleep(this.#preStopSleep(Number(cmd[1])));
+          await sleep(this.#preStopSleep(rt, Number(cmd[1])));
           return;
         }
         const code = await this.#execOnHost(rt, c, cmd[0] && existsSync(cmd[0]) ? cmd : ['/bin/sh', '-c', cmd.join(' ')], limitMs);
@@ -771,7 +872,7 @@ export class Kubelet {
           this.#events.record(rt.pod, 'Warning', 'FailedPreStopHook', `PreStopHook failed: command ${JSON.stringify(cmd)} exited with ${code}`, { host: rt.node });
         }
       } else if (hook.sleep) {
-        await sleep(this.#preStopSleep(Number(hook.sleep.seconds ?? 0)));
+        await sleep(this.#preStopSleep(rt, Number(hook.sleep.seconds ?? 0)));
       } else if (hook.httpGet) {
         await this.#probe(rt, c, { httpGet: hook.httpGet }, limitMs);
       }
@@ -810,9 +911,9 @@ export class Kubelet {
     this.#scheduleRestart(rt, c);
   }
 
-  #backoffNext(c: Container, now: number): void {
-    const initial = this.#scaled(10);
-    const max = this.#scaled(300);
+  #backoffNext(rt: PodRuntime, c: Container, now: number): void {
+    const initial = this.#scaled(rt, 10);
+    const max = this.#scaled(rt, 300);
     if (!c.backoff || now - c.backoff.lastUpdate > 2 * max) c.backoff = { ms: initial, lastUpdate: now };
     else c.backoff = { ms: Math.min(c.backoff.ms * 2, max), lastUpdate: now };
   }
@@ -820,14 +921,14 @@ export class Kubelet {
   /** The kubelet's CrashLoopBackOff: the first restart at once, then 10 s doubling to 5 min. */
   #scheduleRestart(rt: PodRuntime, c: Container): void {
     const now = Date.now();
-    const max = this.#scaled(300);
+    const max = this.#scaled(rt, 300);
     const b = c.backoff;
     const inBackoff = b && !(now - b.lastUpdate > 2 * max);
     if (!inBackoff) {
       void this.#restart(rt, c);
       return;
     }
-    const message = `back-off ${goDuration(b.ms / this.#f)} restarting failed container=${c.name} pod=${rt.name}_${rt.ns}(${rt.uid})`;
+    const message = `back-off ${goDuration(b.ms / rt.factor)} restarting failed container=${c.name} pod=${rt.name}_${rt.ns}(${rt.uid})`;
     c.last = c.state.kind === 'terminated' ? c.state : c.last;
     c.state = { kind: 'waiting', reason: 'CrashLoopBackOff', message };
     this.#events.record(rt.pod, 'Warning', 'BackOff', `Back-off restarting failed container ${c.name} in pod ${rt.name}_${rt.ns}(${rt.uid})`, { host: rt.node, fieldPath: `spec.containers{${c.name}}` });
@@ -839,7 +940,7 @@ export class Kubelet {
   }
 
   #restart(rt: PodRuntime, c: Container): Promise<void> {
-    this.#backoffNext(c, Date.now());
+    this.#backoffNext(rt, c, Date.now());
     if (c.state.kind === 'terminated') c.last = c.state;
     c.restartCount++;
     c.state = { kind: 'waiting', reason: 'ContainerCreating' };

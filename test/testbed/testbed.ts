@@ -15,6 +15,7 @@ import { startControlServer } from './control.ts';
 import { ClusterDns } from './dns.ts';
 import { Informer, Kube, type KObject } from './kube.ts';
 import { serviceAccountKubeconfig as makeSaKubeconfig, writeKubeconfig } from './kubeconfig.ts';
+import { ImageStore } from './image.ts';
 import { claimIpRange } from './ip-range.ts';
 import { Kubelet } from './kubelet.ts';
 import { startKubeletServer } from './kubelet-server.ts';
@@ -34,6 +35,8 @@ export interface TestbedInfo {
   temporal: { address: string; namespace: 'default'; uiUrl: string; httpUrl: string };
   controlUrl: string;
   dns: string;
+  /** The cluster DNS on port 53, as the resolv.conf of a pod run from an image names it (null without root). */
+  podNameserver: string | null;
   /** Pods get addresses from this range. */
   podAddresses: string;
   timeFactor: number;
@@ -312,9 +315,41 @@ export async function startTestbed(opts: TestbedOptions = {}): Promise<Testbed> 
     const dnsPort = await dns.start('127.0.0.1');
     cleanups.push(() => dns.stop());
     const dnsAddress = `127.0.0.1:${dnsPort}`;
-    const ipRange = claimIpRange(dir);
+    const ipRangeEarly = claimIpRange(dir);
+    const ipRange = ipRangeEarly;
     cleanups.push(() => ipRange.release());
-    const kubelet = new Kubelet({ kube, pods, services, storage, nodes, dir, timeFactor, dnsAddress, simMain: SIM_MAIN, ipOctet: ipRange.octet, log: logLine });
+    // The pods' resolver: the same cluster DNS on port 53 of an address of the test bed's range, as
+    // a resolv.conf needs (it takes no port). Binding port 53 needs root; without it, containers
+    // run from an image have no cluster DNS (the simulators are told the port above).
+    const podDns = new ClusterDns(services, slices, Math.max(1, Math.round(5 * timeFactor)));
+    const podNameserver = `127.${ipRange.octet}.0.10`;
+    let podNameserverUp: string | null = null;
+    try {
+      await podDns.start(podNameserver, 53);
+      podNameserverUp = podNameserver;
+      cleanups.push(() => podDns.stop());
+    } catch (e) {
+      log(`no cluster DNS on ${podNameserver}:53 for the pods run from an image: ${(e as Error).message}`);
+    }
+    // The operator's image, built from the Dockerfile (cached): pulled ahead, as a node would.
+    const images = new ImageStore(log);
+    void images.prepare().catch((e) => log(`building the operator image failed: ${(e as Error).message}`));
+    const kubelet = new Kubelet({
+      kube,
+      pods,
+      services,
+      storage,
+      nodes,
+      dir,
+      timeFactor,
+      dnsAddress,
+      simMain: SIM_MAIN,
+      ipOctet: ipRange.octet,
+      images,
+      podNameserver: podNameserverUp,
+      apiServer: { host: '127.0.0.1', port: apiPort },
+      log: logLine,
+    });
     kubeletRef = kubelet;
     cleanups.push(() => kubelet.stop());
     storage.onChange = () => kubelet.kick();
@@ -347,6 +382,7 @@ export async function startTestbed(opts: TestbedOptions = {}): Promise<Testbed> 
       temporal: { address: temporal.address, namespace: 'default', uiUrl: temporal.uiUrl, httpUrl: temporal.httpUrl },
       controlUrl: control.url,
       dns: dnsAddress,
+      podNameserver: podNameserverUp,
       podAddresses: `127.${ipRange.octet}.0.0/16`,
       timeFactor,
       tools: { k8sVersion: tools.k8sVersion, kubectl: tools.kubectl, kubernetesBin: tools.kubernetesBin, etcdBin: tools.etcdBin, temporalBin: tools.temporalBin },
