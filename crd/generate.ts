@@ -1,8 +1,10 @@
-// Writes deploy/crd.yaml from crd/schema.ts, and deploy/install.yaml (the CRD, then
-// deploy/operator.yaml). `npm run generate`; test/unit/crd.test.ts fails when they are stale.
+// Writes what deploy/ serves from its sources: deploy/crd.yaml from crd/schema.ts; deploy/install.yaml
+// (the CRD, the ClusterRole of deploy/rbac.yaml and the cluster-wide operator of deploy/operator.yaml);
+// deploy/namespaced.yaml (the same operator limited to the namespace it is applied in, the role
+// bound there only). `npm run generate`; test/unit/crd.test.ts fails when they are stale.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { stringify } from 'yaml';
+import { isMap, isSeq, parseAllDocuments, Scalar, stringify, type Document } from 'yaml';
 import { customResourceDefinition } from './schema.ts';
 
 const deploy = (file: string) => fileURLToPath(new URL(`../deploy/${file}`, import.meta.url));
@@ -15,11 +17,65 @@ export function renderCrdYaml(): string {
 }
 
 export function renderInstallYaml(): string {
-  return `${renderCrdYaml()}---\n${readFileSync(deploy('operator.yaml'), 'utf8')}`;
+  return `${renderCrdYaml()}---\n${readFileSync(deploy('rbac.yaml'), 'utf8')}---\n${readFileSync(deploy('operator.yaml'), 'utf8')}`;
+}
+
+const NAMESPACED_HEADER = `# Generated from deploy/operator.yaml by \`npm run generate\`: the operator limited to one namespace.
+# A cluster admin installs the definition and the role once:
+#   kubectl apply -f deploy/crd.yaml -f deploy/rbac.yaml
+# then each team, in its own namespace (the role is bound there only, and the operator watches
+# only that namespace, on a task queue of its own):
+#   kubectl -n <namespace> apply -f deploy/namespaced.yaml
+# To watch more namespaces, add them to --namespace and bind the role in each (a RoleBinding
+# like the one below); an operator not bound in a namespace it is told to watch says so once.
+`;
+
+/** deploy/operator.yaml made namespaced: no Namespace, a RoleBinding, --namespace and a task queue of its own. */
+export function renderNamespacedYaml(): string {
+  const docs = parseAllDocuments(readFileSync(deploy('operator.yaml'), 'utf8')) as Document[];
+  const out: string[] = [];
+  for (const doc of docs) {
+    const kind = doc.get('kind') as string;
+    if (kind === 'Namespace') continue;
+    doc.commentBefore = null;
+    doc.deleteIn(['metadata', 'namespace']);
+    if (kind === 'ClusterRoleBinding') {
+      doc.set('kind', 'RoleBinding');
+      if (isMap(doc.contents)) doc.contents.commentBefore = ' The ClusterRole of deploy/rbac.yaml, bound in this namespace only.';
+      const subjects = doc.get('subjects');
+      if (isSeq(subjects)) for (const s of subjects.items) if (isMap(s)) s.delete('namespace');
+    }
+    if (kind === 'Deployment') {
+      const container = ['spec', 'template', 'spec', 'containers', 0];
+      const args = doc.getIn([...container, 'args']);
+      if (isSeq(args)) {
+        const arg = new Scalar('--namespace=$(POD_NAMESPACE)');
+        arg.type = Scalar.QUOTE_DOUBLE;
+        args.add(arg);
+      }
+      const env = doc.getIn([...container, 'env']);
+      if (isSeq(env)) {
+        const podNamespace = doc.createNode({ name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } });
+        const valueFrom = podNamespace.get('valueFrom', true);
+        if (isMap(valueFrom)) valueFrom.flow = true;
+        env.items.splice(1, 0, podNamespace as never);
+        for (const e of env.items) {
+          if (isMap(e) && e.get('name') === 'QUEEN_TASK_QUEUE') {
+            e.set('value', 'queen-operator-$(POD_NAMESPACE)');
+            e.commentBefore = ' A task queue of its own: several namespaced operators may share one Temporal namespace.';
+          }
+        }
+      }
+    }
+    doc.directives!.docStart = null;
+    out.push(doc.toString({ lineWidth: 0 }));
+  }
+  return NAMESPACED_HEADER + out.join('---\n');
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   writeFileSync(deploy('crd.yaml'), renderCrdYaml());
   writeFileSync(deploy('install.yaml'), renderInstallYaml());
-  console.log('wrote deploy/crd.yaml and deploy/install.yaml');
+  writeFileSync(deploy('namespaced.yaml'), renderNamespacedYaml());
+  console.log('wrote deploy/crd.yaml, deploy/install.yaml and deploy/namespaced.yaml');
 }

@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import { parse } from 'yaml';
 import { withDefaults } from '../../crd/defaults.ts';
-import { renderCrdYaml, renderInstallYaml } from '../../crd/generate.ts';
+import { renderCrdYaml, renderInstallYaml, renderNamespacedYaml } from '../../crd/generate.ts';
 import { customResourceDefinition, type QueenClusterSpec, type QueenClusterStatus, type StoredSpec } from '../../crd/schema.ts';
 
 const file = (name: string) => readFileSync(fileURLToPath(new URL(`../../deploy/${name}`, import.meta.url)), 'utf8');
@@ -14,6 +14,7 @@ describe('the QueenCluster API', () => {
   it('deploy/crd.yaml and deploy/install.yaml are generated from crd/schema.ts (npm run generate)', () => {
     expect(file('crd.yaml')).toBe(renderCrdYaml());
     expect(file('install.yaml')).toBe(renderInstallYaml());
+    expect(file('namespaced.yaml')).toBe(renderNamespacedYaml());
   });
 
   it('the types follow the schema', () => {
@@ -71,10 +72,27 @@ describe('the QueenCluster API', () => {
       .split(/^---$/m)
       .map((d) => parse(d))
       .filter(Boolean);
-    expect(docs.map((d) => d.kind)).toEqual(['CustomResourceDefinition', 'Namespace', 'ServiceAccount', 'ClusterRole', 'ClusterRoleBinding', 'Deployment']);
+    expect(docs.map((d) => d.kind)).toEqual(['CustomResourceDefinition', 'ClusterRole', 'Namespace', 'ServiceAccount', 'ClusterRoleBinding', 'Deployment', 'PodDisruptionBudget']);
     const role = docs.find((d) => d.kind === 'ClusterRole');
     const resources = role.rules.flatMap((r: { resources: string[] }) => r.resources);
     expect(resources).not.toContain('secrets');
     expect(role.rules.every((r: { verbs: string[] }) => !r.verbs.includes('*'))).toBe(true);
+  });
+
+  it('namespaced.yaml binds the same role in its namespace only, watches that namespace on a task queue of its own', () => {
+    const docs = file('namespaced.yaml')
+      .split(/^---$/m)
+      .map((d) => parse(d))
+      .filter(Boolean);
+    expect(docs.map((d) => d.kind)).toEqual(['ServiceAccount', 'RoleBinding', 'Deployment', 'PodDisruptionBudget']);
+    expect(docs.every((d) => d.metadata.namespace === undefined)).toBe(true);
+    expect(docs[1].roleRef).toEqual({ apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'queen-operator' });
+    const container = docs[2].spec.template.spec.containers[0];
+    expect(container.args).toContain('--namespace=$(POD_NAMESPACE)');
+    const env = Object.fromEntries(container.env.map((e: { name: string; value?: string }) => [e.name, e.value ?? 'from']));
+    expect(env.QUEEN_TASK_QUEUE).toBe('queen-operator-$(POD_NAMESPACE)');
+    // POD_NAMESPACE comes before the variables that refer to it.
+    const names = container.env.map((e: { name: string }) => e.name);
+    expect(names.indexOf('POD_NAMESPACE')).toBeLessThan(names.indexOf('QUEEN_TASK_QUEUE'));
   });
 });
