@@ -12,7 +12,7 @@ it('foreign-objects: Blocked with the name of the Service it did not create', as
   s = await scenario('foreign');
   const mine = { metadata: { name: 'queen', labels: { app: 'queen' } }, spec: { selector: { app: 'queen' }, ports: [{ name: 'http', port: 6632, targetPort: 'http' as never }] } };
   await s.core.createNamespacedService({ namespace: s.ns, body: mine });
-  s.startOperator();
+  await s.install();
   await createCluster(s, seedSpec());
   const blocked = await waitForCluster(s, 'Blocked on the Service', (q) => q.status?.phase === 'Blocked', 120_000);
   expect(blocked.status?.message).toBe(

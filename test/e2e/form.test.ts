@@ -1,6 +1,6 @@
 // e2e `form`: seed 000's Install section. A Secret and a QueenCluster become a cluster that
 // commits, as `kubectl get queencluster` shows it; `kubectl describe` lists the steps; the
-// operator runs under the ServiceAccount and ClusterRole of deploy/install.yaml.
+// operator, installed from deploy/namespaced.yaml, runs under its ServiceAccount and role.
 import { afterEach, describe, expect, it } from 'vitest';
 import { clusterEvents, createCluster, kubectl, pods, scenario, seedSpec, waitFor, waitForCluster, type Scenario } from './harness.ts';
 import { activityTypes, recordHistory, settledRuns, workflowRuns } from './temporal.ts';
@@ -13,7 +13,7 @@ afterEach(async () => {
 
 async function form(prefix: string, replicas: 1 | 3 | 5) {
   s = await scenario(prefix);
-  const op = s.startOperator();
+  await s.install();
   await createCluster(s, seedSpec({ replicas }));
   const voters = Array.from({ length: replicas }, (_, i) => i + 1);
   const qc = await waitForCluster(
@@ -22,12 +22,12 @@ async function form(prefix: string, replicas: 1 | 3 | 5) {
     (q) => q.status?.phase === 'Ready' && q.status?.commits === true && q.status?.version === '2.6.0' && JSON.stringify(q.status?.voters) === JSON.stringify(voters),
     240_000,
   );
-  return { s, op, qc, voters };
+  return { s, qc, voters };
 }
 
 describe('form', () => {
   it('seed 000: three voters, VERSION 2.6.0, VOTERS [1,2,3], COMMITS true, PHASE Ready', async () => {
-    const { s, op, qc } = await form('form3', 3);
+    const { s, qc } = await form('form3', 3);
     expect(qc.status?.operation ?? null).toBeNull();
     expect(qc.status?.lastOperation).toMatchObject({ type: 'FormCluster', result: 'Succeeded' });
     expect(qc.status?.members?.map((m) => [m.pod, m.voter, m.live, m.ready])).toEqual([
@@ -63,19 +63,20 @@ describe('form', () => {
     // Pods are spread over distinct simulated nodes (hard anti-affinity is really scheduled).
     const nodes = new Set((await pods(s)).map((p) => p.spec?.nodeName));
     expect(nodes.size).toBe(3);
-    // Under the ServiceAccount of install.yaml, nothing was refused.
-    expect(op.log()).not.toMatch(/forbidden|HTTP-Code: 403\b/i);
+    // Under the ServiceAccount and role of the manifest, nothing was refused.
+    expect(s.operatorLog()).toMatch(/watcher running/);
+    expect(s.operatorLog()).not.toMatch(/forbidden|HTTP-Code: 403\b/i);
   });
 
   it('one voter', async () => {
-    const { s, op } = await form('form1', 1);
+    const { s } = await form('form1', 1);
     expect((await pods(s)).map((p) => p.metadata?.name)).toEqual(['queen-0']);
-    expect(op.log()).not.toMatch(/forbidden|HTTP-Code: 403\b/i);
+    expect(s.operatorLog()).not.toMatch(/forbidden|HTTP-Code: 403\b/i);
   });
 
   it('five voters', async () => {
-    const { s, op } = await form('form5', 5);
+    const { s } = await form('form5', 5);
     expect((await pods(s)).length).toBe(5);
-    expect(op.log()).not.toMatch(/forbidden|HTTP-Code: 403\b/i);
+    expect(s.operatorLog()).not.toMatch(/forbidden|HTTP-Code: 403\b/i);
   });
 });

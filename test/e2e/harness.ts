@@ -1,17 +1,21 @@
-// What an end-to-end scenario needs: its own namespace with the Secret of seed 000, operator
-// processes run as a user would run them (under the ServiceAccount of deploy/install.yaml), the
-// QueenCluster as kubectl shows it, its Events, the Temporal client, and waits with deadlines that
-// say what was last seen when they run out.
+// What an end-to-end scenario needs: its own namespace with the Secret of seed 000, the operator
+// installed there as users install it (deploy/namespaced.yaml: its pods run from the image the
+// Dockerfile builds, under the ServiceAccount and role of the manifest), or, for a scenario that
+// must control a process by hand, an operator process; the QueenCluster as kubectl shows it, its
+// Events, the Temporal client, and waits with deadlines that say what was last seen when they run
+// out.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { CoreV1Api, CustomObjectsApi, KubeConfig, PatchStrategy, setHeaderOptions, type CoreV1Event, type V1Pod } from '@kubernetes/client-node';
+import { AppsV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, PatchStrategy, setHeaderOptions, type CoreV1Event, type V1Pod } from '@kubernetes/client-node';
 import { Client, Connection } from '@temporalio/client';
 import { inject } from 'vitest';
+import { isMap, isSeq, parseAllDocuments } from 'yaml';
 import { GROUP, PLURAL, VERSION, type QueenCluster, type QueenClusterSpec } from '../../crd/schema.ts';
 
 const MAIN = fileURLToPath(new URL('../../main.ts', import.meta.url));
+const NAMESPACED = fileURLToPath(new URL('../../deploy/namespaced.yaml', import.meta.url));
 
 export const testbed = () => inject('testbed');
 export const operatorSetup = () => inject('operator');
@@ -54,6 +58,18 @@ export interface OperatorFlags {
   extra?: string[];
 }
 
+/** The flags a scenario gives the operator, as command-line arguments (tests run on shorter intervals). */
+function flagArgs(flags: OperatorFlags): string[] {
+  return [
+    `--poll-interval=${flags.pollInterval ?? '500ms'}`,
+    `--observe-interval=${flags.observeInterval ?? '1s'}`,
+    `--probe-interval=${flags.probeInterval ?? '10s'}`,
+    `--stall-after=${flags.stallAfter ?? '5s'}`,
+    `--settle-timeout=${flags.settleTimeout ?? '5m'}`,
+    ...(flags.extra ?? []),
+  ];
+}
+
 /** Operator processes still running: killed when the test process exits, whatever the way. */
 const live = new Set<ChildProcess>();
 process.once('exit', () => {
@@ -83,13 +99,9 @@ export class OperatorProcess {
       `--namespace=${namespace}`,
       ...(flags.brokerAccess === 'dns' ? ['--broker-access=dns', `--resolver=${testbed().dns}`] : ['--broker-access=pod-ip']),
       `--workflow-bundle=${operatorSetup().workflowBundle}`,
-      `--state-dir=${dir}`,
-      `--poll-interval=${flags.pollInterval ?? '500ms'}`,
-      `--observe-interval=${flags.observeInterval ?? '1s'}`,
-      `--probe-interval=${flags.probeInterval ?? '10s'}`,
-      `--stall-after=${flags.stallAfter ?? '5s'}`,
-      `--settle-timeout=${flags.settleTimeout ?? '5m'}`,
-      ...(flags.extra ?? []),
+      '--health-port=0',
+      '--metrics-port=0',
+      ...flagArgs(flags),
     ];
   }
 
@@ -126,6 +138,85 @@ export class OperatorProcess {
   }
 }
 
+/**
+ * The operator installed in a scenario's namespace from deploy/namespaced.yaml, as a team would
+ * install it: `kubectl -n <ns> apply -f deploy/namespaced.yaml` with the Temporal address of the
+ * test bed, the scenario's flags added to its arguments and its replica count set. Its pods run
+ * from the operator's image (built from the Dockerfile) with the in-cluster configuration, the
+ * cluster DNS and the manifest's probes.
+ */
+export class InstalledOperator {
+  readonly namespace: string;
+  constructor(namespace: string) {
+    this.namespace = namespace;
+  }
+
+  /** The manifest as applied: replicas, the Temporal address, the scenario's flags. */
+  static manifest(temporalAddress: string, replicas: number, args: string[], env: Record<string, string> = {}): string {
+    const docs = parseAllDocuments(readFileSync(NAMESPACED, 'utf8'));
+    for (const doc of docs) {
+      if (doc.get('kind') !== 'Deployment') continue;
+      doc.setIn(['spec', 'replicas'], replicas);
+      const container = ['spec', 'template', 'spec', 'containers', 0];
+      const argList = doc.getIn([...container, 'args']);
+      if (isSeq(argList)) for (const a of args) argList.add(a);
+      const envList = doc.getIn([...container, 'env']);
+      const all = { TEMPORAL_ADDRESS: temporalAddress, LOG_LEVEL: 'debug', ...env };
+      if (isSeq(envList)) {
+        for (const [name, value] of Object.entries(all)) {
+          const existing = envList.items.find((e) => isMap(e) && e.get('name') === name);
+          if (existing && isMap(existing)) existing.set('value', value);
+          else envList.add(doc.createNode({ name, value }));
+        }
+      }
+    }
+    return docs.map((d) => d.toString()).join('---\n');
+  }
+
+  async apply(replicas: number, flags: OperatorFlags, env: Record<string, string> = {}): Promise<void> {
+    const file = join(testbed().dir, 'operator', `${this.namespace}.yaml`);
+    mkdirSync(join(file, '..'), { recursive: true });
+    writeFileSync(file, InstalledOperator.manifest(testbed().temporal.address, replicas, flagArgs(flags), env));
+    const r = await kubectl(['-n', this.namespace, 'apply', '-f', file]);
+    if (r.code !== 0) throw new Error(`kubectl apply of deploy/namespaced.yaml failed: ${r.stderr}`);
+  }
+
+  /** The operator's pods (Terminating ones too), oldest first. */
+  async pods(core: CoreV1Api): Promise<V1Pod[]> {
+    const list = await core.listNamespacedPod({ namespace: this.namespace, labelSelector: 'app.kubernetes.io/name=queen-operator' });
+    return list.items.sort((a, b) => time0(a) - time0(b));
+  }
+
+  /** Waits until `n` pods are Ready through /readyz and none is terminating. */
+  async ready(core: CoreV1Api, n: number, timeoutMs = 180_000): Promise<V1Pod[]> {
+    let last = '';
+    return waitFor(
+      `${n} operator pod${n === 1 ? '' : 's'} Ready`,
+      async () => {
+        const pods = await this.pods(core);
+        last = pods.map((p) => `${p.metadata?.name} ${p.status?.phase}${p.metadata?.deletionTimestamp ? ' terminating' : ''} ready=${isReady(p)}`).join(', ');
+        const ready = pods.filter((p) => !p.metadata?.deletionTimestamp && isReady(p));
+        return ready.length === n && pods.length === n ? ready : undefined;
+      },
+      timeoutMs,
+      () => `${last}\n${this.log().split('\n').slice(-15).join('\n')}`,
+    );
+  }
+
+  /** Everything every operator pod of this namespace wrote, in the order of the files. */
+  log(): string {
+    const dir = join(testbed().logs, 'pods');
+    if (!existsSync(dir)) return '';
+    return readdirSync(dir)
+      .filter((f) => f.startsWith(`${this.namespace}_queen-operator-`) && f.endsWith('_operator.log'))
+      .map((f) => readFileSync(join(dir, f), 'utf8'))
+      .join('\n');
+  }
+}
+
+const time0 = (p: V1Pod) => new Date((p.metadata?.creationTimestamp ?? 0) as Date).getTime();
+const isReady = (p: V1Pod) => !!p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True');
+
 export interface Scenario {
   ns: string;
   kc: KubeConfig;
@@ -134,9 +225,19 @@ export interface Scenario {
   temporal: Client;
   taskQueue: string;
   operators: OperatorProcess[];
+  /** The operator installed in the namespace, once install() ran. */
+  installed: InstalledOperator | null;
   /** Names of the QueenClusters created through createCluster(). */
   clusters: Set<string>;
+  /**
+   * Installs the operator in the namespace (deploy/namespaced.yaml) with `replicas` pods and the
+   * scenario's flags, and waits until they are Ready. Again: changes the replicas or the flags.
+   */
+  install(flags?: OperatorFlags, opts?: { replicas?: number; env?: Record<string, string> }): Promise<InstalledOperator>;
+  /** An operator process on this machine, for a scenario that must control it by hand. */
   startOperator(label?: string, flags?: OperatorFlags): OperatorProcess;
+  /** The logs of every operator of the scenario, installed or process. */
+  operatorLog(): string;
   close(): Promise<void>;
 }
 
@@ -155,7 +256,7 @@ export async function scenario(prefix: string, opts: { secret?: boolean } = {}):
   const taskQueue = `queen-${ns}`;
   const operators: OperatorProcess[] = [];
   const clusters = new Set<string>();
-  return {
+  const s: Scenario = {
     ns,
     kc,
     core,
@@ -163,7 +264,18 @@ export async function scenario(prefix: string, opts: { secret?: boolean } = {}):
     temporal,
     taskQueue,
     operators,
+    installed: null,
     clusters,
+    async install(flags: OperatorFlags = {}, opts: { replicas?: number; env?: Record<string, string> } = {}) {
+      const op = (s.installed ??= new InstalledOperator(ns));
+      const replicas = opts.replicas ?? 1;
+      await op.apply(replicas, flags, opts.env);
+      await op.ready(core, replicas);
+      return op;
+    },
+    operatorLog() {
+      return [s.installed?.log() ?? '', ...operators.map((o) => o.log())].join('\n');
+    },
     startOperator(label = `operator-${operators.length}`, flags?: OperatorFlags) {
       const op = new OperatorProcess(ns, label, taskQueue, flags).start();
       operators.push(op);
@@ -171,6 +283,11 @@ export async function scenario(prefix: string, opts: { secret?: boolean } = {}):
     },
     async close() {
       await Promise.all(operators.map((o) => o.kill('SIGTERM')));
+      if (s.installed) {
+        // The installed operator stops first (SIGTERM, then its pods go), so it restarts nothing below.
+        await s.kc.makeApiClient(AppsV1Api).deleteNamespacedDeployment({ namespace: ns, name: 'queen-operator', propagationPolicy: 'Foreground' }).catch(() => undefined);
+        await waitFor('the operator pods gone', async () => (await s.installed!.pods(core)).length === 0, 60_000).catch(() => undefined);
+      }
       // Workflows nobody works on any more are ended, so the Temporal server carries no leftovers.
       for (const name of clusters) {
         for (const id of [`queencluster/${ns}/${name}`, `queencluster-observer/${ns}/${name}`]) {
@@ -182,6 +299,7 @@ export async function scenario(prefix: string, opts: { secret?: boolean } = {}):
       await core.deleteNamespace({ name: ns }).catch(() => undefined);
     },
   };
+  return s;
 }
 
 export async function createSecret(core: CoreV1Api, ns: string, data: Record<string, string> = { QUEEN_RAFT_TOKEN: 'a'.repeat(64), QUEEN_ENCRYPTION_KEY: 'b'.repeat(64) }) {
@@ -277,9 +395,9 @@ export async function kubectl(args: string[]): Promise<{ code: number; stdout: s
   });
 }
 
-/** Starts an operator and forms a cluster; returns once it is Ready and commits. */
+/** Installs the operator (unless one runs) and forms a cluster; returns once it is Ready and commits. */
 export async function formed(s: Scenario, spec: QueenClusterSpec, name = 'queen'): Promise<QueenCluster> {
-  if (s.operators.length === 0) s.startOperator();
+  if (s.operators.length === 0 && !s.installed) await s.install();
   await createCluster(s, spec, name);
   const voters = JSON.stringify(Array.from({ length: spec.replicas ?? 3 }, (_, i) => i + 1));
   return waitForCluster(

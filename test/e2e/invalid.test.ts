@@ -72,13 +72,13 @@ describe('invalid specs are refused by the API server, naming the field', () => 
 
 describe('what is missing is named', () => {
   it('a missing Secret gives Blocked with its name, and the cluster forms once it exists', async () => {
-    const op = s.startOperator();
+    await s.install();
     await createCluster(s, seedSpec({ replicas: 1 } as Partial<QueenClusterSpec>), 'nosecret');
     const blocked = await waitForCluster(s, 'Blocked on the Secret', (q) => q.status?.phase === 'Blocked', 120_000, 'nosecret');
     expect(blocked.status?.message).toBe('the Secret queen does not exist: create it with the key QUEEN_RAFT_TOKEN (pod 0 cannot start)');
     await createSecret(s.core, s.ns);
     await waitForCluster(s, 'Ready once the Secret exists', (q) => q.status?.phase === 'Ready' && q.status?.commits === true, 180_000, 'nosecret');
-    expect(op.log()).not.toMatch(/forbidden|HTTP-Code: 403\b/i);
+    expect(s.operatorLog()).not.toMatch(/forbidden|HTTP-Code: 403\b/i);
   });
 
   it('a Secret without QUEEN_RAFT_TOKEN gives Blocked with the key', async () => {

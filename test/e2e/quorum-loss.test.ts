@@ -11,7 +11,7 @@ afterAll(() => s?.close());
 
 it('quorum-loss: COMMITS false and Degraded, then Ready again', async () => {
   s = await scenario('quorum');
-  s.startOperator('operator', { probeInterval: `${PROBE_INTERVAL_MS / 1000}s` });
+  await s.install({ probeInterval: `${PROBE_INTERVAL_MS / 1000}s` });
   await formed(s, seedSpec());
   await control.kill(s.ns, 'queen-1', { hold: true });
   await control.kill(s.ns, 'queen-2', { hold: true });

@@ -24,7 +24,7 @@ async function claimUid(sc: Scenario, ordinal: number) {
 
 it('replace: a stale voter is replaced in the order that keeps the cluster whole', async () => {
   s = await scenario('replace');
-  s.startOperator('operator', { stallAfter: '5s', probeInterval: '5s' });
+  await s.install({ stallAfter: '5s', probeInterval: '5s' });
   const qc = await formed(s, seedSpec());
   // A cluster with some history: a wiped voter more than 1000 entries behind says 503 settling,
   // so no client is routed to it (closer than that it still says 200 and its clients hang: F2).

@@ -1,9 +1,9 @@
 // e2e `stale-voter`: a follower's volume wiped behind the operator's back. The node comes back
 // empty under its id and never catches up; the cluster is Degraded with the message of seed 000,
-// and it stays so across an operator restart.
+// and it stays so across a restart of the operator (its pod deleted, the Deployment makes another).
 import { afterAll, expect, it } from 'vitest';
 import { control } from '../testbed/client.ts';
-import { formed, getCluster, scenario, seedSpec, sleep, waitForCluster, type Scenario } from './harness.ts';
+import { formed, getCluster, kubectl, scenario, seedSpec, sleep, waitForCluster, type Scenario } from './harness.ts';
 
 let s: Scenario;
 afterAll(() => s?.close());
@@ -12,7 +12,7 @@ const STALE = /^node (\d) is behind the leader and does not catch up \((\d+) (en
 
 it('stale-voter: Degraded "has to be replaced", across an operator restart', async () => {
   s = await scenario('stale');
-  const first = s.startOperator('first', { stallAfter: '5s', probeInterval: '5s' });
+  const op = await s.install({ stallAfter: '5s', probeInterval: '5s' });
   const qc = await formed(s, seedSpec());
   const follower = [1, 2, 3].find((id) => id !== qc.status?.leader)!;
   await control.wipe(s.ns, `queen-${follower - 1}`);
@@ -22,8 +22,8 @@ it('stale-voter: Degraded "has to be replaced", across an operator restart', asy
   const member = degraded.status?.members?.find((m) => m.nodeId === follower);
   expect(member?.behindSince).toBeTruthy();
 
-  await first.kill('SIGKILL');
-  s.startOperator('second', { stallAfter: '5s', probeInterval: '5s' });
+  const [first] = await op.pods(s.core);
+  await kubectl(['-n', s.ns, 'delete', 'pod', first!.metadata!.name!, '--grace-period=0', '--force']);
   // Through the restart and after it, the cluster never looks Ready.
   const until = Date.now() + 20_000;
   while (Date.now() < until) {
@@ -32,6 +32,7 @@ it('stale-voter: Degraded "has to be replaced", across an operator restart', asy
     expect(now.status?.message).toMatch(STALE);
     await sleep(500);
   }
+  await op.ready(s.core, 1);
   const after = await getCluster(s);
   expect(after.status?.members?.find((m) => m.nodeId === follower)?.behindSince).toBe(member?.behindSince);
 });

@@ -66,3 +66,19 @@ export async function recordHistory(s: Scenario, run: Pick<Run, 'workflowId' | '
   mkdirSync(dir, { recursive: true });
   writeFileSync(`${dir}${name}.binpb`, temporal.api.history.v1.History.encode(history).finish());
 }
+
+/**
+ * The step a run is on and the operator replica working on it, as Temporal records it (the
+ * worker's identity is `<pid>@<host name>`, and an operator pod's host name is the pod's name).
+ */
+export async function currentStep(s: Scenario, workflowId: string): Promise<{ activity: string; pod: string; attempt: number } | null> {
+  const d = await s.temporal.workflow.getHandle(workflowId).describe();
+  const pending = d.raw.pendingActivities ?? [];
+  for (const a of pending) {
+    const identity = a.lastWorkerIdentity ?? '';
+    if (a.state === temporal.api.enums.v1.PendingActivityState.PENDING_ACTIVITY_STATE_STARTED && identity.includes('@')) {
+      return { activity: a.activityType?.name ?? '', pod: identity.split('@').slice(1).join('@'), attempt: a.attempt ?? 1 };
+    }
+  }
+  return null;
+}

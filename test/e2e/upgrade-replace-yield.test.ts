@@ -11,7 +11,7 @@ afterAll(() => s?.close());
 
 it('upgrade-replace-yield: the upgrade yields to the replacement of the stale voter', async () => {
   s = await scenario('repyield');
-  s.startOperator('operator', { stallAfter: '5s', probeInterval: '5s' });
+  await s.install({ stallAfter: '5s', probeInterval: '5s' });
   const qc = await formed(s, seedSpec());
   const follower = [1, 2, 3].find((id) => id !== qc.status?.leader)!;
   await control.wipe(s.ns, `queen-${follower - 1}`);

@@ -11,7 +11,7 @@ afterAll(() => s?.close());
 
 it('upgrade-stale-voter: nothing restarts while a voter does not catch up', async () => {
   s = await scenario('upstale');
-  s.startOperator('operator', { stallAfter: '5s', probeInterval: '5s' });
+  await s.install({ stallAfter: '5s', probeInterval: '5s' });
   const qc = await formed(s, seedSpec());
   const follower = [1, 2, 3].find((id) => id !== qc.status?.leader)!;
   await control.wipe(s.ns, `queen-${follower - 1}`);
