@@ -107,7 +107,7 @@ export function temporalConnectionOptions(t: TemporalOptions): NativeConnectionO
 }
 
 /** What went wrong reaching the Temporal frontend, in words (the transport's error is a dump). */
-export function describeTemporalError(err: unknown, t: Pick<TemporalOptions, 'tls' | 'tlsCa' | 'apiKey' | 'namespace'>): string {
+export function describeTemporalError(err: unknown, t: Pick<TemporalOptions, 'tls' | 'tlsCa' | 'tlsCert' | 'apiKey' | 'namespace'>): string {
   const text = err instanceof Error ? `${err.message} ${String((err as { details?: unknown }).details ?? '')}` : String(err);
   if (/UnknownIssuer|unknown ca|self[- ]signed|certificate verify failed/i.test(text)) {
     return t.tlsCa
@@ -121,8 +121,10 @@ export function describeTemporalError(err: unknown, t: Pick<TemporalOptions, 'tl
   if (/InvalidContentType|corrupt message|wrong version number|record overflow/i.test(text)) {
     return t.tls ? 'it does not speak TLS there: turn --temporal-tls off, or use its TLS port' : 'the answer was not gRPC';
   }
-  if (/frame with invalid size|h2 protocol error|http2 error|connection reset/i.test(text) && !t.tls) {
-    return 'the connection broke at once: if the frontend asks for TLS, give --temporal-tls (and --temporal-tls-ca)';
+  if (/frame with invalid size|h2 protocol error|http2 error|connection reset|broken pipe|BrokenPipe|ConnectionReset|ConnectionAborted|UnexpectedEof|tls handshake eof/i.test(text)) {
+    if (!t.tls) return 'the connection broke at once: if the frontend asks for TLS, give --temporal-tls (and --temporal-tls-ca)';
+    if (!t.tlsCert) return 'the connection broke right after the TLS handshake: a frontend that asks for a client certificate does this (--temporal-tls-cert, --temporal-tls-key)';
+    return 'the connection broke right after the TLS handshake: the frontend may not accept this client certificate';
   }
   if (/Unauthenticated|unauthenticated|401/.test(text)) {
     return t.apiKey ? 'it refused the API key' : 'it asks for credentials: give an API key (TEMPORAL_API_KEY) or a client certificate';

@@ -60,7 +60,8 @@ function healthChecks(opts: Options, parts: Parts) {
       const ok = !w || w.brokenFor <= opts.unhealthyAfterMs;
       return { name: 'watches', ok, detail: w ? `broken for ${Math.round(w.brokenFor / 1000)}s: ${w.detail}` : '' };
     }
-    return { name: 'watches', ok: !!w?.synced, detail: w ? w.detail : 'not started' };
+    // Not ready before the first sync, nor while a watch has been broken for more than a moment.
+    return { name: 'watches', ok: !!w?.synced && w.brokenFor < 5000, detail: w ? w.detail : 'not started' };
   };
   return {
     live: (): Check[] => [workerCheck(true), watchCheck(true)],

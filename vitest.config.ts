@@ -21,9 +21,21 @@ export default defineConfig({
         test: {
           name: 'testbed',
           include: ['test/testbed/**/*.test.ts', 'test/e2e/**/*.test.ts'],
+          // The cluster-wide install acts on every namespace: it has a test bed of its own.
+          exclude: ['test/e2e/install.test.ts'],
           // The test bed first, then what the operator needs in it (CRD, RBAC, the workflow bundle).
           globalSetup: ['test/testbed/global-setup.ts', 'test/e2e/global-setup.ts'],
           testTimeout: 600_000,
+          hookTimeout: 300_000,
+        },
+      },
+      {
+        // deploy/install.yaml as the README installs it, cluster-wide, in a test bed of its own.
+        test: {
+          name: 'install',
+          include: ['test/e2e/install.test.ts'],
+          globalSetup: ['test/testbed/global-setup.ts'],
+          testTimeout: 900_000,
           hookTimeout: 300_000,
         },
       },

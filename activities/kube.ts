@@ -91,8 +91,11 @@ export function networkWords(err: unknown): string {
     return 'its name does not resolve';
   }
   if (code === 'ETIMEDOUT' || /timed? ?out|deadline exceeded/i.test(text)) return 'no answer in time';
-  if (code === 'ECONNRESET' || /ECONNRESET|connection reset/i.test(text)) return 'the connection was reset';
+  if (code === 'ECONNRESET' || code === 'EPIPE' || /ECONNRESET|connection reset|broken pipe|BrokenPipe|ConnectionReset/i.test(text)) return 'the connection broke at once';
   if (code === 'EHOSTUNREACH' || code === 'ENETUNREACH' || /unreachable/i.test(text)) return 'no route to it';
+  // A gRPC transport's error: its innermost words, not the dump.
+  const inner = /error: \\?"([^"\\]+)\\?"/.exec(text) ?? /kind: (\w+)/.exec(text);
+  if (/transport error|tonic::/.test(text)) return inner ? `transport error: ${inner[1]}` : 'transport error';
   const first = (e?.message ?? String(err)).split('\n')[0]!;
   return first.length > 300 ? `${first.slice(0, 300)}...` : first;
 }

@@ -2,7 +2,8 @@
 // then one closing line `N passed, N failed` (type checking counts as one test).
 // Arguments go to vitest, e.g. `npm test -- --project unit`.
 //
-// The `unit` project runs first and alone, then the `testbed` project: the simulator's own tests
+// The `unit` project runs first and alone, then the `testbed` project, then `install` (the
+// README's cluster-wide install, in a test bed of its own): the simulator's own tests
 // time a protocol of 300 ms elections, and the end-to-end scenarios put a control plane, a Temporal
 // server and clusters of simulated nodes on the same two cores. Run side by side, each slows the
 // other down in ways that say nothing about the code under test.
@@ -59,6 +60,8 @@ if (args.some((a) => a.startsWith('--project'))) {
   const filtered = args.length > 0 ? ['--passWithNoTests'] : [];
   runVitest('unit', ['--project', 'unit', ...filtered, ...args]);
   runVitest('testbed', ['--project', 'testbed', ...filtered, ...args]);
+  // The cluster-wide install, in a test bed of its own (it would act on the other scenarios' clusters).
+  runVitest('install', ['--project', 'install', ...filtered, ...args]);
 }
 
 console.log(`tests took ${Math.round((Date.now() - started) / 1000)}s`);

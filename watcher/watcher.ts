@@ -80,6 +80,8 @@ export class Watcher {
   private readonly opts: Required<WatcherOptions>;
   private readonly informers: Informer<KubernetesObject>[] = [];
   private readonly lists: WatchState[] = [];
+  /** Where a 403 was said already: once per namespace, whatever the kinds refused there. */
+  private readonly forbiddenSaid = new Set<string>();
   private readonly caches: Caches[] = [];
   private readonly pending = new Map<string, NodeJS.Timeout>();
   private readonly busy = new Set<string>();
@@ -103,22 +105,22 @@ export class Watcher {
       const owned = 'app.kubernetes.io/name=queen';
       const where = ns ? `namespace ${ns}` : 'all namespaces';
       // Custom objects come as plain JSON (timestamps as strings): typed as QueenCluster here.
-      const clusters = this.watched<KubernetesObject>('QueenClusters', where, true, custom, async () =>
+      const clusters = this.watched<KubernetesObject>(ns, 'QueenClusters', where, true, custom, async () =>
         (ns
           ? kube.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: PLURAL })
           : kube.custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural: PLURAL })) as never,
       );
-      const pods = this.watched<V1Pod>('pods', where, false, at('pods'), () =>
+      const pods = this.watched<V1Pod>(ns, 'pods', where, false, at('pods'), () =>
         ns ? kube.core.listNamespacedPod({ namespace: ns, labelSelector: owned }) : kube.core.listPodForAllNamespaces({ labelSelector: owned }),
       owned);
-      const statefulSets = this.watched<V1StatefulSet>('StatefulSets', where, false, apps('statefulsets'), () =>
+      const statefulSets = this.watched<V1StatefulSet>(ns, 'StatefulSets', where, false, apps('statefulsets'), () =>
         ns ? kube.apps.listNamespacedStatefulSet({ namespace: ns, labelSelector: owned }) : kube.apps.listStatefulSetForAllNamespaces({ labelSelector: owned }),
       owned);
-      const services = this.watched<V1Service>('Services', where, false, at('services'), () =>
+      const services = this.watched<V1Service>(ns, 'Services', where, false, at('services'), () =>
         ns ? kube.core.listNamespacedService({ namespace: ns, labelSelector: owned }) : kube.core.listServiceForAllNamespaces({ labelSelector: owned }),
       owned);
       // Claims made from the StatefulSet's template carry its selector labels.
-      const claims = this.watched<V1PersistentVolumeClaim>('PersistentVolumeClaims', where, false, at('persistentvolumeclaims'), () =>
+      const claims = this.watched<V1PersistentVolumeClaim>(ns, 'PersistentVolumeClaims', where, false, at('persistentvolumeclaims'), () =>
         ns
           ? kube.core.listNamespacedPersistentVolumeClaim({ namespace: ns, labelSelector: owned })
           : kube.core.listPersistentVolumeClaimForAllNamespaces({ labelSelector: owned }),
@@ -146,6 +148,7 @@ export class Watcher {
    * pause; one the API server forbids (403) is said once, with what to do, and asked again slowly.
    */
   private watched<T extends KubernetesObject>(
+    ns: string | null,
     kind: string,
     where: string,
     essential: boolean,
@@ -161,11 +164,13 @@ export class Watcher {
       const forbidden = statusCode(err) === 403 || /\b403\b|forbidden/i.test(String((err as { message?: unknown })?.message ?? err));
       state.brokenSince ??= Date.now();
       state.lastError = forbidden ? 'forbidden' : describeKubeError(err);
-      if (forbidden && !state.forbidden) {
+      if (forbidden && !state.forbidden && !this.forbiddenSaid.has(where)) {
+        this.forbiddenSaid.add(where);
         log.error(
           { kind, where },
-          `this operator may not watch ${kind} in ${where} (403 forbidden): bind the ClusterRole queen-operator there ` +
-            `(a RoleBinding in the namespace, or the ClusterRoleBinding of deploy/install.yaml); its QueenClusters are left alone until then`,
+          `this operator has no rights in ${where}: the API server forbids watching ${kind} there (403); ` +
+            (ns ? `bind the ClusterRole queen-operator in namespace ${ns} with a RoleBinding (as deploy/namespaced.yaml does)` : 'bind the ClusterRole queen-operator with the ClusterRoleBinding of deploy/install.yaml') +
+            '; its QueenClusters are left alone until then',
         );
       } else if (!forbidden && state.failures === 0) {
         log.warn({ kind, where, err: state.lastError }, `the watch of ${kind} in ${where} broke; listing again`);
@@ -188,7 +193,10 @@ export class Watcher {
     };
     const healed = () => {
       if (state.brokenSince !== null && !state.forbidden) log.info({ kind, where }, `the watch of ${kind} in ${where} works again`);
-      if (state.forbidden) log.info({ kind, where }, `this operator may now watch ${kind} in ${where}`);
+      if (state.forbidden) {
+        log.info({ kind, where }, `this operator may now watch ${kind} in ${where}`);
+        this.forbiddenSaid.delete(where);
+      }
       state.brokenSince = null;
       state.forbidden = false;
       state.failures = 0;

@@ -243,14 +243,17 @@ export interface Scenario {
 
 let counter = 0;
 
-/** A namespace of its own with the Secret of seed 000, and a Temporal client. */
-export async function scenario(prefix: string, opts: { secret?: boolean } = {}): Promise<Scenario> {
+/**
+ * A namespace of its own with the Secret of seed 000, and a Temporal client. With `namespace`, a
+ * namespace of that name that the test itself creates (as a user would).
+ */
+export async function scenario(prefix: string, opts: { secret?: boolean; namespace?: string } = {}): Promise<Scenario> {
   const kc = adminKubeConfig();
   const core = kc.makeApiClient(CoreV1Api);
   const custom = kc.makeApiClient(CustomObjectsApi);
-  const ns = `${prefix}-${process.pid.toString(36)}${(counter++).toString(36)}${Date.now().toString(36).slice(-4)}`;
-  await core.createNamespace({ body: { metadata: { name: ns } } });
-  if (opts.secret !== false) await createSecret(core, ns);
+  const ns = opts.namespace ?? `${prefix}-${process.pid.toString(36)}${(counter++).toString(36)}${Date.now().toString(36).slice(-4)}`;
+  if (!opts.namespace) await core.createNamespace({ body: { metadata: { name: ns } } });
+  if (opts.secret !== false && !opts.namespace) await createSecret(core, ns);
   const connection = await Connection.connect({ address: testbed().temporal.address });
   const temporal = new Client({ connection, namespace: testbed().temporal.namespace });
   const taskQueue = `queen-${ns}`;
