@@ -3,6 +3,7 @@
 // (patiently) in connect.ts, the health endpoints live in health.ts. On SIGTERM it stops taking
 // work, lets running steps finish for a grace, and exits. `npm start` adds a local Temporal and,
 // with no Kubernetes cluster configured, the local sandbox (test/testbed/sandbox.ts), beside it.
+import { createServer as createNetServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@temporalio/client';
 import { Runtime, makeTelemetryFilterString, type LogLevel as TemporalLogLevel, type NativeConnection, type Worker } from '@temporalio/worker';
@@ -11,11 +12,22 @@ import { loadKubeConfig, makeKube } from './activities/kube.ts';
 import { useResolver } from './activities/broker.ts';
 import { apiServerOf, awaitKubernetes, connectTemporal, kubeConfigured, Stopped } from './connect.ts';
 import { checksRoute, serve, type Check } from './health.ts';
+import { countApiServerRequests, exposition, registerClusterGauges } from './metrics.ts';
 import { OptionsError, parseOptions, type Options } from './options.ts';
 import { Watcher } from './watcher/watcher.ts';
 import { createWorker } from './worker.ts';
 
-function installTemporalLogging(log: Logger) {
+/** A free port on the loopback interface (for the Temporal SDK's private metrics exporter). */
+async function freeLoopbackPort(): Promise<number> {
+  const server = createNetServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  const port = (server.address() as { port: number }).port;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/** The Temporal SDK's runtime: its log into ours, and its metrics (if any) on a private loopback port. */
+function installTemporalRuntime(log: Logger, metricsPort: number | null) {
   const forward = (level: TemporalLogLevel) => (message: string, meta?: Record<string, unknown>) => {
     const fn = level === 'ERROR' ? log.error.bind(log) : level === 'WARN' ? log.warn.bind(log) : log.debug.bind(log);
     fn({ component: 'temporal', ...(meta ?? {}) }, message);
@@ -29,7 +41,10 @@ function installTemporalLogging(log: Logger) {
       warn: forward('WARN'),
       error: forward('ERROR'),
     },
-    telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'WARN' }), forward: {} } },
+    telemetryOptions: {
+      logging: { filter: makeTelemetryFilterString({ core: 'WARN' }), forward: {} },
+      ...(metricsPort ? { metrics: { prometheus: { bindAddress: `127.0.0.1:${metricsPort}`, countersTotalSuffix: true, useSecondsForDurations: true } } } : {}),
+    },
   });
 }
 
@@ -92,7 +107,8 @@ export async function main(argv: string[]): Promise<number> {
     throw err;
   }
   const log = pino({ level: opts.logLevel, base: { component: 'queen-operator' } });
-  installTemporalLogging(log);
+  const sdkMetricsPort = opts.metricsPort !== null ? await freeLoopbackPort() : null;
+  installTemporalRuntime(log, sdkMetricsPort);
   if (opts.resolver) useResolver(opts.resolver);
 
   if (!kubeConfigured(opts.kubeconfig)) {
@@ -112,6 +128,17 @@ export async function main(argv: string[]): Promise<number> {
       '/readyz': checksRoute(checks.ready),
     });
     log.info({ port: opts.healthPort, address: opts.bindAddress ?? '*' }, 'serving /healthz and /readyz');
+  }
+
+  if (opts.metricsPort !== null) {
+    const sdkUrl = sdkMetricsPort ? `http://127.0.0.1:${sdkMetricsPort}/metrics` : null;
+    await serve('the metrics endpoint (--metrics-port)', opts.metricsPort, opts.bindAddress, {
+      '/metrics': async (_req, res) => {
+        const text = await exposition(sdkUrl);
+        res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' }).end(text);
+      },
+    });
+    log.info({ port: opts.metricsPort, address: opts.bindAddress ?? '*' }, 'serving /metrics');
   }
 
   // SIGTERM: stop taking work, let running steps finish (up to the grace), close, exit.
@@ -140,6 +167,7 @@ export async function main(argv: string[]): Promise<number> {
   const started = (async (): Promise<number | null> => {
     const kc = loadKubeConfig(opts.kubeconfig);
     const kube = makeKube(kc);
+    countApiServerRequests(apiServerOf(kc));
     log.info({ server: apiServerOf(kc) }, 'reaching the Kubernetes API server');
     await awaitKubernetes(kube, log, stop.signal);
     parts.kubernetes = true;
@@ -174,6 +202,7 @@ export async function main(argv: string[]): Promise<number> {
       const temporal = new Client({ connection, namespace: opts.temporal.namespace });
       const watcher = new Watcher({ kc, kube, temporal, taskQueue: opts.temporal.taskQueue, namespaces: opts.namespaces, log });
       parts.watcher = watcher;
+      registerClusterGauges(watcher);
       await watcher.start();
       log.info({ namespaces: opts.namespaces.length ? opts.namespaces : 'all' }, 'watcher running');
     }

@@ -1,11 +1,31 @@
 // The Temporal worker: the workflows (bundled once, or read from a prebuilt bundle) and the
 // activities bound to the Kubernetes client and the settings.
 import { fileURLToPath } from 'node:url';
-import { Worker, bundleWorkflowCode, type NativeConnection, type WorkerOptions } from '@temporalio/worker';
+import { Worker, bundleWorkflowCode, type ActivityInterceptorsFactory, type NativeConnection, type WorkerOptions } from '@temporalio/worker';
+import { CancelledFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
 import { createActivities } from './activities/index.ts';
 import type { Kube } from './activities/kube.ts';
 import type { Settings } from './activities/settings.ts';
+import { stepDuration } from './metrics.ts';
+
+/** Each attempt of a step, timed into queen_step_duration_seconds by its activity type and outcome. */
+const timeSteps: ActivityInterceptorsFactory = (ctx) => ({
+  inbound: {
+    async execute(input, next) {
+      const began = performance.now();
+      let outcome = 'completed';
+      try {
+        return await next(input);
+      } catch (err) {
+        outcome = err instanceof CancelledFailure ? 'cancelled' : 'failed';
+        throw err;
+      } finally {
+        stepDuration.observe({ step: ctx.info.activityType, outcome }, (performance.now() - began) / 1000);
+      }
+    },
+  },
+});
 
 export const WORKFLOWS_PATH = fileURLToPath(new URL('./workflows/index.ts', import.meta.url));
 
@@ -49,6 +69,7 @@ export async function createWorker(cfg: WorkerConfig): Promise<Worker> {
     // Waiting steps are long-running heartbeating activities: allow plenty at once.
     maxConcurrentActivityTaskExecutions: 200,
     shutdownGraceTime: cfg.shutdownGraceMs ?? 5000,
+    interceptors: { activity: [timeSteps] },
   };
   return Worker.create(options);
 }

@@ -3,6 +3,7 @@
 import { Resolver } from 'node:dns';
 import type { LookupFunction } from 'node:net';
 import { Agent, request } from 'undici';
+import { brokerCallFailures } from '../metrics.ts';
 import type { HealthObservation, MembershipObservation, MemberObservation } from '../workflows/plan/observation.ts';
 
 let agent = new Agent({ keepAliveTimeout: 10_000, connections: 16 });
@@ -209,11 +210,24 @@ export function freshestView<T extends { view: MembershipObservation }>(views: T
   return best;
 }
 
+/** The kind of a failed call, for queen_broker_call_failures_total: refused, timeout, http_<code>... */
+function failureKind(err: unknown): string {
+  const e = err as { name?: string; code?: string };
+  if (e?.name === 'TimeoutError' || e?.name === 'AbortError' || /TIMEOUT/.test(e?.code ?? '')) return 'timeout';
+  if (e?.code === 'ECONNREFUSED') return 'refused';
+  if (e?.code === 'ENOTFOUND' || e?.code === 'EAI_AGAIN') return 'dns';
+  if (e?.code === 'ECONNRESET' || e?.code === 'UND_ERR_SOCKET') return 'reset';
+  return 'other';
+}
+
 export async function readHealth(base: string, timeoutMs: number = TIMEOUTS.healthMs): Promise<HealthObservation | null> {
   try {
     const a = await call(`${base}/health`, 'GET', timeoutMs);
-    return parseHealth(a.status, a.json);
-  } catch {
+    const h = parseHealth(a.status, a.json);
+    if (!h) brokerCallFailures.inc({ call: 'health', kind: `http_${a.status}` });
+    return h;
+  } catch (err) {
+    brokerCallFailures.inc({ call: 'health', kind: failureKind(err) });
     return null;
   }
 }
@@ -221,8 +235,10 @@ export async function readHealth(base: string, timeoutMs: number = TIMEOUTS.heal
 export async function readMembership(base: string, timeoutMs: number = TIMEOUTS.membershipMs): Promise<MembershipObservation | null> {
   try {
     const a = await call(`${base}/api/v1/system/raft/membership`, 'GET', timeoutMs);
+    if (a.status !== 200) brokerCallFailures.inc({ call: 'membership', kind: `http_${a.status}` });
     return a.status === 200 ? parseMembership(a.json) : null;
-  } catch {
+  } catch (err) {
+    brokerCallFailures.inc({ call: 'membership', kind: failureKind(err) });
     return null;
   }
 }
@@ -246,8 +262,11 @@ export function parseChangeAnswer(status: number, json: unknown, body: string): 
 async function change(base: string, method: string, path: string, body?: unknown, timeoutMs: number = TIMEOUTS.changeMs): Promise<ChangeResult> {
   try {
     const a = await call(`${base}/api/v1/system/raft/membership${path}`, method, timeoutMs, body ?? (method === 'DELETE' ? undefined : {}));
-    return parseChangeAnswer(a.status, a.json, a.body);
+    const r = parseChangeAnswer(a.status, a.json, a.body);
+    if (!r.ok) brokerCallFailures.inc({ call: 'change', kind: r.code ?? `http_${a.status}` });
+    return r;
   } catch (err) {
+    brokerCallFailures.inc({ call: 'change', kind: failureKind(err) });
     return { ok: false, code: null, kind: 'transient', status: null, error: describeError(err, timeoutMs) };
   }
 }
@@ -267,8 +286,10 @@ export async function probeWrite(base: string, via: string, timeoutMs: number = 
   try {
     const a = await call(`${base}/api/v1/kv/queen-operator/probe`, 'PUT', timeoutMs, { value: now.toISOString(), ttlSeconds: 600 });
     if (a.status === 200 && (a.json as { applied?: unknown } | undefined)?.applied === true) return { ok: true };
+    brokerCallFailures.inc({ call: 'probe', kind: `http_${a.status}` });
     return { ok: false, error: `the write probe through ${via} answered ${a.status}: ${clip(a.body)}` };
   } catch (err) {
+    brokerCallFailures.inc({ call: 'probe', kind: failureKind(err) });
     return { ok: false, error: `the write probe through ${via} got ${describeError(err, timeoutMs)}` };
   }
 }

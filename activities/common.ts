@@ -11,6 +11,7 @@ import { getCluster, patchClusterStatus, recordEvent, type Kube } from './kube.t
 import { readyCondition } from './status.ts';
 import { brokerBase, observe } from './observe.ts';
 import type { Settings } from './settings.ts';
+import { gateWait } from '../metrics.ts';
 
 export interface ActivityDeps {
   kube: Kube;
@@ -117,10 +118,20 @@ export type Check<T> = () => Promise<{ done: T } | { hold: Hold }>;
 export async function holdUntil<T>(deps: ActivityDeps, ref: ClusterRef, check: Check<T>): Promise<T> {
   let shown = '';
   const log = opLogger(deps, ref);
+  // The time since the last look goes to the gate that held the step then.
+  let heldBy: string | null = null;
+  let since = performance.now();
+  const account = () => {
+    const now = performance.now();
+    if (heldBy) gateWait.inc({ namespace: ref.namespace, name: ref.name, gate: heldBy }, (now - since) / 1000);
+    since = now;
+  };
   for (;;) {
     handOverIfStopping(deps);
     const r = await check();
+    account();
     if ('done' in r) return r.done;
+    heldBy = r.hold.gate ?? 'unnamed';
     const key = `${r.hold.phase}|${r.hold.message}|${r.hold.gate ?? ''}`;
     if (key !== shown) {
       await writeStep(deps, ref, r.hold);

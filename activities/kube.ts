@@ -278,7 +278,18 @@ export function labelSelector(clusterName: string): string {
     .join(',');
 }
 
-/** An Event on the QueenCluster, so `kubectl describe queencluster` lists the steps. */
+/**
+ * The Events this process wrote lately, by what they say, so a repeat is counted on the same Event
+ * (as the Kubernetes event recorder does) rather than written again.
+ */
+const recentEvents = new Map<string, { name: string; count: number; at: number }>();
+/** A repeat within this window folds into the Event; later, it is a new one. */
+const FOLD_WINDOW_MS = 10 * 60_000;
+
+/**
+ * An Event on the QueenCluster, so `kubectl describe queencluster` lists the steps. The same
+ * reason, message and type on the same object within ten minutes is one Event with a count.
+ */
 export async function recordEvent(
   kube: Kube,
   qc: Pick<QueenCluster, 'metadata' | 'apiVersion' | 'kind'>,
@@ -287,15 +298,41 @@ export async function recordEvent(
   type: 'Normal' | 'Warning' = 'Normal',
 ) {
   const now = new Date();
+  const ns = qc.metadata.namespace;
+  const key = `${qc.metadata.uid}\0${reason}\0${type}\0${message}`;
+  for (const [k, v] of recentEvents) if (now.getTime() - v.at > FOLD_WINDOW_MS) recentEvents.delete(k);
+  let seen = recentEvents.get(key);
+  if (!seen) {
+    // Another replica may have written it: the API server's copy is the one to count on.
+    const list = await kube.core.listNamespacedEvent({ namespace: ns, fieldSelector: `involvedObject.uid=${qc.metadata.uid},reason=${reason},type=${type}` });
+    const same = list.items
+      .filter((e) => e.message === message && now.getTime() - toMsOr0(e.lastTimestamp ?? e.eventTime ?? e.firstTimestamp) < FOLD_WINDOW_MS)
+      .sort((a, b) => toMsOr0(b.lastTimestamp) - toMsOr0(a.lastTimestamp))[0];
+    if (same?.metadata?.name) seen = { name: same.metadata.name, count: same.count ?? 1, at: toMsOr0(same.lastTimestamp) };
+  }
+  if (seen) {
+    try {
+      await kube.core.patchNamespacedEvent(
+        { namespace: ns, name: seen.name, body: { count: seen.count + 1, lastTimestamp: now } },
+        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+      );
+      recentEvents.set(key, { name: seen.name, count: seen.count + 1, at: now.getTime() });
+      return;
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+      recentEvents.delete(key);
+    }
+  }
+  const name = `${qc.metadata.name}.${now.getTime().toString(16)}${randomBytes(3).toString('hex')}`;
   await kube.core.createNamespacedEvent({
-    namespace: qc.metadata.namespace,
+    namespace: ns,
     body: {
-      metadata: { name: `${qc.metadata.name}.${now.getTime().toString(16)}${randomBytes(3).toString('hex')}`, namespace: qc.metadata.namespace },
+      metadata: { name, namespace: ns },
       involvedObject: {
         apiVersion: qc.apiVersion,
         kind: qc.kind,
         name: qc.metadata.name,
-        namespace: qc.metadata.namespace,
+        namespace: ns,
         uid: qc.metadata.uid,
       },
       reason,
@@ -310,4 +347,7 @@ export async function recordEvent(
       count: 1,
     },
   });
+  recentEvents.set(key, { name, count: 1, at: now.getTime() });
 }
+
+const toMsOr0 = (t: Date | string | undefined | null) => toMs(t) ?? 0;

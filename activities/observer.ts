@@ -10,6 +10,7 @@ import { decide } from '../workflows/plan/decide.ts';
 import { stallMemoryFromStatus, trackStalls, type StallMemory } from '../workflows/plan/stalls.ts';
 import { observeCluster, opLogger, pause, probeThrough, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
 import { getCluster, isConflict, patchClusterStatus } from './kube.ts';
+import { leaderChanges } from '../metrics.ts';
 import { canonicalJson } from './resources.ts';
 import { observedStatus, readyCondition, READY_MESSAGE } from './status.ts';
 import { clusterView } from './view.ts';
@@ -18,6 +19,8 @@ export interface ObserverState {
   memory: StallMemory | null;
   lastProbe: { at: number; ok: boolean; error?: string } | null;
   lastPhase: Phase | null;
+  /** The leader's term last seen (a change counts into queen_cluster_leader_changes_total). */
+  lastTerm?: number | null;
 }
 
 export interface ObserverRun {
@@ -61,6 +64,9 @@ export function observerActivities(deps: ActivityDeps) {
 async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: ObserverState, lastWritten: string): Promise<{ state: ObserverState; written: string }> {
   const ref = { namespace: qc.metadata.namespace, name: qc.metadata.name };
   const obs = await observeCluster(deps, qc);
+  const term = obs.membership?.term ?? null;
+  if (term !== null && typeof state.lastTerm === 'number' && term !== state.lastTerm) leaderChanges.inc({ namespace: ref.namespace, name: ref.name });
+  const lastTerm = term ?? state.lastTerm ?? null;
   const memory = trackStalls(state.memory ?? stallMemoryFromStatus(qc.status?.members, obs.at), obs.membership, obs.at);
   // The last probe is the newest of this observer's and any other's (an operation's gate probes
   // write status too): a formation that ended with a committed write is not "no pod answers".
@@ -112,7 +118,7 @@ async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: Observer
       await patchClusterStatus(deps.kube, ref.namespace, ref.name, status, running ? undefined : qc.metadata.resourceVersion);
     } catch (err) {
       if (!isConflict(err)) throw err;
-      return { state: { memory, lastProbe, lastPhase: state.lastPhase }, written: '' };
+      return { state: { memory, lastProbe, lastPhase: state.lastPhase, lastTerm }, written: '' };
     }
     lastWritten = comparable;
   }
@@ -120,5 +126,5 @@ async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: Observer
     if (assessment.phase === 'Degraded' || assessment.phase === 'Blocked') await stepEvent(deps, qc, assessment.phase, assessment.message, 'Warning');
     else if (assessment.phase === 'Ready') await stepEvent(deps, qc, 'Ready', READY_MESSAGE);
   }
-  return { state: { memory, lastProbe, lastPhase: assessment?.phase ?? state.lastPhase }, written: lastWritten };
+  return { state: { memory, lastProbe, lastPhase: assessment?.phase ?? state.lastPhase, lastTerm }, written: lastWritten };
 }

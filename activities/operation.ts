@@ -8,6 +8,7 @@ import type { OperationType } from '../workflows/plan/decide.ts';
 import { stallMemoryFromStatus } from '../workflows/plan/stalls.ts';
 import { loadCluster, observeCluster, opLogger, stepEvent, writePhase, type ActivityDeps, type ClusterRef } from './common.ts';
 import { patchClusterAnnotations } from './kube.ts';
+import { operationDuration, operationsEnded, operationsStarted } from '../metrics.ts';
 import { observedStatus } from './status.ts';
 import { clusterView } from './view.ts';
 import { decide } from '../workflows/plan/decide.ts';
@@ -47,6 +48,7 @@ export function operationActivities(deps: ActivityDeps) {
         operation: { type: start.type, ...execution(), target: start.target, step: start.message, gate: null, startedAt },
       });
       opLogger(deps, ref).info({ type: start.type, target: start.target }, `${start.type} started`);
+      operationsStarted.inc({ type: start.type });
       await stepEvent(deps, qc, `${start.type}Started`, `${start.type} started: ${start.target}`);
       return startedAt;
     },
@@ -97,6 +99,9 @@ export function operationActivities(deps: ActivityDeps) {
         await patchClusterAnnotations(deps.kube, ref.namespace, ref.name, { [ANNOTATIONS.cancel]: null });
       }
       log.info({ type: end.type, result: end.result }, end.message);
+      operationsEnded.inc({ type: end.type, result: end.result });
+      const began = Date.parse(end.startedAt);
+      if (Number.isFinite(began)) operationDuration.observe({ type: end.type, result: end.result }, Math.max(0, Date.now() - began) / 1000);
       await stepEvent(deps, qc, `${end.type}${end.result}`, end.message, end.result === 'Succeeded' || end.result === 'Yielded' ? 'Normal' : 'Warning');
     },
   };

@@ -215,6 +215,21 @@ export class Watcher {
     return inf;
   }
 
+  /** Every QueenCluster as the watches have it, for the per-cluster gauges of /metrics. */
+  clusters() {
+    return this.caches.flatMap((c) =>
+      c.clusters.list().map((qc) => ({
+        namespace: qc.metadata.namespace,
+        name: qc.metadata.name,
+        phase: qc.status?.phase ?? null,
+        commits: typeof qc.status?.commits === 'boolean' ? qc.status.commits : null,
+        voters: qc.status?.voters?.length ?? 0,
+        learners: qc.status?.learners?.length ?? 0,
+        term: typeof qc.status?.term === 'number' ? qc.status.term : null,
+      })),
+    );
+  }
+
   /** What /readyz and /healthz need to know of the watches. */
   watchHealth(): { synced: boolean; brokenFor: number; detail: string } {
     const now = Date.now();

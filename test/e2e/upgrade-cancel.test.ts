@@ -14,10 +14,7 @@ it('upgrade-cancel: stops between pods, says how to resume, resumes on retry', a
   s = await scenario('cancel');
   await formed(s, seedSpec({ minReadySeconds: 10 }));
   await patchSpec(s, { version: '2.6.1' });
-  for (;;) {
-    if ((await clusterEvents(s)).some((e) => e.reason === 'RestartPod')) break;
-    await sleep(250);
-  }
+  await waitFor('the first restart', async () => (await clusterEvents(s)).some((e) => e.reason === 'RestartPod'), 120_000);
   const tb = testbed();
   const cancel = spawnSync(join(tb.tools.temporalBin, 'temporal'), ['workflow', 'cancel', '--address', tb.temporal.address, '--namespace', 'default', '--workflow-id', `queencluster/${s.ns}/queen`], { encoding: 'utf8' });
   expect(cancel.status, cancel.stderr).toBe(0);
@@ -58,10 +55,7 @@ it('upgrade-cancel by annotation: queenmq.com/cancel stops it the same way and i
   s = await scenario('cancelann');
   await formed(s, seedSpec({ minReadySeconds: 10 })); // time for the annotation to land before the next pod
   await patchSpec(s, { version: '2.6.1' });
-  for (;;) {
-    if ((await clusterEvents(s)).some((e) => e.reason === 'RestartPod')) break;
-    await sleep(250);
-  }
+  await waitFor('the first restart', async () => (await clusterEvents(s)).some((e) => e.reason === 'RestartPod'), 120_000);
   await annotate(s, { 'queenmq.com/cancel': 'true' });
   const stopped = await waitForCluster(s, 'the upgrade cancelled', (q) => q.status?.lastOperation?.result === 'Cancelled', 120_000);
   expect(stopped.status?.lastOperation?.message).toMatch(/^the upgrade to 2\.6\.1 was cancelled after restarting pod \d/);

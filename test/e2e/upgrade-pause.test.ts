@@ -1,7 +1,7 @@
 // e2e `upgrade-pause`: queenmq.com/pause holds the next disruptive step of a running upgrade (its
 // gate `not-paused`) and starts nothing new; removing it lets the upgrade go on.
 import { afterAll, expect, it } from 'vitest';
-import { annotate, clusterEvents, formed, patchSpec, scenario, seedSpec, sleep, waitForCluster, type Scenario } from './harness.ts';
+import { annotate, clusterEvents, formed, patchSpec, scenario, seedSpec, sleep, waitFor, waitForCluster, type Scenario } from './harness.ts';
 import { workflowRuns } from './temporal.ts';
 
 let s: Scenario;
@@ -17,10 +17,7 @@ it('upgrade-pause: nothing starts while paused; a running upgrade holds at its g
   expect((await workflowRuns(s, `queencluster/${s.ns}/queen`)).map((r) => r.type)).toEqual(['formCluster']);
 
   await annotate(s, { 'queenmq.com/pause': null });
-  for (;;) {
-    if ((await clusterEvents(s)).some((e) => e.reason === 'RestartPod')) break;
-    await sleep(250);
-  }
+  await waitFor('the first restart', async () => (await clusterEvents(s)).some((e) => e.reason === 'RestartPod'), 120_000);
   await annotate(s, { 'queenmq.com/pause': 'true' });
   const held = await waitForCluster(s, 'the upgrade held by the pause', (q) => q.status?.operation?.gate === 'not-paused', 120_000);
   expect(held.status?.message).toMatch(/^pod \d is next: paused by the queenmq\.com\/pause annotation$/);

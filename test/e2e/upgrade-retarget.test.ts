@@ -1,7 +1,7 @@
 // e2e `upgrade-retarget`: a second version change in the middle of an upgrade retargets the
 // running upgrade at its next step; it ends with every pod on the last version, in one run.
 import { afterAll, expect, it } from 'vitest';
-import { clusterEvents, formed, patchSpec, scenario, seedSpec, waitForCluster, type Scenario } from './harness.ts';
+import { clusterEvents, formed, patchSpec, scenario, seedSpec, waitFor, waitForCluster, type Scenario } from './harness.ts';
 import { settledRuns } from './temporal.ts';
 
 let s: Scenario;
@@ -11,12 +11,8 @@ it('upgrade-retarget: every pod ends on the last version', async () => {
   s = await scenario('retarget');
   await formed(s, seedSpec());
   await patchSpec(s, { version: '2.6.1' });
-  const waitRestarts = async (n: number) => {
-    for (;;) {
-      if ((await clusterEvents(s)).filter((e) => e.reason === 'RestartPod').length >= n) return;
-      await new Promise((r) => setTimeout(r, 250));
-    }
-  };
+  const waitRestarts = (n: number) =>
+    waitFor(`${n} restarts`, async () => (await clusterEvents(s)).filter((e) => e.reason === 'RestartPod').length >= n, 180_000);
   await waitRestarts(1);
   await patchSpec(s, { version: '2.6.2' });
   const done = await waitForCluster(s, 'every pod on 2.6.2', (q) => q.status?.version === '2.6.2' && q.status?.phase === 'Ready', 600_000);

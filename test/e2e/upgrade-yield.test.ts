@@ -4,7 +4,7 @@
 // ends as yielded; the repair runs; then the watcher starts the upgrade again, which finishes
 // the pods still on the old version.
 import { afterAll, expect, it } from 'vitest';
-import { clusterEvents, formed, monitor, patchSpec, scenario, seedSpec, sleep, waitForCluster, type Scenario } from './harness.ts';
+import { clusterEvents, formed, monitor, patchSpec, scenario, seedSpec, sleep, waitFor, waitForCluster, type Scenario } from './harness.ts';
 import { recordHistory, workflowRuns } from './temporal.ts';
 
 let s: Scenario;
@@ -15,10 +15,7 @@ it('upgrade-yield: the upgrade yields to the repair, then finishes', async () =>
   await formed(s, seedSpec());
   const watch = monitor(s);
   await patchSpec(s, { version: '2.6.1' });
-  for (;;) {
-    if ((await clusterEvents(s)).some((e) => e.reason === 'RestartPod')) break;
-    await sleep(250);
-  }
+  await waitFor('the first restart', async () => (await clusterEvents(s)).some((e) => e.reason === 'RestartPod'), 120_000);
   await s.core.deleteNamespacedService({ namespace: s.ns, name: 'queen' });
   const yielded = await waitForCluster(s, 'the upgrade yielded', (q) => q.status?.lastOperation?.result === 'Yielded' || q.status?.operation?.type === 'FormCluster', 120_000);
   expect(['Yielded', 'Succeeded']).toContain(yielded.status?.lastOperation?.result);

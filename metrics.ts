@@ -1,0 +1,180 @@
+// The operator's Prometheus metrics (prom-client), served on --metrics-port at /metrics together
+// with the Temporal SDK's own worker metrics (its exporter listens on a private loopback port and
+// its text is appended). What each family means is in its help text; the README's metrics
+// section shows an excerpt.
+import { subscribe } from 'node:diagnostics_channel';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+export const registry = new Registry();
+collectDefaultMetrics({ register: registry, prefix: 'queen_process_' });
+
+const DURATIONS = [0.05, 0.25, 1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200];
+
+export const operationsStarted = new Counter({
+  name: 'queen_operations_started_total',
+  help: 'Operations started, by type (FormCluster, RollingUpgrade, ScaleVoters, ReplaceNode, GrowVolumes).',
+  labelNames: ['type'] as const,
+  registers: [registry],
+});
+
+export const operationsEnded = new Counter({
+  name: 'queen_operations_ended_total',
+  help: 'Operations ended, by type and result (Succeeded, Failed, Cancelled, Yielded, Terminated).',
+  labelNames: ['type', 'result'] as const,
+  registers: [registry],
+});
+
+export const operationDuration = new Histogram({
+  name: 'queen_operation_duration_seconds',
+  help: 'How long operations took, from their first step to their end, by type and result.',
+  labelNames: ['type', 'result'] as const,
+  buckets: DURATIONS,
+  registers: [registry],
+});
+
+export const stepDuration = new Histogram({
+  name: 'queen_step_duration_seconds',
+  help: 'How long each attempt of a step (an activity) took, by step and outcome (completed, failed, cancelled).',
+  labelNames: ['step', 'outcome'] as const,
+  buckets: DURATIONS,
+  registers: [registry],
+});
+
+export const gateWait = new Counter({
+  name: 'queen_gate_wait_seconds_total',
+  help: 'Seconds steps spent held by each named gate (pod-ready-for-min-ready-seconds, write-commits, not-paused...).',
+  labelNames: ['namespace', 'name', 'gate'] as const,
+  registers: [registry],
+});
+
+export const leaderChanges = new Counter({
+  name: 'queen_cluster_leader_changes_total',
+  help: 'Leader term changes the observer saw, per cluster.',
+  labelNames: ['namespace', 'name'] as const,
+  registers: [registry],
+});
+
+export const brokerCallFailures = new Counter({
+  name: 'queen_broker_call_failures_total',
+  help: 'Broker calls that failed, by call (health, membership, change, probe) and kind (refused, timeout, http_5xx, a refusal code...).',
+  labelNames: ['call', 'kind'] as const,
+  registers: [registry],
+});
+
+export const apiServerRequests = new Counter({
+  name: 'queen_apiserver_requests_total',
+  help: 'Requests to the Kubernetes API server, by verb (get, watch, post, patch, delete...) and HTTP code (0: no answer).',
+  labelNames: ['verb', 'code'] as const,
+  registers: [registry],
+});
+
+/** What the watcher knows of every cluster, read at scrape time (every replica's cache is complete). */
+export interface ClusterGaugeSource {
+  clusters(): Array<{ namespace: string; name: string; phase: string | null; commits: boolean | null; voters: number; learners: number; term: number | null }>;
+}
+
+const PHASES = ['Forming', 'Ready', 'Scaling', 'Upgrading', 'Replacing', 'Resizing', 'Degraded', 'Blocked'];
+
+/** The per-cluster gauges, from the watcher's view of the QueenClusters. */
+export function registerClusterGauges(source: ClusterGaugeSource): void {
+  const each = (fn: (c: ReturnType<ClusterGaugeSource['clusters']>[number]) => void) => {
+    for (const c of source.clusters()) fn(c);
+  };
+  new Gauge({
+    name: 'queen_cluster_phase',
+    help: 'The phase of each cluster: 1 for the phase it is in, 0 for the others.',
+    labelNames: ['namespace', 'name', 'phase'] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      each((c) => {
+        for (const p of PHASES) this.set({ namespace: c.namespace, name: c.name, phase: p }, c.phase === p ? 1 : 0);
+      });
+    },
+  });
+  new Gauge({
+    name: 'queen_cluster_commits',
+    help: 'COMMITS: 1 while the last write probe committed, 0 when it did not (absent before the first probe).',
+    labelNames: ['namespace', 'name'] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      each((c) => c.commits !== null && this.set({ namespace: c.namespace, name: c.name }, c.commits ? 1 : 0));
+    },
+  });
+  new Gauge({
+    name: 'queen_cluster_voters',
+    help: "Voters in each cluster's membership, as the leader last showed it.",
+    labelNames: ['namespace', 'name'] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      each((c) => this.set({ namespace: c.namespace, name: c.name }, c.voters));
+    },
+  });
+  new Gauge({
+    name: 'queen_cluster_learners',
+    help: "Learners in each cluster's membership.",
+    labelNames: ['namespace', 'name'] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      each((c) => this.set({ namespace: c.namespace, name: c.name }, c.learners));
+    },
+  });
+  new Gauge({
+    name: 'queen_cluster_leader_term',
+    help: "The leader's term in each cluster (a change is a leader change).",
+    labelNames: ['namespace', 'name'] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      each((c) => c.term !== null && this.set({ namespace: c.namespace, name: c.name }, c.term));
+    },
+  });
+}
+
+/** A gauge read at scrape time. */
+export function registerGauge(name: string, help: string, read: () => Promise<number | null> | number | null): void {
+  new Gauge({
+    name,
+    help,
+    registers: [registry],
+    async collect() {
+      const v = await read();
+      if (v !== null) this.set(v);
+    },
+  });
+}
+
+let counting = false;
+/**
+ * Counts the requests to the API server at `origin` (https://host:port), whoever sends them (the
+ * typed client and our own requests both go through undici, which reports on diagnostics channels).
+ */
+export function countApiServerRequests(origin: string): void {
+  if (counting) return;
+  counting = true;
+  const ours = origin.replace(/\/$/, '');
+  const verb = (method: string, path: string) => (/[?&]watch=(true|1)/.test(path) ? 'watch' : method.toLowerCase());
+  subscribe('undici:request:headers', (msg) => {
+    const { request, response } = msg as { request: { method: string; path: string; origin: string }; response: { statusCode: number } };
+    if (String(request.origin).replace(/\/$/, '') === ours) apiServerRequests.inc({ verb: verb(request.method, request.path), code: String(response.statusCode) });
+  });
+  subscribe('undici:request:error', (msg) => {
+    const { request } = msg as { request: { method: string; path: string; origin: string } };
+    if (String(request.origin).replace(/\/$/, '') === ours) apiServerRequests.inc({ verb: verb(request.method, request.path), code: '0' });
+  });
+}
+
+/** The exposition: ours, then the Temporal SDK's (from its exporter on `sdkUrl`), if it answers. */
+export async function exposition(sdkUrl: string | null): Promise<string> {
+  const ours = await registry.metrics();
+  if (!sdkUrl) return ours;
+  try {
+    const res = await fetch(sdkUrl, { signal: AbortSignal.timeout(2000) });
+    return `${ours}\n${await res.text()}`;
+  } catch {
+    return ours;
+  }
+}

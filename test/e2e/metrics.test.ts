@@ -1,0 +1,79 @@
+// e2e `metrics`: the installed operator's /metrics (its pod IP, port 9090, as the Deployment's
+// Prometheus annotations say), scraped before, during and after an upgrade: the operation and step
+// counters, the gate waits, the per-cluster gauges, the API server requests and the Temporal SDK's
+// worker metrics are there, and the counters move.
+import { afterAll, expect, it } from 'vitest';
+import { formed, getCluster, patchSpec, scenario, seedSpec, waitFor, waitForCluster, type Scenario } from './harness.ts';
+
+let s: Scenario;
+afterAll(() => s?.close());
+
+/** The samples of an exposition: `name{labels}` → value. */
+function samples(text: string): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    if (!line || line.startsWith('#')) continue;
+    const m = /^(\S+?(?:\{.*\})?)\s+(\S+)$/.exec(line);
+    if (m) out.set(m[1]!, Number(m[2]));
+  }
+  return out;
+}
+
+/** The sum of the samples of a family whose labels contain every `label="value"` given. */
+function sum(m: Map<string, number>, name: string, labels: Record<string, string> = {}): number {
+  let total = 0;
+  for (const [key, v] of m) {
+    if (key !== name && !key.startsWith(`${name}{`)) continue;
+    if (Object.entries(labels).every(([k, val]) => key.includes(`${k}="${val}"`))) total += v;
+  }
+  return total;
+}
+
+it('metrics: the counters move during an upgrade', async () => {
+  s = await scenario('metrics');
+  const op = await s.install();
+  await formed(s, seedSpec());
+  const [pod] = await op.pods(s.core);
+  const annotations = pod!.metadata?.annotations ?? {};
+  expect(annotations['prometheus.io/scrape']).toBe('true');
+  const url = `http://${pod!.status!.podIP}:${annotations['prometheus.io/port']}${annotations['prometheus.io/path']}`;
+  const scrape = async () => {
+    const res = await fetch(url);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
+    return samples(await res.text());
+  };
+  const before = await scrape();
+  const c = { namespace: s.ns, name: 'queen' };
+  expect(sum(before, 'queen_operations_ended_total', { type: 'FormCluster', result: 'Succeeded' })).toBe(1);
+  expect(sum(before, 'queen_cluster_phase', { ...c, phase: 'Ready' })).toBe(1);
+  expect(sum(before, 'queen_cluster_commits', c)).toBe(1);
+  expect(sum(before, 'queen_cluster_voters', c)).toBe(3);
+  expect(sum(before, 'queen_apiserver_requests_total', { verb: 'get', code: '200' })).toBeGreaterThan(0);
+  expect(sum(before, 'queen_apiserver_requests_total', { verb: 'watch' })).toBeGreaterThan(0);
+  // The Temporal SDK's own worker metrics, on the same endpoint.
+  expect([...before.keys()].some((k) => k.startsWith('temporal_worker_task_slots_available'))).toBe(true);
+  expect(sum(before, 'queen_operations_started_total', { type: 'RollingUpgrade' })).toBe(0);
+
+  await patchSpec(s, { version: '2.6.1' });
+  const during = await waitFor('a restart counted', async () => {
+    const m = await scrape();
+    return sum(m, 'queen_step_duration_seconds_count', { step: 'restartPod' }) >= 1 ? m : undefined;
+  }, 180_000);
+  expect(sum(during, 'queen_operations_started_total', { type: 'RollingUpgrade' })).toBe(1);
+  expect(sum(during, 'queen_cluster_phase', { ...c, phase: 'Upgrading' })).toBe(1);
+  await waitForCluster(s, 'every pod on 2.6.1', (q) => q.status?.version === '2.6.1' && q.status?.phase === 'Ready' && q.status?.lastOperation?.type === 'RollingUpgrade', 300_000);
+  const after = await waitFor('the upgrade counted as ended', async () => {
+    const m = await scrape();
+    return sum(m, 'queen_operations_ended_total', { type: 'RollingUpgrade', result: 'Succeeded' }) === 1 ? m : undefined;
+  }, 30_000);
+  expect(sum(after, 'queen_step_duration_seconds_count', { step: 'restartPod' })).toBeGreaterThanOrEqual(3);
+  expect(sum(after, 'queen_operation_duration_seconds_count', { type: 'RollingUpgrade', result: 'Succeeded' })).toBe(1);
+  // The upgrade waited at the stop gate for minReadySeconds, and the metric says so.
+  expect(sum(after, 'queen_gate_wait_seconds_total', { ...c, gate: 'pod-ready-for-min-ready-seconds' })).toBeGreaterThan(1);
+  expect(sum(after, 'queen_apiserver_requests_total', { verb: 'delete', code: '200' })).toBeGreaterThanOrEqual(3);
+  const term = (await getCluster(s)).status!.term!;
+  expect(sum(after, 'queen_cluster_leader_term', c)).toBe(term);
+  expect(sum(after, 'queen_cluster_leader_changes_total', c)).toBeGreaterThanOrEqual(1);
+  expect(sum(after, 'temporal_activity_execution_latency_count')).toBeGreaterThan(sum(before, 'temporal_activity_execution_latency_count'));
+});
