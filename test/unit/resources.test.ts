@@ -2,6 +2,7 @@
 // list, and which changes restart pods (the template hash).
 import { describe, expect, it } from 'vitest';
 import { disruptionBudget, peersFor, podTemplate, services, specHash, statefulSet } from '../../activities/resources.ts';
+import { RESERVED_ENV } from '../../crd/embedded.ts';
 import { withDefaults } from '../../crd/defaults.ts';
 import type { QueenCluster, QueenClusterSpec } from '../../crd/schema.ts';
 
@@ -32,6 +33,14 @@ describe('the StatefulSet', () => {
     expect(sts.metadata!.ownerReferences).toEqual([
       { apiVersion: 'queenmq.com/v1alpha1', kind: 'QueenCluster', name: 'queen', uid: 'uid-1', controller: true, blockOwnerDeletion: true },
     ]);
+  });
+  it('every variable the operator sets is reserved in the CRD, and only those', () => {
+    const all = qc({ proxy: { enabled: true, publicUrl: 'https://q.example.com' }, kafka: { enabled: true }, replicas: 3 });
+    const set = new Set(Object.keys(env(all)));
+    // The Kafka node id is derived at start by the container's command.
+    expect(container(all).command?.join(' ')).toContain('QUEEN_KAFKA_NODE_ID');
+    set.add('QUEEN_KAFKA_NODE_ID');
+    expect([...set].sort()).toEqual([...RESERVED_ENV].sort());
   });
   it('carries the probes, the preStop, the grace period and the security context of seed 001', () => {
     const c = container(qc());
