@@ -144,6 +144,21 @@ function brokerEnv(qc: QueenCluster, spec: StoredSpec, pods: number): V1EnvVar[]
   return env;
 }
 
+/**
+ * The broker container's image: <image>:<version>, or the image as given when it is pinned by a
+ * digest (<image>@sha256:..., <image>:<version>@sha256:...), which then decides what runs.
+ */
+export function imageRef(spec: Pick<StoredSpec, 'image' | 'version'>): string {
+  return spec.image.includes('@') ? spec.image : `${spec.image}:${spec.version}`;
+}
+
+/** The tag of an image reference (before a digest), or null when it has none. */
+export function imageTag(image: string): string | null {
+  const name = image.split('@')[0]!;
+  const colon = name.lastIndexOf(':');
+  return colon > name.lastIndexOf('/') ? name.slice(colon + 1) : null;
+}
+
 /** In Kafka cluster mode each facade needs QUEEN_KAFKA_NODE_ID = ordinal + 1, derived at start. */
 const KAFKA_NODE_ID_SCRIPT =
   'ordinal="${HOSTNAME##*-}"; case "$ordinal" in ""|*[!0-9]*) ' +
@@ -159,7 +174,7 @@ function brokerContainer(qc: QueenCluster, spec: StoredSpec, pods: number): V1Co
   if (spec.kafka.enabled) ports.push({ name: 'kafka', containerPort: spec.kafka.port });
   return {
     name: CONTAINER,
-    image: `${spec.image}:${spec.version}`,
+    image: imageRef(spec),
     imagePullPolicy: spec.imagePullPolicy,
     ...(kafkaClusterMode(spec) ? { command: ['/bin/sh', '-c', KAFKA_NODE_ID_SCRIPT] } : {}),
     ports,

@@ -13,6 +13,17 @@ export const API_VERSION = `${GROUP}/${VERSION}`;
 const port = (description: string, dflt: number) =>
   ({ type: 'integer', format: 'int32', minimum: 1, maximum: 65535, default: dflt, description }) as const;
 
+/**
+ * An image repository as a container runtime reads it (the distribution reference grammar): an
+ * optional registry host[:port], then lower-case path components. The tag is spec.version.
+ */
+const REPOSITORY =
+  '([a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?([.][a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?)*(:[0-9]+)?/)?' +
+  '[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*(/[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*)*';
+/** A digest that pins the image: the repository, then :<tag> if wanted, then @sha256:<64 hex digits>. */
+const DIGEST = '(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?@sha256:[a-f0-9]{64}';
+export const IMAGE_PATTERN = `^${REPOSITORY}(${DIGEST})?$`;
+
 export const specSchema = {
   type: 'object',
   required: ['version', 'secretName'],
@@ -28,8 +39,19 @@ export const specSchema = {
     image: {
       type: 'string',
       minLength: 1,
+      maxLength: 512,
       default: 'ghcr.io/queen-mq/queen',
-      description: 'Image repository; the image is <image>:<version>.',
+      description:
+        'Image repository; the image is <image>:<version>. To pin the image by digest: <image>@sha256:<digest>, or ' +
+        '<image>:<version>@sha256:<digest>; version still names the version the brokers run, and a new digest rolls the pods.',
+      'x-kubernetes-validations': [
+        {
+          rule: `self.matches('${IMAGE_PATTERN}')`,
+          message:
+            'must be an image repository such as ghcr.io/queen-mq/queen (the tag is spec.version), optionally pinned ' +
+            'by digest: ghcr.io/queen-mq/queen@sha256:<64 hex digits> or ghcr.io/queen-mq/queen:<version>@sha256:<64 hex digits>',
+        },
+      ],
     },
     imagePullPolicy: { type: 'string', enum: ['Always', 'IfNotPresent', 'Never'], default: 'IfNotPresent' },
     imagePullSecrets,
@@ -135,6 +157,11 @@ export const specSchema = {
     },
   },
   'x-kubernetes-validations': [
+    {
+      rule: "!self.image.matches(':[A-Za-z0-9_][A-Za-z0-9_.-]*@') || self.image.contains(':' + self.version + '@')",
+      message: 'the tag in image, before its digest, must be spec.version: the brokers report the version, and the status shows it',
+      fieldPath: '.image',
+    },
     { rule: 'self.port != self.raftPort', message: 'port and raftPort must differ', fieldPath: '.raftPort' },
     {
       rule: 'self.port == oldSelf.port',

@@ -1,5 +1,5 @@
 // e2e `embedded`: the core types the spec embeds (resources, env, tolerations, image pull
-// secrets, node selector, labels, annotations, names of Secrets and classes) are refused
+// secrets, node selector, labels, annotations, names of Secrets and classes, the image) are refused
 // by the API server at `kubectl apply` when a pod would not take them, with the field named, and
 // what the API server accepts is what a pod takes. Each case is sent twice: as a QueenCluster
 // through kubectl (what a user sees), and as the StatefulSet the operator renders from it (created
@@ -20,6 +20,7 @@ beforeAll(async () => {
 });
 afterAll(() => s?.close());
 
+const DIGEST = `sha256:${'0123456789abcdef'.repeat(4)}`;
 const spec = (over: Record<string, unknown>) => ({ version: '2.6.0', secretName: 'queen', ...over });
 
 /** `kubectl apply --dry-run=server` of a QueenCluster with this spec: what a user sees. */
@@ -76,6 +77,9 @@ const accepted: [string, Record<string, unknown>][] = [
   ['tolerations of a key, and of everything', { tolerations: [{ key: 'example.com/dedicated', operator: 'Equal', value: 'queen', effect: 'NoSchedule' }, { operator: 'Exists' }, { key: 'node.kubernetes.io/unreachable', operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 30 }] }],
   ['labels, annotations and a node selector', { podLabels: { team: 'queue', 'example.com/tier': 'gold' }, podAnnotations: { 'Example.com/Note': 'any text: at all' }, nodeSelector: { 'kubernetes.io/os': 'linux' } }],
   ['a priority class and pull secrets', { priorityClassName: 'system-cluster-critical', imagePullSecrets: [{ name: 'registry' }, { name: 'registry.backup' }] }],
+  ['an image on a registry with a port', { image: 'registry.local:5000/team/queen' }],
+  ['an image pinned by digest', { image: `ghcr.io/queen-mq/queen@${DIGEST}` }],
+  ['an image pinned by digest, with its version as tag', { image: `ghcr.io/queen-mq/queen:2.6.0@${DIGEST}` }],
 ];
 
 /**
@@ -127,6 +131,10 @@ const refused: [string, Record<string, unknown>, RegExp, true | string][] = [
   ['a storage class name with _', { storage: { size: '1Gi', storageClassName: 'fast_ssd' } }, /spec\.storage\.storageClassName: Invalid value: "fast_ssd": a StorageClass name is a DNS subdomain/, true],
   ['a pull secret name with a space', { imagePullSecrets: [{ name: 'my registry' }] }, /spec\.imagePullSecrets\[0\]\.name: Invalid value: "my registry": a Secret name is a DNS subdomain/, 'no Secret has such a name: the kubelet would look for it at every pull'],
   ['a cluster domain with a space', { clusterDomain: 'cluster local' }, /spec\.clusterDomain: Invalid value: "cluster local": a cluster domain is a DNS subdomain/, 'it goes into the peer addresses, which no resolver answers'],
+  ['an image with a tag', { image: 'ghcr.io/queen-mq/queen:2.6.0' }, /spec\.image: Invalid value: "ghcr\.io\/queen-mq\/queen:2\.6\.0": must be an image repository such as ghcr\.io\/queen-mq\/queen \(the tag is spec\.version\)/, 'the version is the tag: ghcr.io/queen-mq/queen:2.6.0:2.6.0 is no image'],
+  ['an image in capitals', { image: 'ghcr.io/Queen' }, /spec\.image: Invalid value: "ghcr\.io\/Queen": must be an image repository/, 'a runtime refuses the name (InvalidImageName) only once the pod starts'],
+  ['an image pinned to another version', { image: `ghcr.io/queen-mq/queen:2.6.1@${DIGEST}` }, /spec\.image: Invalid value: the tag in image, before its digest, must be spec\.version/, 'the status would show a version the pods do not run'],
+  ['a short digest', { image: 'ghcr.io/queen-mq/queen@sha256:0123' }, /spec\.image: Invalid value: "ghcr\.io\/queen-mq\/queen@sha256:0123": must be an image repository/, 'a runtime cannot pull it: the pods would fail as they start'],
 ];
 
 describe('what the API server accepts, a pod takes', () => {
