@@ -12,6 +12,7 @@ import type {
   V1StatefulSet,
 } from '@kubernetes/client-node';
 import { withDefaults } from '../crd/defaults.ts';
+import { nodeIdOf } from '../crd/ordinals.ts';
 import { ANNOTATIONS, API_VERSION, KIND, type QueenCluster, type StoredSpec } from '../crd/schema.ts';
 
 export const FIELD_MANAGER = 'queen-operator';
@@ -29,17 +30,8 @@ export const names = {
   claim: (name: string, ordinal: number) => `data-${name}-${ordinal}`,
 };
 
-/** Node id of the pod with this ordinal: pod <name>-0 is node 1. */
-export const nodeIdOf = (ordinal: number) => ordinal + 1;
-export const ordinalOf = (nodeId: number) => nodeId - 1;
-
-/** The ordinal of a pod or claim name of this cluster, or -1. */
-export function parseOrdinal(clusterName: string, objectName: string, prefix = ''): number {
-  const head = `${prefix}${clusterName}-`;
-  if (!objectName.startsWith(head)) return -1;
-  const rest = objectName.slice(head.length);
-  return /^(0|[1-9][0-9]{0,5})$/.test(rest) ? Number(rest) : -1;
-}
+// The ordinals and node ids are part of the API (crd/ordinals.ts); the objects' names are made here.
+export { nodeIdOf, ordinalOf, parseOrdinal } from '../crd/ordinals.ts';
 
 export function selectorLabels(name: string): Record<string, string> {
   return { 'app.kubernetes.io/name': 'queen', 'app.kubernetes.io/instance': name };
