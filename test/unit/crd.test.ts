@@ -6,7 +6,8 @@ import { describe, expect, expectTypeOf, it } from 'vitest';
 import { parse } from 'yaml';
 import { withDefaults } from '../../crd/defaults.ts';
 import { generatedCoreSchemas } from '../../crd/generate-core.ts';
-import { renderCrdYaml, renderInstallYaml, renderNamespacedYaml } from '../../crd/generate.ts';
+import { flagTable, renderCrdYaml, renderInstallYaml, renderNamespacedYaml, renderReadme } from '../../crd/generate.ts';
+import { operatorCommand } from '../../options.ts';
 import { customResourceDefinition, type QueenClusterSpec, type QueenClusterStatus, type StoredSpec } from '../../crd/schema.ts';
 
 const file = (name: string) => readFileSync(fileURLToPath(new URL(`../../deploy/${name}`, import.meta.url)), 'utf8');
@@ -16,6 +17,15 @@ describe('the QueenCluster API', () => {
     expect(file('crd.yaml')).toBe(renderCrdYaml());
     expect(file('install.yaml')).toBe(renderInstallYaml());
     expect(file('namespaced.yaml')).toBe(renderNamespacedYaml());
+  });
+
+  it("the README's tables of annotations and flags are rendered from crd/annotations.ts and the operator's command (npm run generate)", () => {
+    const readme = readFileSync(fileURLToPath(new URL('../../README.md', import.meta.url)), 'utf8');
+    expect(readme).toBe(renderReadme(readme));
+    expect(readme).toContain('<!-- generated: annotations (npm run generate) -->\n| annotation | values | what it does |');
+    expect(readme).toContain(`<!-- generated: flags (npm run generate) -->\n${flagTable()}\n<!-- end -->`);
+    // Every flag, with its variable.
+    for (const o of operatorCommand().options.filter((x) => x.long !== '--help')) expect(flagTable()).toContain(`| \`${o.flags}\` | \`${o.envVar}\` |`);
   });
 
   it("crd/core-schemas.ts is generated from the OpenAPI spec of the test bed's Kubernetes (npm run generate:core)", () => {
