@@ -3,6 +3,8 @@
 // server's side of the same forms runs in test/e2e/quantities.test.ts.
 import { describe, expect, it } from 'vitest';
 import { parseQuantity, QUANTITY_PATTERN } from '../../crd/quantity.ts';
+import { neededOperation } from '../../workflows/plan/decide.ts';
+import { cluster } from './fixture.ts';
 
 describe('quantities', () => {
   it.each<[string, number]>([
@@ -47,5 +49,27 @@ describe('quantities', () => {
     for (const text of ['1Gi', '1e11', '.5', '1.', '-1', '-1.5Gi', '1GiB', '1K', '', '+', 'Gi', '1e3.5']) {
       expect(grammar.test(text), text).toBe(!Number.isNaN(parseQuantity(text)));
     }
+  });
+
+  it('a size written with an exponent grows the volumes (it read as NaN, and nothing grew)', () => {
+    const obs = cluster(3, 3, 1);
+    const view = (size: string) => ({
+      qc: {
+        apiVersion: 'queenmq.com/v1alpha1' as const,
+        kind: 'QueenCluster' as const,
+        metadata: { name: 'queen', namespace: 'queen', uid: 'u1' },
+        spec: { version: '2.6.0', secretName: 'queen', storage: { size } },
+        status: { voters: [1, 2, 3] },
+      },
+      wantedSpecHash: 'spec',
+      wantedTemplateHash: 'new',
+      statefulSet: obs.statefulSet,
+      servicesPresent: true,
+      pods: obs.pods,
+      claims: obs.claims,
+    });
+    // The claims hold 50Gi (53.7e9 bytes).
+    expect(neededOperation(view('1e11'))).toEqual({ type: 'GrowVolumes', fingerprint: 'size:1e11', target: 'volumes of 1e11' });
+    expect(neededOperation(view('5e10'))).toBeNull();
   });
 });
