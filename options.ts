@@ -60,11 +60,18 @@ export function parseDuration(text: string): number {
   return Math.round(ms);
 }
 
-const durationAtLeast = (minMs: number, minText: string) => (text: string) => {
+/** A duration from `min` to `max` (Go's form, e.g. '1s'); `why` says what the upper bound protects. */
+const durationWithin = (min: string, max: string, why = 'longer waits are not what it is for') => (text: string) => {
   const ms = parseDuration(text);
-  if (ms < minMs) throw new InvalidArgumentError(`must be at least ${minText}`);
+  if (ms < parseDuration(min)) throw new InvalidArgumentError(`must be at least ${min}`);
+  if (ms > parseDuration(max)) throw new InvalidArgumentError(`must be at most ${max}: ${why}`);
   return ms;
 };
+
+function nonEmpty(text: string): string {
+  if (text.trim() === '') throw new InvalidArgumentError('must not be empty');
+  return text.trim();
+}
 
 /** A TCP port; 0 turns the endpoint off. */
 function port(text: string): number {
@@ -78,6 +85,7 @@ const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 
 function namespaceList(text: string, previous: string[] = []): string[] {
   const names = text.split(',').map((n) => n.trim()).filter(Boolean);
+  if (names.length === 0) throw new InvalidArgumentError('takes namespace names separated by commas; leave it out to watch every namespace');
   for (const n of names) {
     if (!DNS_LABEL.test(n)) throw new InvalidArgumentError(`"${n}" is not a namespace name (lower-case letters, digits and '-', at most 63)`);
   }
@@ -137,13 +145,13 @@ export function operatorCommand(): Command {
     .helpOption('-h, --help', 'show this help')
     .addOption(opt('--run <parts>', 'what this process runs: worker, watcher or both', 'QUEEN_RUN').argParser(runList).default(new Set(['worker', 'watcher']), 'worker,watcher'))
     .addOption(opt('--temporal-address <host:port>', 'the Temporal frontend', 'TEMPORAL_ADDRESS').argParser(hostPort).default('localhost:7233'))
-    .addOption(opt('--temporal-namespace <name>', 'the Temporal namespace', 'TEMPORAL_NAMESPACE').default('default'))
-    .addOption(opt('--task-queue <name>', 'the task queue the watcher and the workers share', 'QUEEN_TASK_QUEUE').default('queen-operator'))
+    .addOption(opt('--temporal-namespace <name>', 'the Temporal namespace', 'TEMPORAL_NAMESPACE').argParser(nonEmpty).default('default'))
+    .addOption(opt('--task-queue <name>', 'the task queue the watcher and the workers share', 'QUEEN_TASK_QUEUE').argParser(nonEmpty).default('queen-operator'))
     .addOption(opt('--temporal-tls [bool]', 'connect to Temporal with TLS (on by itself with a CA, a client certificate or an API key)', 'TEMPORAL_TLS').argParser(boolean).default(false))
     .addOption(opt('--temporal-tls-ca <file>', "PEM file of the CA that signs the frontend's certificate (default: the system's)", 'TEMPORAL_TLS_CA').argParser(readableFile))
     .addOption(opt('--temporal-tls-cert <file>', 'PEM file of the client certificate, for mutual TLS', 'TEMPORAL_TLS_CERT').argParser(readableFile))
     .addOption(opt('--temporal-tls-key <file>', 'PEM file of the key of the client certificate', 'TEMPORAL_TLS_KEY').argParser(readableFile))
-    .addOption(opt('--temporal-tls-server-name <name>', 'the name to check the certificate against, if not the host of the address', 'TEMPORAL_TLS_SERVER_NAME'))
+    .addOption(opt('--temporal-tls-server-name <name>', 'the name to check the certificate against, if not the host of the address', 'TEMPORAL_TLS_SERVER_NAME').argParser(nonEmpty))
     .addOption(opt('--temporal-api-key-file <file>', 'a file holding the API key (or the key itself in TEMPORAL_API_KEY)', 'TEMPORAL_API_KEY_FILE').argParser(readableFile))
     .addOption(opt('--kubeconfig <file>', 'kubeconfig (default: the in-cluster account in a pod, else ~/.kube/config)', 'KUBECONFIG'))
     .addOption(opt('--namespace <ns,...>', 'namespaces to watch, repeatable (default: all)', 'QUEEN_NAMESPACES').argParser(namespaceList))
@@ -153,13 +161,15 @@ export function operatorCommand(): Command {
     .addOption(opt('--health-port <port>', '/healthz and /readyz (0: off)', 'QUEEN_HEALTH_PORT').argParser(port).default(8081))
     .addOption(opt('--metrics-port <port>', 'Prometheus /metrics (0: off)', 'QUEEN_METRICS_PORT').argParser(port).default(9090))
     .addOption(opt('--workflow-bundle <file>', 'a prebuilt workflow bundle (the image has one)', 'QUEEN_WORKFLOW_BUNDLE').argParser(readableFile))
-    .addOption(opt('--poll-interval <duration>', 'how often a waiting step looks again (at least 100ms)', 'QUEEN_POLL_INTERVAL').argParser(durationAtLeast(100, '100ms')).default(d.pollMs, ms(d.pollMs)))
-    .addOption(opt('--observe-interval <duration>', 'how often a cluster at rest is looked at (at least 500ms)', 'QUEEN_OBSERVE_INTERVAL').argParser(durationAtLeast(500, '500ms')).default(d.observeIntervalMs, ms(d.observeIntervalMs)))
-    .addOption(opt('--probe-interval <duration>', 'how often the write probe behind COMMITS runs at rest (at least 1s)', 'QUEEN_PROBE_INTERVAL').argParser(durationAtLeast(1000, '1s')).default(d.probeIntervalMs, ms(d.probeIntervalMs)))
-    .addOption(opt('--stall-after <duration>', 'a voter behind the leader that has not moved this long is stalled (at least 1s)', 'QUEEN_STALL_AFTER').argParser(durationAtLeast(1000, '1s')).default(d.stallAfterMs, ms(d.stallAfterMs)))
-    .addOption(opt('--settle-timeout <duration>', 'how long an upgrade waits for the cluster after its last restart (at least 10s)', 'QUEEN_SETTLE_TIMEOUT').argParser(durationAtLeast(10_000, '10s')).default(d.settleTimeoutMs, ms(d.settleTimeoutMs)))
-    .addOption(opt('--shutdown-grace <duration>', "on SIGTERM, how long running steps may take to finish (keep it under the pod's terminationGracePeriodSeconds)", 'QUEEN_SHUTDOWN_GRACE').argParser(durationAtLeast(0, '0s')).default(20_000, '20s'))
-    .addOption(opt('--unhealthy-after <duration>', '/healthz fails once the watches have been broken this long (at least 10s)', 'QUEEN_UNHEALTHY_AFTER').argParser(durationAtLeast(10_000, '10s')).default(120_000, '2m'))
+    // A waiting step heartbeats at each look, and Temporal retries it after 30s without one
+    // (workflows/operation.ts); the observer's limit is 60s (workflows/observer.ts).
+    .addOption(opt('--poll-interval <duration>', 'how often a waiting step looks again (100ms to 10s)', 'QUEEN_POLL_INTERVAL').argParser(durationWithin('100ms', '10s', 'a waiting step heartbeats at each look, and is given up after 30s without one')).default(d.pollMs, ms(d.pollMs)))
+    .addOption(opt('--observe-interval <duration>', 'how often a cluster at rest is looked at (500ms to 30s)', 'QUEEN_OBSERVE_INTERVAL').argParser(durationWithin('500ms', '30s', 'the observer heartbeats at each look, and is given up after 60s without one')).default(d.observeIntervalMs, ms(d.observeIntervalMs)))
+    .addOption(opt('--probe-interval <duration>', 'how often the write probe behind COMMITS runs at rest (1s to 24h)', 'QUEEN_PROBE_INTERVAL').argParser(durationWithin('1s', '24h')).default(d.probeIntervalMs, ms(d.probeIntervalMs)))
+    .addOption(opt('--stall-after <duration>', 'a voter behind the leader that has not moved this long is stalled (1s to 24h)', 'QUEEN_STALL_AFTER').argParser(durationWithin('1s', '24h')).default(d.stallAfterMs, ms(d.stallAfterMs)))
+    .addOption(opt('--settle-timeout <duration>', 'how long an upgrade waits for the cluster after its last restart (10s to 24h)', 'QUEEN_SETTLE_TIMEOUT').argParser(durationWithin('10s', '24h')).default(d.settleTimeoutMs, ms(d.settleTimeoutMs)))
+    .addOption(opt('--shutdown-grace <duration>', "on SIGTERM, how long running steps may take to finish (0s to 1h; keep it under the pod's terminationGracePeriodSeconds)", 'QUEEN_SHUTDOWN_GRACE').argParser(durationWithin('0s', '1h')).default(20_000, '20s'))
+    .addOption(opt('--unhealthy-after <duration>', '/healthz fails once the watches have been broken this long (10s to 24h)', 'QUEEN_UNHEALTHY_AFTER').argParser(durationWithin('10s', '24h')).default(120_000, '2m'))
     .addOption(opt('--log-level <level>', 'how much the log says', 'LOG_LEVEL').choices(LOG_LEVELS).default('info'))
     .allowExcessArguments(false)
     .exitOverride()

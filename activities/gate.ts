@@ -3,6 +3,7 @@
 // replaced): not paused, every other voter Ready for minReadySeconds, live and caught up, none
 // stalled, and a write committing through a pod that stays.
 import { heartbeat } from '@temporalio/activity';
+import { readAnnotations } from '../crd/annotations.ts';
 import type { Phase, QueenCluster } from '../crd/schema.ts';
 import { ANNOTATIONS } from '../crd/schema.ts';
 import { stopGate, type GateOptions } from '../workflows/plan/gates.ts';
@@ -46,7 +47,7 @@ export interface GateWords {
 
 /** Why the pod `target` may not stop now (the reason in the README's words), or null. */
 export async function stopHold(deps: ActivityDeps, qc: QueenCluster, obs: Observation, target: number, words: GateWords): Promise<Hold | null> {
-  if (qc.metadata.annotations?.[ANNOTATIONS.pause]) {
+  if (readAnnotations(qc.metadata.annotations).pause) {
     return { phase: words.phase, message: `${words.next}: paused by the ${ANNOTATIONS.pause} annotation`, gate: 'not-paused' };
   }
   const hold = stopGate({ obs, memory: stallMemory(qc, obs), target, opts: gateOptions(deps, obs, obs.minReadySeconds) });
@@ -72,7 +73,7 @@ export function gateActivities(deps: ActivityDeps) {
     async awaitStopGate(ref: ClusterRef, ordinal: number, words: GateWords, whileAnnotated?: string): Promise<RestartPick | null> {
       return holdUntil<RestartPick | null>(deps, ref, async () => {
         const qc = await loadCluster(deps, ref);
-        if (whileAnnotated !== undefined && qc.metadata.annotations?.[ANNOTATIONS.replacePod] !== whileAnnotated) return { done: null };
+        if (whileAnnotated !== undefined && readAnnotations(qc.metadata.annotations).replacePod !== whileAnnotated) return { done: null };
         const obs = await observeCluster(deps, qc);
         const pod = obs.pods.find((p) => p.ordinal === ordinal && !p.terminating);
         if (!pod) return { done: null };

@@ -132,12 +132,13 @@ export async function patchClusterStatus(
   await kube.custom.patchNamespacedCustomObjectStatus({ group: GROUP, version: VERSION, namespace, plural: PLURAL, name, body }, mergePatch);
 }
 
-/** Sets (string) or removes (null) annotations of the QueenCluster. */
-export async function patchClusterAnnotations(kube: Kube, namespace: string, name: string, annotations: Record<string, string | null>) {
-  await kube.custom.patchNamespacedCustomObject(
-    { group: GROUP, version: VERSION, namespace, plural: PLURAL, name, body: { metadata: { annotations } } },
-    mergePatch,
-  );
+/**
+ * Sets (string) or removes (null) annotations of the QueenCluster. With a resourceVersion it is a
+ * compare-and-set: a 409 if the object changed since it was read.
+ */
+export async function patchClusterAnnotations(kube: Kube, namespace: string, name: string, annotations: Record<string, string | null>, resourceVersion?: string) {
+  const metadata = resourceVersion ? { resourceVersion, annotations } : { annotations };
+  await kube.custom.patchNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: PLURAL, name, body: { metadata } }, mergePatch);
 }
 
 /** An error answer of the API server, with its HTTP status as `code` (like the client's ApiException). */

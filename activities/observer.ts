@@ -4,6 +4,7 @@
 // the workflow's history stays small; its state (stall memory, last probe) survives a crash in its
 // heartbeat and a restart of the operator in status.
 import { activityInfo, heartbeat } from '@temporalio/activity';
+import { annotationWarnings } from '../crd/annotations.ts';
 import { ANNOTATIONS, type Phase, type QueenCluster, type QueenClusterStatus } from '../crd/schema.ts';
 import { assess, type Assessment } from '../workflows/plan/assess.ts';
 import { decide } from '../workflows/plan/decide.ts';
@@ -21,6 +22,8 @@ export interface ObserverState {
   lastPhase: Phase | null;
   /** The leader's term last seen (a change counts into queen_cluster_leader_changes_total). */
   lastTerm?: number | null;
+  /** The annotation warnings already given (annotation=value): each is said once while it stands. */
+  warned?: string[];
 }
 
 export interface ObserverRun {
@@ -86,11 +89,13 @@ async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: Observer
     status.lastProbeError = probe.ok ? null : probe.error;
   }
 
+  const warned = await warnAnnotations(deps, qc, obs, state.warned ?? []);
+
   const running = qc.status?.operation ?? null;
   let assessment: Assessment | null = null;
   if (!running) {
     const decision = decide(clusterView(qc, obs), null, obs.at);
-    const blockedBy = decision.action === 'stopped' ? decision.message : null;
+    const blockedBy = decision.action === 'stopped' || decision.action === 'refused' ? decision.message : null;
     assessment = assess({
       obs,
       memory,
@@ -118,7 +123,7 @@ async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: Observer
       await patchClusterStatus(deps.kube, ref.namespace, ref.name, status, running ? undefined : qc.metadata.resourceVersion);
     } catch (err) {
       if (!isConflict(err)) throw err;
-      return { state: { memory, lastProbe, lastPhase: state.lastPhase, lastTerm }, written: '' };
+      return { state: { memory, lastProbe, lastPhase: state.lastPhase, lastTerm, warned }, written: '' };
     }
     lastWritten = comparable;
   }
@@ -126,5 +131,20 @@ async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: Observer
     if (assessment.phase === 'Degraded' || assessment.phase === 'Blocked') await stepEvent(deps, qc, assessment.phase, assessment.message, 'Warning');
     else if (assessment.phase === 'Ready') await stepEvent(deps, qc, 'Ready', READY_MESSAGE);
   }
-  return { state: { memory, lastProbe, lastPhase: assessment?.phase ?? state.lastPhase, lastTerm }, written: lastWritten };
+  return { state: { memory, lastProbe, lastPhase: assessment?.phase ?? state.lastPhase, lastTerm, warned }, written: lastWritten };
+}
+
+/**
+ * A Warning Event for each annotation whose value is not one it takes (it acts as unset), and for
+ * a replacement that cannot be done: once while it stands, whoever reads the annotation, so a
+ * running operation is not interrupted to say it. Returns what has been said.
+ */
+async function warnAnnotations(deps: ActivityDeps, qc: QueenCluster, obs: { statefulSet: { replicas: number } | null }, warned: string[]): Promise<string[]> {
+  const now = annotationWarnings(qc, obs.statefulSet?.replicas ?? null);
+  for (const w of now) {
+    if (warned.includes(w.key)) continue;
+    opLogger(deps, { namespace: qc.metadata.namespace, name: qc.metadata.name, uid: qc.metadata.uid ?? '' }).warn({ reason: w.reason }, w.message);
+    await stepEvent(deps, qc, w.reason, w.message, 'Warning');
+  }
+  return now.map((w) => w.key);
 }

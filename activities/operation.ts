@@ -2,6 +2,7 @@
 // status.lastOperation once it ended, and a phase that is not sticky: Ready, Degraded or Blocked
 // as the cluster is when it ends.
 import { activityInfo } from '@temporalio/activity';
+import { readAnnotations } from '../crd/annotations.ts';
 import { ANNOTATIONS, type LastOperationStatus, type Phase } from '../crd/schema.ts';
 import { assess } from '../workflows/plan/assess.ts';
 import type { OperationType } from '../workflows/plan/decide.ts';
@@ -86,7 +87,7 @@ export function operationActivities(deps: ActivityDeps) {
           probe: null,
           stallAfterMs: deps.settings.stallAfterMs,
           secretName: qc.spec.secretName,
-          stoppedOperation: decision.action === 'stopped' ? decision.message : null,
+          stoppedOperation: decision.action === 'stopped' || decision.action === 'refused' ? decision.message : null,
         });
         phase = a.phase;
         message = a.message;
@@ -95,7 +96,7 @@ export function operationActivities(deps: ActivityDeps) {
         log.warn({ err: String(err) }, 'could not look at the cluster after the operation; the observer will');
       }
       await writePhase(deps, ref, phase, message, { ...observed, operation: null, lastOperation });
-      if (qc.metadata.annotations?.[ANNOTATIONS.cancel]) {
+      if (readAnnotations(qc.metadata.annotations).cancel) {
         await patchClusterAnnotations(deps.kube, ref.namespace, ref.name, { [ANNOTATIONS.cancel]: null });
       }
       log.info({ type: end.type, result: end.result }, end.message);

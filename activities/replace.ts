@@ -2,13 +2,13 @@
 // (a leader hands leadership away before), then the volume (the claim's UID recorded before
 // anything is deleted, every delete guarded by it), then back in as a learner that copies
 // everything from the leader, promoted once it has caught up.
-import { withDefaults } from '../crd/defaults.ts';
+import { readAnnotations, replaceRequest } from '../crd/annotations.ts';
 import { ANNOTATIONS, type QueenCluster } from '../crd/schema.ts';
 import { removeMember } from './broker.ts';
 import { holdUntil, loadCluster, observeCluster, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
 import { deleteClaimByUid, deletePodByUid, patchClusterAnnotations } from './kube.ts';
 import { changeThroughLeader } from './membership.ts';
-import { names, nodeIdOf, parseOrdinal } from './resources.ts';
+import { names, nodeIdOf } from './resources.ts';
 
 export interface Replacement {
   pod: string;
@@ -21,7 +21,7 @@ export interface Replacement {
 export type Checked = { replacement: Replacement } | { abandoned: string };
 
 /** The annotation still asks for this pod. */
-const stillAsked = (qc: QueenCluster, pod: string) => qc.metadata.annotations?.[ANNOTATIONS.replacePod] === pod;
+const stillAsked = (qc: QueenCluster, pod: string) => readAnnotations(qc.metadata.annotations).replacePod === pod;
 
 export function replaceActivities(deps: ActivityDeps) {
   return {
@@ -33,21 +33,13 @@ export function replaceActivities(deps: ActivityDeps) {
       return holdUntil<Checked>(deps, ref, async () => {
         const qc = await loadCluster(deps, ref);
         if (!stillAsked(qc, pod)) return { done: { abandoned: `the ${ANNOTATIONS.replacePod} annotation no longer names ${pod}` } };
-        const spec = withDefaults(qc.spec);
-        const ordinal = parseOrdinal(ref.name, pod);
-        if (ordinal < 0 || ordinal >= spec.replicas) {
-          return { hold: { phase: 'Blocked', message: `the pod asked to be replaced, "${pod}", is not a voter of this cluster`, gate: 'replace-target' } };
-        }
-        if (spec.replicas === 1) {
-          return {
-            hold: {
-              phase: 'Blocked',
-              message: `${pod} is the only voter: replacing it would lose every committed write; restore the cluster from a backup instead and remove the ${ANNOTATIONS.replacePod} annotation`,
-              gate: 'replace-target',
-            },
-          };
-        }
         const obs = await observeCluster(deps, qc);
+        // The watcher starts no replacement it refuses; the same check once more, on the cluster as it is now.
+        const asked = replaceRequest(qc, obs.statefulSet?.replicas ?? null);
+        if (!asked || 'refused' in asked) {
+          return { hold: { phase: 'Blocked', message: asked?.refused ?? `the ${ANNOTATIONS.replacePod} annotation no longer names ${pod}`, gate: 'replace-target' } };
+        }
+        const { ordinal } = asked;
         if (!obs.membership) return { hold: { phase: 'Replacing', message: `replacing pod ${ordinal}: waiting for a leader's view of the membership`, gate: 'leader-known' } };
         const claim = obs.claims.find((c) => c.ordinal === ordinal && !c.terminating);
         if (!claim) return { hold: { phase: 'Replacing', message: `pod ${ordinal} has no volume claim to replace yet`, gate: 'claim-exists' } };

@@ -12,6 +12,7 @@ import type {
   V1StatefulSet,
 } from '@kubernetes/client-node';
 import { withDefaults } from '../crd/defaults.ts';
+import { nodeIdOf } from '../crd/ordinals.ts';
 import { ANNOTATIONS, API_VERSION, KIND, type QueenCluster, type StoredSpec } from '../crd/schema.ts';
 
 export const FIELD_MANAGER = 'queen-operator';
@@ -29,17 +30,8 @@ export const names = {
   claim: (name: string, ordinal: number) => `data-${name}-${ordinal}`,
 };
 
-/** Node id of the pod with this ordinal: pod <name>-0 is node 1. */
-export const nodeIdOf = (ordinal: number) => ordinal + 1;
-export const ordinalOf = (nodeId: number) => nodeId - 1;
-
-/** The ordinal of a pod or claim name of this cluster, or -1. */
-export function parseOrdinal(clusterName: string, objectName: string, prefix = ''): number {
-  const head = `${prefix}${clusterName}-`;
-  if (!objectName.startsWith(head)) return -1;
-  const rest = objectName.slice(head.length);
-  return /^(0|[1-9][0-9]{0,5})$/.test(rest) ? Number(rest) : -1;
-}
+// The ordinals and node ids are part of the API (crd/ordinals.ts); the objects' names are made here.
+export { nodeIdOf, ordinalOf, parseOrdinal } from '../crd/ordinals.ts';
 
 export function selectorLabels(name: string): Record<string, string> {
   return { 'app.kubernetes.io/name': 'queen', 'app.kubernetes.io/instance': name };
@@ -144,6 +136,21 @@ function brokerEnv(qc: QueenCluster, spec: StoredSpec, pods: number): V1EnvVar[]
   return env;
 }
 
+/**
+ * The broker container's image: <image>:<version>, or the image as given when it is pinned by a
+ * digest (<image>@sha256:..., <image>:<version>@sha256:...), which then decides what runs.
+ */
+export function imageRef(spec: Pick<StoredSpec, 'image' | 'version'>): string {
+  return spec.image.includes('@') ? spec.image : `${spec.image}:${spec.version}`;
+}
+
+/** The tag of an image reference (before a digest), or null when it has none. */
+export function imageTag(image: string): string | null {
+  const name = image.split('@')[0]!;
+  const colon = name.lastIndexOf(':');
+  return colon > name.lastIndexOf('/') ? name.slice(colon + 1) : null;
+}
+
 /** In Kafka cluster mode each facade needs QUEEN_KAFKA_NODE_ID = ordinal + 1, derived at start. */
 const KAFKA_NODE_ID_SCRIPT =
   'ordinal="${HOSTNAME##*-}"; case "$ordinal" in ""|*[!0-9]*) ' +
@@ -159,7 +166,7 @@ function brokerContainer(qc: QueenCluster, spec: StoredSpec, pods: number): V1Co
   if (spec.kafka.enabled) ports.push({ name: 'kafka', containerPort: spec.kafka.port });
   return {
     name: CONTAINER,
-    image: `${spec.image}:${spec.version}`,
+    image: imageRef(spec),
     imagePullPolicy: spec.imagePullPolicy,
     ...(kafkaClusterMode(spec) ? { command: ['/bin/sh', '-c', KAFKA_NODE_ID_SCRIPT] } : {}),
     ports,

@@ -3,15 +3,17 @@
 import type { Condition, MemberStatus, Phase, QueenClusterStatus } from '../crd/schema.ts';
 import type { Observation } from '../workflows/plan/observation.ts';
 import { behindSince, type StallMemory } from '../workflows/plan/stalls.ts';
+import { imageTag } from './resources.ts';
 
-/** The version a pod runs: what its broker says on /health, else its image tag. */
+/**
+ * The version a pod runs: what its broker says on /health, else its image's tag (an image pinned
+ * by digest alone has none: its version is known once the broker answers).
+ */
 export function podVersion(obs: Observation, ordinal: number): string | null {
   const h = obs.health[ordinal];
   if (h?.version) return h.version;
   const image = obs.pods.find((p) => p.ordinal === ordinal)?.image;
-  if (!image || image.includes('@')) return null;
-  const colon = image.lastIndexOf(':');
-  return colon > image.lastIndexOf('/') ? image.slice(colon + 1) : null;
+  return image ? imageTag(image) : null;
 }
 
 /** status.version: the version every pod reports, empty while any pod is missing, silent or different. */

@@ -10,7 +10,7 @@ import { nextRestart, outdatedPods, type RestartPick } from '../workflows/plan/r
 import { holdUntil, loadCluster, observeCluster, probeThrough, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
 import { gateOptions, recordProbe, stallMemory, stopHold } from './gate.ts';
 import { applyObject, getStatefulSet } from './kube.ts';
-import { disruptionBudget, keptShape, names, podTemplate, services, specHash, statefulSet } from './resources.ts';
+import { disruptionBudget, imageRef, keptShape, names, podTemplate, services, specHash, statefulSet } from './resources.ts';
 import { podVersion } from './status.ts';
 
 export interface AppliedTemplate {
@@ -54,7 +54,7 @@ export function upgradeActivities(deps: ActivityDeps) {
       await applyObject(deps.kube, statefulSet(qc, shape));
       const { hash } = podTemplate(qc, shape.pods);
       if (before !== hash) {
-        await stepEvent(deps, qc, 'UpdateTemplate', `the pod template now runs ${spec.image}:${spec.version}; pods restart one at a time`);
+        await stepEvent(deps, qc, 'UpdateTemplate', `the pod template now runs ${imageRef(spec)}; pods restart one at a time`);
       }
       return { specHash: specHash(qc), templateHash: hash, version: spec.version };
     },

@@ -1,10 +1,13 @@
 // Writes what deploy/ serves from its sources: deploy/crd.yaml from crd/schema.ts; deploy/install.yaml
 // (the CRD, the ClusterRole of deploy/rbac.yaml and the cluster-wide operator of deploy/operator.yaml);
 // deploy/namespaced.yaml (the same operator limited to the namespace it is applied in, the role
-// bound there only). `npm run generate`; test/unit/crd.test.ts fails when they are stale.
+// bound there only); and the README's tables of annotations (crd/annotations.ts) and flags (the
+// command of options.ts). `npm run generate`; test/unit/crd.test.ts fails when they are stale.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { isMap, isSeq, parseAllDocuments, Scalar, stringify, type Document } from 'yaml';
+import { operatorCommand } from '../options.ts';
+import { USER_ANNOTATIONS } from './annotations.ts';
 import { customResourceDefinition } from './schema.ts';
 
 const deploy = (file: string) => fileURLToPath(new URL(`../deploy/${file}`, import.meta.url));
@@ -73,9 +76,41 @@ export function renderNamespacedYaml(): string {
   return NAMESPACED_HEADER + out.join('---\n');
 }
 
+const cell = (text: string) => text.replaceAll('|', '\\|').replaceAll('\n', ' ');
+
+/** The README's table of the annotations a person sets. */
+export function annotationTable(): string {
+  const rows = USER_ANNOTATIONS.map((a) => `| \`${a.annotation}\` | ${cell(a.values)} | ${cell(a.effect)} |`);
+  return ['| annotation | values | what it does |', '|---|---|---|', ...rows].join('\n');
+}
+
+/** The README's table of the operator's flags: every option of the command, its variable and default. */
+export function flagTable(): string {
+  const rows = operatorCommand()
+    .options.filter((o) => o.long !== '--help')
+    .map((o) => {
+      const dflt = o.defaultValueDescription ?? (o.defaultValue === undefined ? '' : String(o.defaultValue));
+      const choices = o.argChoices && !o.argChoices.every((c) => o.description.includes(c)) ? ` (${o.argChoices.join(', ')})` : '';
+      return `| \`${o.flags}\` | ${o.envVar ? `\`${o.envVar}\`` : ''} | ${dflt ? `\`${dflt}\`` : ''} | ${cell(o.description)}${choices} |`;
+    });
+  return ['| flag | environment | default | what it sets |', '|---|---|---|---|', ...rows].join('\n');
+}
+
+const README = fileURLToPath(new URL('../README.md', import.meta.url));
+
+/** The README with its generated tables (between `<!-- generated: NAME -->` and `<!-- end -->`) made afresh. */
+export function renderReadme(text: string = readFileSync(README, 'utf8')): string {
+  const tables: Record<string, () => string> = { annotations: annotationTable, flags: flagTable };
+  return text.replace(/(<!-- generated: (\w+) \(npm run generate\) -->\n)(?:(?!<!-- (?:generated|end))[\s\S])*(<!-- end -->)/g, (whole, open: string, name: string, close: string) => {
+    const table = tables[name];
+    return table ? `${open}${table()}\n${close}` : whole;
+  });
+}
+
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   writeFileSync(deploy('crd.yaml'), renderCrdYaml());
   writeFileSync(deploy('install.yaml'), renderInstallYaml());
   writeFileSync(deploy('namespaced.yaml'), renderNamespacedYaml());
-  console.log('wrote deploy/crd.yaml, deploy/install.yaml and deploy/namespaced.yaml');
+  writeFileSync(README, renderReadme());
+  console.log("wrote deploy/crd.yaml, deploy/install.yaml, deploy/namespaced.yaml and the README's tables");
 }

@@ -1,6 +1,8 @@
 // The QueenCluster API (queenmq.com/v1alpha1): the one source of truth for the CRD written to
 // deploy/ (crd/generate.ts) and for the TypeScript types the operator uses (below).
 import type { FromSchema } from './schema-types.ts';
+import { annotationMap, env, imagePullSecrets, labelMap, nodeSelector, priorityClassName, resources, subdomainRule, tolerations } from './embedded.ts';
+import { QUANTITY_LIMIT, QUANTITY_PATTERN } from './quantity.ts';
 
 export const GROUP = 'queenmq.com';
 export const VERSION = 'v1alpha1';
@@ -11,12 +13,16 @@ export const API_VERSION = `${GROUP}/${VERSION}`;
 const port = (description: string, dflt: number) =>
   ({ type: 'integer', format: 'int32', minimum: 1, maximum: 65535, default: dflt, description }) as const;
 
-const labelMap = {
-  type: 'object',
-  additionalProperties: { type: 'string' },
-} as const;
-
-const freeObject = { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } as const;
+/**
+ * An image repository as a container runtime reads it (the distribution reference grammar): an
+ * optional registry host[:port], then lower-case path components. The tag is spec.version.
+ */
+const REPOSITORY =
+  '([a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?([.][a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?)*(:[0-9]+)?/)?' +
+  '[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*(/[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*)*';
+/** A digest that pins the image: the repository, then :<tag> if wanted, then @sha256:<64 hex digits>. */
+const DIGEST = '(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?@sha256:[a-f0-9]{64}';
+export const IMAGE_PATTERN = `^${REPOSITORY}(${DIGEST})?$`;
 
 export const specSchema = {
   type: 'object',
@@ -33,14 +39,22 @@ export const specSchema = {
     image: {
       type: 'string',
       minLength: 1,
+      maxLength: 512,
       default: 'ghcr.io/queen-mq/queen',
-      description: 'Image repository; the image is <image>:<version>.',
+      description:
+        'Image repository; the image is <image>:<version>. To pin the image by digest: <image>@sha256:<digest>, or ' +
+        '<image>:<version>@sha256:<digest>; version still names the version the brokers run, and a new digest rolls the pods.',
+      'x-kubernetes-validations': [
+        {
+          rule: `self.matches('${IMAGE_PATTERN}')`,
+          message:
+            'must be an image repository such as ghcr.io/queen-mq/queen (the tag is spec.version), optionally pinned ' +
+            'by digest: ghcr.io/queen-mq/queen@sha256:<64 hex digits> or ghcr.io/queen-mq/queen:<version>@sha256:<64 hex digits>',
+        },
+      ],
     },
     imagePullPolicy: { type: 'string', enum: ['Always', 'IfNotPresent', 'Never'], default: 'IfNotPresent' },
-    imagePullSecrets: {
-      type: 'array',
-      items: { type: 'object', required: ['name'], properties: { name: { type: 'string', minLength: 1 } } },
-    },
+    imagePullSecrets,
     replicas: {
       type: 'integer',
       format: 'int32',
@@ -51,6 +65,8 @@ export const specSchema = {
     secretName: {
       type: 'string',
       minLength: 1,
+      maxLength: 253,
+      'x-kubernetes-validations': [subdomainRule('a Secret name')],
       description:
         'Secret in the same namespace with QUEEN_RAFT_TOKEN (required), QUEEN_ENCRYPTION_KEY, and ' +
         'QUEEN_PROXY_JWT_SECRET when the proxy is on, QUEEN_TOKEN for Kafka with more than one voter.',
@@ -65,7 +81,12 @@ export const specSchema = {
           maxLength: 32,
           default: '50Gi',
           'x-kubernetes-validations': [
-            { rule: "isQuantity(self) && quantity(self).isGreaterThan(quantity('0'))", message: 'must be a positive quantity such as 50Gi' },
+            {
+              rule:
+                `self.matches('${QUANTITY_PATTERN}') && isQuantity(self) && quantity(self).isGreaterThan(quantity('0')) && ` +
+                `quantity(self).isLessThan(quantity('${QUANTITY_LIMIT}'))`,
+              message: 'must be a positive quantity such as 50Gi, 500G or 1e11 (below 8Ei)',
+            },
           ],
           description: 'Size of each volume. Raising it grows every claim; lowering it is refused.',
         },
@@ -73,20 +94,21 @@ export const specSchema = {
           type: 'string',
           minLength: 1,
           maxLength: 253,
+          'x-kubernetes-validations': [subdomainRule('a StorageClass name')],
           description: 'StorageClass of the claims; the cluster default when unset. Fixed at creation.',
         },
       },
     },
     resources: {
-      ...freeObject,
+      ...resources,
       description:
         'Resources of the broker container; default requests cpu 1 and memory 4Gi, limit memory 4Gi, no CPU limit.',
     },
     podAntiAffinity: { type: 'string', enum: ['required', 'preferred'], default: 'required' },
     zoneSpread: { type: 'string', enum: ['ScheduleAnyway', 'DoNotSchedule'], default: 'ScheduleAnyway' },
-    nodeSelector: labelMap,
-    tolerations: { type: 'array', items: freeObject },
-    priorityClassName: { type: 'string' },
+    nodeSelector,
+    tolerations,
+    priorityClassName,
     proxy: {
       type: 'object',
       default: {},
@@ -106,19 +128,16 @@ export const specSchema = {
         port: port('Kafka port.', 9092),
       },
     },
-    env: {
-      type: 'array',
-      items: { ...freeObject, required: ['name'], properties: { name: { type: 'string', minLength: 1 } } },
-      description: 'Extra broker settings, appended after the ones the operator sets.',
-    },
+    env,
     podLabels: labelMap,
-    podAnnotations: labelMap,
+    podAnnotations: annotationMap,
     port: port('Broker HTTP port. Part of the peer addresses: fixed at creation.', 6632),
     raftPort: port('Raft port. Part of the peer addresses: fixed at creation.', 7400),
     clusterDomain: {
       type: 'string',
       minLength: 1,
       maxLength: 253,
+      'x-kubernetes-validations': [subdomainRule('a cluster domain')],
       default: 'cluster.local',
       description: 'Cluster DNS domain. Part of the peer addresses: fixed at creation.',
     },
@@ -138,6 +157,11 @@ export const specSchema = {
     },
   },
   'x-kubernetes-validations': [
+    {
+      rule: "!self.image.matches(':[A-Za-z0-9_][A-Za-z0-9_.-]*@') || self.image.contains(':' + self.version + '@')",
+      message: 'the tag in image, before its digest, must be spec.version: the brokers report the version, and the status shows it',
+      fieldPath: '.image',
+    },
     { rule: 'self.port != self.raftPort', message: 'port and raftPort must differ', fieldPath: '.raftPort' },
     {
       rule: 'self.port == oldSelf.port',

@@ -18,11 +18,12 @@ import {
 import { Client, WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
 import type { Logger } from 'pino';
 import type { ClusterRef } from '../activities/common.ts';
-import { describeKubeError, getCluster, statusCode, type Kube } from '../activities/kube.ts';
+import { describeKubeError, getCluster, isConflict, patchClusterAnnotations, recordEvent, statusCode, type Kube } from '../activities/kube.ts';
 import { claimObservation, podObservation, statefulSetObservation } from '../activities/observe.ts';
 import { names, selectorLabels } from '../activities/resources.ts';
 import { clusterView } from '../activities/view.ts';
-import { GROUP, PLURAL, VERSION, type QueenCluster } from '../crd/schema.ts';
+import { readAnnotations } from '../crd/annotations.ts';
+import { ANNOTATIONS, GROUP, PLURAL, VERSION, type QueenCluster } from '../crd/schema.ts';
 import type { OperationInput } from '../workflows/operation.ts';
 import { decide, OPERATION_TYPES, type Decision, type OperationType, type RunningOperation } from '../workflows/plan/decide.ts';
 import type { ClaimObservation, PodObservation } from '../workflows/plan/observation.ts';
@@ -290,6 +291,7 @@ export class Watcher {
       if (!caches || !cached || cached.metadata.deletionTimestamp) return;
       await this.ensureObserver(cached, log);
       const running = await this.runningOperation(namespace, name);
+      if (!running && readAnnotations(cached.metadata.annotations).cancel) await this.nothingToCancel(namespace, name, log);
       let decision = decide(this.view(cached, caches), running, Date.now());
       if (decision.action === 'start') {
         // Decide again on the object as the API server has it now, not as the cache had it.
@@ -368,6 +370,25 @@ export class Watcher {
       }
       throw err;
     }
+  }
+
+  /**
+   * A cancel annotation with no operation running would cancel the next one: it is removed, with
+   * an Event that says so. On the object as the API server has it now, and only if it has not
+   * changed since (a cancelled operation removes its own annotation before it ends).
+   */
+  private async nothingToCancel(namespace: string, name: string, log: Logger) {
+    const fresh = await getCluster(this.opts.kube, namespace, name);
+    if (!fresh || fresh.metadata.deletionTimestamp || !readAnnotations(fresh.metadata.annotations).cancel) return;
+    try {
+      await patchClusterAnnotations(this.opts.kube, namespace, name, { [ANNOTATIONS.cancel]: null }, fresh.metadata.resourceVersion);
+    } catch (err) {
+      if (isConflict(err)) return;
+      throw err;
+    }
+    const message = `no operation runs, so there is nothing to cancel: the ${ANNOTATIONS.cancel} annotation was removed, and cancels nothing that starts later`;
+    log.info(message);
+    await recordEvent(this.opts.kube, fresh, 'NothingToCancel', message).catch((err) => log.warn({ err: String(err) }, 'could not record an Event'));
   }
 
   private async startOperation(qc: QueenCluster, decision: Extract<Decision, { action: 'start' }>, log: Logger) {

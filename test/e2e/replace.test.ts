@@ -87,12 +87,15 @@ it('replace: the leader hands leadership away first', async () => {
   await recordHistory(s, runs[0]!, 'replaceNode-leader');
 });
 
-it('replace: a pod that is not a voter, and the only voter, are refused; the annotation removed calls it off', async () => {
+it('replace: a pod that is not a voter, and the only voter, are refused (no replacement starts); removing the annotation ends it', async () => {
   s = await scenario('repbad');
   await formed(s, seedSpec());
   await annotate(s, { 'queenmq.com/replace-pod': 'queen-7' });
   const blocked = await waitForCluster(s, 'Blocked', (q) => q.status?.phase === 'Blocked', 60_000);
-  expect(blocked.status?.message).toBe('the pod asked to be replaced, "queen-7", is not a voter of this cluster');
+  expect(blocked.status?.message).toBe(
+    'the pod asked to be replaced, "queen-7", is not a voter of this cluster: name a pod from queen-0 to queen-2 in queenmq.com/replace-pod, or remove it',
+  );
+  expect(blocked.status?.operation ?? null).toBeNull();
   await annotate(s, { 'queenmq.com/replace-pod': null });
   await waitForCluster(s, 'Ready again', (q) => q.status?.phase === 'Ready' && !q.status?.operation, 60_000);
 
@@ -102,8 +105,13 @@ it('replace: a pod that is not a voter, and the only voter, are refused; the ann
   expect(only.status?.message).toMatch(/^single-0 is the only voter: replacing it would lose every committed write/);
   await annotate(s, { 'queenmq.com/replace-pod': null }, 'single');
   const after = await waitForCluster(s, 'Ready again', (q) => q.status?.phase === 'Ready' && !q.status?.operation, 60_000, 'single');
-  expect(after.status?.lastOperation?.message).toMatch(/called off/);
-  expect((await clusterEvents(s, 'single')).filter((e) => e.reason === 'RemoveMember' || e.reason === 'WipeVolume')).toEqual([]);
+  // Refused before anything started: the last operation is still the formation.
+  expect(after.status?.lastOperation?.type).toBe('FormCluster');
+  const events = await clusterEvents(s, 'single');
+  expect(events.filter((e) => e.reason === 'ReplaceRefused').map((e) => [e.type, e.message])).toEqual([
+    ['Warning', 'single-0 is the only voter: replacing it would lose every committed write; restore the cluster from a backup instead and remove the queenmq.com/replace-pod annotation'],
+  ]);
+  expect(events.filter((e) => e.reason === 'RemoveMember' || e.reason === 'WipeVolume' || e.reason === 'ReplaceStarted')).toEqual([]);
 });
 
 it('replace: the annotation removed before the node left the membership calls it off (G9)', async () => {

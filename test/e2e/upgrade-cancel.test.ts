@@ -62,4 +62,6 @@ it('upgrade-cancel by annotation: queenmq.com/cancel stops it the same way and i
   await waitFor('the cancel annotation removed', async () => !(await getCluster(s)).metadata.annotations?.['queenmq.com/cancel'], 30_000);
   await sleep(5000);
   expect((await clusterEvents(s)).filter((e) => e.reason === 'RestartPod')).toHaveLength(1);
+  // The cancel it consumed is not taken for a cancel with nothing to cancel.
+  expect((await clusterEvents(s)).filter((e) => e.reason === 'NothingToCancel')).toEqual([]);
 });

@@ -5,7 +5,9 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import { parse } from 'yaml';
 import { withDefaults } from '../../crd/defaults.ts';
-import { renderCrdYaml, renderInstallYaml, renderNamespacedYaml } from '../../crd/generate.ts';
+import { generatedCoreSchemas } from '../../crd/generate-core.ts';
+import { flagTable, renderCrdYaml, renderInstallYaml, renderNamespacedYaml, renderReadme } from '../../crd/generate.ts';
+import { operatorCommand } from '../../options.ts';
 import { customResourceDefinition, type QueenClusterSpec, type QueenClusterStatus, type StoredSpec } from '../../crd/schema.ts';
 
 const file = (name: string) => readFileSync(fileURLToPath(new URL(`../../deploy/${name}`, import.meta.url)), 'utf8');
@@ -17,6 +19,20 @@ describe('the QueenCluster API', () => {
     expect(file('namespaced.yaml')).toBe(renderNamespacedYaml());
   });
 
+  it("the README's tables of annotations and flags are rendered from crd/annotations.ts and the operator's command (npm run generate)", () => {
+    const readme = readFileSync(fileURLToPath(new URL('../../README.md', import.meta.url)), 'utf8');
+    expect(readme).toBe(renderReadme(readme));
+    expect(readme).toContain('<!-- generated: annotations (npm run generate) -->\n| annotation | values | what it does |');
+    expect(readme).toContain(`<!-- generated: flags (npm run generate) -->\n${flagTable()}\n<!-- end -->`);
+    // Every flag, with its variable.
+    for (const o of operatorCommand().options.filter((x) => x.long !== '--help')) expect(flagTable()).toContain(`| \`${o.flags}\` | \`${o.envVar}\` |`);
+  });
+
+  it("crd/core-schemas.ts is generated from the OpenAPI spec of the test bed's Kubernetes (npm run generate:core)", () => {
+    const committed = readFileSync(fileURLToPath(new URL('../../crd/core-schemas.ts', import.meta.url)), 'utf8');
+    expect(committed).toBe(generatedCoreSchemas());
+  });
+
   it('the types follow the schema', () => {
     expectTypeOf<QueenClusterSpec['replicas']>().toEqualTypeOf<1 | 3 | 5 | undefined>();
     expectTypeOf<QueenClusterSpec['version']>().toEqualTypeOf<string>();
@@ -26,6 +42,13 @@ describe('the QueenCluster API', () => {
     expectTypeOf<StoredSpec['podAntiAffinity']>().toEqualTypeOf<'required' | 'preferred'>();
     expectTypeOf<NonNullable<QueenClusterStatus['commits']>>().toEqualTypeOf<boolean>();
     expectTypeOf<QueenClusterStatus['commits']>().toEqualTypeOf<boolean | null | undefined>();
+    // The embedded core types are typed as the core API has them.
+    expectTypeOf<NonNullable<QueenClusterSpec['env']>[number]['name']>().toEqualTypeOf<string>();
+    expectTypeOf<NonNullable<NonNullable<QueenClusterSpec['env']>[number]['valueFrom']>['secretKeyRef']>().toEqualTypeOf<
+      { key: string; name: string; optional?: boolean } | undefined
+    >();
+    expectTypeOf<NonNullable<NonNullable<QueenClusterSpec['resources']>['limits']>[string]>().toEqualTypeOf<number | string>();
+    expectTypeOf<NonNullable<QueenClusterSpec['tolerations']>[number]['operator']>().toEqualTypeOf<'Equal' | 'Exists' | '' | undefined>();
     // A change to the schema that the types do not see would fail here: every schema key is a type key.
     const crd = customResourceDefinition();
     const specKeys = Object.keys(crd.spec.versions[0]!.schema.openAPIV3Schema.properties.spec.properties).sort();

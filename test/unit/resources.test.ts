@@ -1,7 +1,8 @@
 // The objects made from a QueenCluster: names, labels, the pod template of seed 001, the peer
 // list, and which changes restart pods (the template hash).
 import { describe, expect, it } from 'vitest';
-import { disruptionBudget, peersFor, podTemplate, services, specHash, statefulSet } from '../../activities/resources.ts';
+import { disruptionBudget, imageTag, peersFor, podTemplate, services, specHash, statefulSet } from '../../activities/resources.ts';
+import { RESERVED_ENV } from '../../crd/embedded.ts';
 import { withDefaults } from '../../crd/defaults.ts';
 import type { QueenCluster, QueenClusterSpec } from '../../crd/schema.ts';
 
@@ -32,6 +33,24 @@ describe('the StatefulSet', () => {
     expect(sts.metadata!.ownerReferences).toEqual([
       { apiVersion: 'queenmq.com/v1alpha1', kind: 'QueenCluster', name: 'queen', uid: 'uid-1', controller: true, blockOwnerDeletion: true },
     ]);
+  });
+  it('runs <image>:<version>, or the image as given when a digest pins it', () => {
+    const digest = `sha256:${'0123456789abcdef'.repeat(4)}`;
+    expect(container(qc({ image: 'registry.local:5000/queen', version: '2.6.1' })).image).toBe('registry.local:5000/queen:2.6.1');
+    expect(container(qc({ image: `ghcr.io/queen-mq/queen@${digest}` })).image).toBe(`ghcr.io/queen-mq/queen@${digest}`);
+    expect(container(qc({ image: `ghcr.io/queen-mq/queen:2.6.0@${digest}` })).image).toBe(`ghcr.io/queen-mq/queen:2.6.0@${digest}`);
+    expect(imageTag(`ghcr.io/queen-mq/queen:2.6.0@${digest}`)).toBe('2.6.0');
+    expect(imageTag(`ghcr.io/queen-mq/queen@${digest}`)).toBeNull();
+    expect(imageTag('registry.local:5000/queen')).toBeNull();
+    expect(imageTag('registry.local:5000/queen:2.6.1')).toBe('2.6.1');
+  });
+  it('every variable the operator sets is reserved in the CRD, and only those', () => {
+    const all = qc({ proxy: { enabled: true, publicUrl: 'https://q.example.com' }, kafka: { enabled: true }, replicas: 3 });
+    const set = new Set(Object.keys(env(all)));
+    // The Kafka node id is derived at start by the container's command.
+    expect(container(all).command?.join(' ')).toContain('QUEEN_KAFKA_NODE_ID');
+    set.add('QUEEN_KAFKA_NODE_ID');
+    expect([...set].sort()).toEqual([...RESERVED_ENV].sort());
   });
   it('carries the probes, the preStop, the grace period and the security context of seed 001', () => {
     const c = container(qc());
@@ -87,6 +106,12 @@ describe('which changes restart pods', () => {
     expect(hash({ version: '2.6.1' })).not.toBe(hash({}));
     expect(hash({ resources: { requests: { cpu: '2' } } })).not.toBe(hash({}));
     expect(hash({ env: [{ name: 'X', value: '1' }] })).not.toBe(hash({}));
+  });
+  it('a new digest of the same version changes it: the pods roll', () => {
+    const a = hash({ image: `ghcr.io/queen-mq/queen@sha256:${'a'.repeat(64)}` });
+    const b = hash({ image: `ghcr.io/queen-mq/queen@sha256:${'b'.repeat(64)}` });
+    expect(a).not.toBe(b);
+    expect(a).not.toBe(hash({}));
   });
   it('the pod count (the peer list) and the StatefulSet-only fields do not', () => {
     expect(hash({}, 5)).toBe(hash({}, 3));

@@ -3,7 +3,8 @@
 // depends on seeing a particular event. One operation at a time, in this priority: form the
 // cluster; replace a node (annotation); change the voters; grow the volumes; roll pods whose
 // template is out of date.
-import { ANNOTATIONS, type QueenCluster } from '../../crd/schema.ts';
+import { readAnnotations, replaceRequest } from '../../crd/annotations.ts';
+import type { QueenCluster } from '../../crd/schema.ts';
 import { parseQuantity } from './format.ts';
 import type { ClaimObservation, PodObservation, StatefulSetObservation } from './observation.ts';
 
@@ -43,8 +44,9 @@ export function neededOperation(v: ClusterView): Need | null {
   if (!formed || !sts || sts.terminating || !v.servicesPresent) {
     return { type: 'FormCluster', fingerprint: `form:${v.wantedSpecHash}`, target: `${spec.replicas ?? 3} voters on ${spec.version}` };
   }
-  const replace = qc.metadata.annotations?.[ANNOTATIONS.replacePod];
-  if (replace) return { type: 'ReplaceNode', fingerprint: `replace:${replace}`, target: replace };
+  // A replacement that cannot be done is no need: decide() shows it as refused.
+  const replace = replaceRequest(qc, sts.replicas);
+  if (replace && 'ordinal' in replace) return { type: 'ReplaceNode', fingerprint: `replace:${replace.pod}`, target: replace.pod };
   const voters = spec.replicas ?? 3;
   // The voters the leader last showed, and pods for them: a StatefulSet scaled by hand is repaired (G5).
   if ((status.voters?.length ?? voters) !== voters || sts.replicas !== voters) {
@@ -74,22 +76,27 @@ export type Decision =
   | { action: 'yield'; running: RunningOperation; need: Need }
   | { action: 'cancel'; running: RunningOperation }
   | { action: 'paused'; need: Need }
+  /** A request that cannot be done (a replacement of no voter's pod): Blocked with the reason, nothing new starts. */
+  | { action: 'refused'; message: string }
   | { action: 'stopped'; need: Need; message: string };
 
 /** How long a succeeded operation's request is not started again, whatever a stale cache says. */
 export const SUCCEEDED_GRACE_MS = 30_000;
 
 export function decide(v: ClusterView, running: RunningOperation | null, now: number): Decision {
-  const annotations = v.qc.metadata.annotations ?? {};
-  if (running && annotations[ANNOTATIONS.cancel]) return { action: 'cancel', running };
+  const asked = readAnnotations(v.qc.metadata.annotations);
+  if (running && asked.cancel) return { action: 'cancel', running };
   const need = neededOperation(v);
   if (running) {
     if (need && priority(need.type) < priority(running.type)) return { action: 'yield', running, need };
     return { action: 'none', why: `${running.type} runs` };
   }
+  // Forming the cluster comes first; anything after a replacement waits for the refused one to be fixed.
+  const replace = v.statefulSet ? replaceRequest(v.qc, v.statefulSet.replicas) : null;
+  if (replace && 'refused' in replace && (!need || priority(need.type) > priority('ReplaceNode'))) return { action: 'refused', message: replace.refused };
   if (!need) return { action: 'none', why: 'the cluster is as specified' };
-  if (annotations[ANNOTATIONS.pause]) return { action: 'paused', need };
-  const retryToken = annotations[ANNOTATIONS.retry] ?? '';
+  if (asked.pause) return { action: 'paused', need };
+  const retryToken = asked.retry;
   const last = v.qc.status?.lastOperation;
   if (last && last.type === need.type && last.fingerprint === need.fingerprint) {
     if ((last.result === 'Cancelled' || last.result === 'Failed') && (last.retryToken ?? '') === retryToken) {

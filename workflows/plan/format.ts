@@ -45,27 +45,5 @@ export function quantityText(bytes: number): string {
   return String(bytes);
 }
 
-const SUFFIX: Record<string, number> = {
-  Ki: 1024,
-  Mi: 1024 ** 2,
-  Gi: 1024 ** 3,
-  Ti: 1024 ** 4,
-  Pi: 1024 ** 5,
-  Ei: 1024 ** 6,
-  k: 1e3,
-  M: 1e6,
-  G: 1e9,
-  T: 1e12,
-  P: 1e15,
-  E: 1e18,
-  '': 1,
-};
-
-/** A Kubernetes quantity in bytes (binary and decimal suffixes, no exponent forms). NaN if malformed. */
-export function parseQuantity(q: string | number | undefined | null): number {
-  if (typeof q === 'number') return q;
-  if (!q) return NaN;
-  const m = /^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|)$/.exec(q.trim());
-  if (!m) return NaN;
-  return Math.round(Number(m[1]) * SUFFIX[m[2]!]!);
-}
+/** Quantities are read with the API's one grammar (crd/quantity.ts). */
+export { parseQuantity } from '../../crd/quantity.ts';

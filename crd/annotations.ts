@@ -1,0 +1,140 @@
+// The annotations a person sets on a QueenCluster, read in one place: every part of the operator
+// (the watcher's decision, the stop gate, the observer, the steps) reads them through
+// readAnnotations, so a value means the same everywhere. A value an annotation does not take, and
+// an annotation of ours that does not exist, act as unset; the observer says so once in a Warning
+// Event that names the annotation and the values it takes. The README's table of annotations is
+// rendered from USER_ANNOTATIONS.
+import { ANNOTATIONS, GROUP, type QueenCluster } from './schema.ts';
+import { nodeIdOf, parseOrdinal } from './ordinals.ts';
+
+export interface AnnotationDoc {
+  annotation: string;
+  /** The values it takes, in words. */
+  values: string;
+  /** What it does. */
+  effect: string;
+}
+
+/** The annotations a person sets, with their values and effect: the README's table. */
+export const USER_ANNOTATIONS: readonly AnnotationDoc[] = [
+  {
+    annotation: ANNOTATIONS.replacePod,
+    values: "the name of a voter's pod, such as `queen-1`",
+    effect:
+      'replaces the node of that pod with an empty volume (out of the membership, a new volume, back as a learner, promoted); ' +
+      'removed by the operator at the end. Removing it before the node left the membership calls the replacement off. ' +
+      'A pod that is not a voter\'s, or the only voter, is refused with `Blocked` and the reason, and interrupts nothing',
+  },
+  {
+    annotation: ANNOTATIONS.cancel,
+    values: '`true` or `false`',
+    effect:
+      '`true` cancels the running operation at its next safe point (removed by the operator when it ends); with nothing ' +
+      'running it is removed at once, with an Event that says so. `false` does nothing',
+  },
+  {
+    annotation: ANNOTATIONS.retry,
+    values: 'any value it has not seen, such as `$(date +%s)`',
+    effect: 'starts again an operation that was cancelled or failed, for the same spec',
+  },
+  {
+    annotation: ANNOTATIONS.pause,
+    values: '`true` or `false`',
+    effect:
+      '`true` holds the next disruptive step of a running operation (its gate `not-paused`) and starts nothing new; ' +
+      '`false`, or removing it, goes on',
+  },
+];
+
+export interface AnnotationProblem {
+  annotation: string;
+  value: string;
+  /** One line for the Warning Event: the annotation, the values it takes, and that it acts as unset. */
+  message: string;
+}
+
+/** What the annotations ask for, with the values read. */
+export interface UserRequests {
+  /** The pod named by replace-pod (not yet checked against the cluster: see replaceRequest). */
+  replacePod: string | null;
+  /** The retry token: '' when unset. */
+  retry: string;
+  cancel: boolean;
+  pause: boolean;
+  /** Annotations of ours whose value (or name) is not one the operator takes: they act as unset. */
+  problems: AnnotationProblem[];
+}
+
+const BOOLEAN: Record<string, boolean> = { true: true, false: false };
+const KNOWN = new Set(USER_ANNOTATIONS.map((a) => a.annotation));
+
+function flag(annotations: Record<string, string>, key: string, unset: string, problems: AnnotationProblem[]): boolean {
+  const value = annotations[key];
+  if (value === undefined) return false;
+  if (Object.hasOwn(BOOLEAN, value)) return BOOLEAN[value]!;
+  problems.push({ annotation: key, value, message: `${key}="${value}" is not a value it takes (true or false): it is read as unset, ${unset}` });
+  return false;
+}
+
+export function readAnnotations(annotations: Record<string, string> | undefined): UserRequests {
+  const a = annotations ?? {};
+  const problems: AnnotationProblem[] = [];
+  const cancel = flag(a, ANNOTATIONS.cancel, 'nothing is cancelled', problems);
+  const pause = flag(a, ANNOTATIONS.pause, 'nothing is paused', problems);
+  let replacePod: string | null = a[ANNOTATIONS.replacePod] ?? null;
+  if (replacePod === '') {
+    problems.push({
+      annotation: ANNOTATIONS.replacePod,
+      value: '',
+      message: `${ANNOTATIONS.replacePod} is empty: it takes the name of a voter's pod, such as queen-1; it is read as unset`,
+    });
+    replacePod = null;
+  }
+  for (const [key, value] of Object.entries(a)) {
+    if (!key.startsWith(`${GROUP}/`) || KNOWN.has(key)) continue;
+    problems.push({
+      annotation: key,
+      value,
+      message: `${key} is not an annotation of this operator, which reads ${USER_ANNOTATIONS.map((d) => d.annotation).join(', ')}: it is ignored`,
+    });
+  }
+  return { replacePod, retry: a[ANNOTATIONS.retry] ?? '', cancel, pause, problems };
+}
+
+export type ReplaceRequest = { pod: string; ordinal: number; nodeId: number } | { pod: string; refused: string };
+
+/**
+ * The replacement the replace-pod annotation asks for, checked against the cluster: the pod of a
+ * voter (an ordinal below spec.replicas, and below the StatefulSet's pods when it has fewer), and
+ * not the only voter. Null when it asks for none.
+ */
+export function replaceRequest(qc: Pick<QueenCluster, 'metadata' | 'spec'>, statefulSetPods: number | null): ReplaceRequest | null {
+  const pod = readAnnotations(qc.metadata.annotations).replacePod;
+  if (pod === null) return null;
+  const name = qc.metadata.name;
+  const voters = qc.spec.replicas ?? 3;
+  const ordinal = parseOrdinal(name, pod);
+  const pods = Math.min(voters, statefulSetPods ?? voters);
+  if (ordinal < 0 || ordinal >= pods) {
+    const which = pods === 1 ? `${name}-0` : `a pod from ${name}-0 to ${name}-${pods - 1}`;
+    return {
+      pod,
+      refused: `the pod asked to be replaced, "${pod}", is not a voter of this cluster: name ${which} in ${ANNOTATIONS.replacePod}, or remove it`,
+    };
+  }
+  if (voters === 1) {
+    return {
+      pod,
+      refused: `${pod} is the only voter: replacing it would lose every committed write; restore the cluster from a backup instead and remove the ${ANNOTATIONS.replacePod} annotation`,
+    };
+  }
+  return { pod, ordinal, nodeId: nodeIdOf(ordinal) };
+}
+
+/** The annotation problems and a refused replacement, each as the Warning Event it gives. */
+export function annotationWarnings(qc: Pick<QueenCluster, 'metadata' | 'spec'>, statefulSetPods: number | null): { key: string; reason: string; message: string }[] {
+  const out = readAnnotations(qc.metadata.annotations).problems.map((p) => ({ key: `${p.annotation}=${p.value}`, reason: 'InvalidAnnotation', message: p.message }));
+  const replace = replaceRequest(qc, statefulSetPods);
+  if (replace && 'refused' in replace) out.push({ key: `${ANNOTATIONS.replacePod}=${replace.pod}:refused`, reason: 'ReplaceRefused', message: replace.refused });
+  return out;
+}
