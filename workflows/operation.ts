@@ -8,6 +8,7 @@ import {
   defineSignal,
   isCancellation,
   proxyActivities,
+  setCurrentDetails,
   setHandler,
   type ActivityOptions,
 } from '@temporalio/workflow';
@@ -47,8 +48,12 @@ const WAIT: ActivityOptions = {
   cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
 };
 
-/** The activities of one step, with the step's line as its summary in the Temporal UI. */
+/**
+ * The activities of one step, with the step's line as its summary in the Temporal UI; the line is
+ * also the workflow's current details (what the UI shows it is doing now).
+ */
 export function step(summary: string, kind: 'quick' | 'wait' = 'quick') {
+  setCurrentDetails(summary);
   return proxyActivities<Activities>({ ...(kind === 'wait' ? WAIT : QUICK), summary });
 }
 

@@ -56,7 +56,7 @@ export async function rollingUpgrade(input: OperationInput): Promise<string> {
         if (next.kind === 'restart') {
           // A pod being stopped is finished before a cancel or a yield is honoured.
           const pick = next.pick;
-          const r = await CancellationScope.nonCancellable(() => step(`restart pod ${pick.ordinal}`, 'wait').restartPod(ref, pick));
+          const r = await CancellationScope.nonCancellable(() => step(`restarting pod ${pick.ordinal}`, 'wait').restartPod(ref, pick));
           if (r.restarted) restarted.push(pick.ordinal);
           continue;
         }
