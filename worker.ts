@@ -4,19 +4,29 @@ import { fileURLToPath } from 'node:url';
 import { Worker, bundleWorkflowCode, type ActivityInterceptorsFactory, type NativeConnection, type WorkerOptions } from '@temporalio/worker';
 import { CancelledFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
+import { gatesHeld } from './activities/common.ts';
 import { createActivities } from './activities/index.ts';
 import type { Kube } from './activities/kube.ts';
 import type { Settings } from './activities/settings.ts';
 import { stepDuration } from './metrics.ts';
 
-/** Each attempt of a step, timed into queen_step_duration_seconds by its activity type and outcome. */
+/**
+ * Each attempt of a step, timed into queen_step_duration_seconds by its activity type and outcome;
+ * a wait's result says which named gates held it and how long each (`held`), so the Web UI's
+ * history answers "why did this take so long" (a result that is a value of its own is left as it is).
+ */
 const timeSteps: ActivityInterceptorsFactory = (ctx) => ({
   inbound: {
     async execute(input, next) {
       const began = performance.now();
       let outcome = 'completed';
       try {
-        return await next(input);
+        const result = await next(input);
+        const held = gatesHeld(ctx);
+        if (!held) return result;
+        if (result === undefined) return { held };
+        if (result !== null && typeof result === 'object' && !Array.isArray(result)) return { ...(result as object), held };
+        return result;
       } catch (err) {
         outcome = err instanceof CancelledFailure ? 'cancelled' : 'failed';
         throw err;

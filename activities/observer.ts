@@ -7,13 +7,14 @@ import { activityInfo, heartbeat } from '@temporalio/activity';
 import { annotationWarnings } from '../crd/annotations.ts';
 import { ANNOTATIONS, type Phase, type QueenCluster, type QueenClusterStatus } from '../crd/schema.ts';
 import { assess, type Assessment } from '../workflows/plan/assess.ts';
-import { decide } from '../workflows/plan/decide.ts';
+import { decide, neededOperation } from '../workflows/plan/decide.ts';
+import { readAnnotations } from '../crd/annotations.ts';
 import { stallMemoryFromStatus, trackStalls, type StallMemory } from '../workflows/plan/stalls.ts';
 import { observeCluster, opLogger, pause, probeThrough, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
 import { getCluster, isConflict, patchClusterStatus } from './kube.ts';
 import { leaderChanges } from '../metrics.ts';
 import { canonicalJson } from './resources.ts';
-import { observedStatus, readyCondition, READY_MESSAGE } from './status.ts';
+import { clusterConditions, observedStatus, READY_MESSAGE } from './status.ts';
 import { clusterView } from './view.ts';
 
 export interface ObserverState {
@@ -78,7 +79,7 @@ async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: Observer
   if (Number.isFinite(statusProbeAt) && statusProbeAt > (lastProbe?.at ?? 0) && typeof qc.status?.commits === 'boolean') {
     lastProbe = { at: statusProbeAt, ok: qc.status.commits, ...(qc.status.lastProbeError ? { error: qc.status.lastProbeError } : {}) };
   }
-  const status: Partial<QueenClusterStatus> = { ...observedStatus(obs, memory), observedGeneration: qc.metadata.generation };
+  const status: Partial<QueenClusterStatus> = observedStatus(obs, memory);
   // While writes do not commit, look again sooner, so COMMITS turns true soon after they do.
   const interval = lastProbe && !lastProbe.ok ? Math.min(deps.settings.probeIntervalMs, 5000) : deps.settings.probeIntervalMs;
   if (!lastProbe || obs.at - lastProbe.at >= interval) {
@@ -94,7 +95,10 @@ async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: Observer
   const running = qc.status?.operation ?? null;
   let assessment: Assessment | null = null;
   if (!running) {
-    const decision = decide(clusterView(qc, obs), null, obs.at);
+    const view = clusterView(qc, obs);
+    // The spec is rolled out (nothing behind, no operation needed): observedGeneration catches up.
+    if (neededOperation(view) === null) status.observedGeneration = qc.metadata.generation;
+    const decision = decide(view, null, obs.at);
     const blockedBy = decision.action === 'stopped' || decision.action === 'refused' ? decision.message : null;
     assessment = assess({
       obs,
@@ -113,7 +117,14 @@ async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: Observer
   }
   const phase = (status.phase ?? qc.status?.phase ?? 'Forming') as Phase;
   const message = status.message ?? qc.status?.message ?? '';
-  status.conditions = readyCondition(qc.status?.conditions, phase, message, qc.metadata.generation, new Date());
+  status.conditions = clusterConditions(qc.status?.conditions, {
+    phase,
+    message,
+    operation: running ? { type: running.type, step: running.step ?? null } : null,
+    paused: readAnnotations(qc.metadata.annotations).pause,
+    generation: qc.metadata.generation,
+    now: new Date(),
+  });
 
   const comparable = canonicalJson({ ...status, lastProbeTime: undefined, conditions: status.conditions.map((c) => ({ ...c, lastTransitionTime: undefined })) });
   if (comparable !== lastWritten || status.lastProbeTime) {

@@ -2,12 +2,13 @@
 // restarts nothing), then one pod at a time: wait for the stop gate, restart the pod.
 import { ApplicationFailure } from '@temporalio/common';
 import { withDefaults } from '../crd/defaults.ts';
-import { ANNOTATIONS } from '../crd/schema.ts';
+import { readAnnotations } from '../crd/annotations.ts';
+import { ANNOTATIONS, type QueenCluster } from '../crd/schema.ts';
 import { listText, podsText } from '../workflows/plan/format.ts';
 import { stopGate } from '../workflows/plan/gates.ts';
 import type { Observation } from '../workflows/plan/observation.ts';
 import { nextRestart, outdatedPods, type RestartPick } from '../workflows/plan/restarts.ts';
-import { holdUntil, loadCluster, observeCluster, probeThrough, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
+import { holdUntil, loadCluster, observeCluster, probeThrough, stepEvent, type ActivityDeps, type ClusterRef, type Hold } from './common.ts';
 import { gateOptions, recordProbe, stallMemory, stopHold } from './gate.ts';
 import { applyObject, getStatefulSet } from './kube.ts';
 import { disruptionBudget, imageRef, keptShape, names, podTemplate, services, specHash, statefulSet } from './resources.ts';
@@ -33,6 +34,22 @@ export function versionsText(obs: Observation): string {
   }
   const parts = [...byVersion.entries()].map(([v, ords]) => `${podsText(ords.sort((a, b) => a - b))} ${ords.length === 1 ? 'runs' : 'run'} ${v}`);
   return listText(parts);
+}
+
+/**
+ * With spec.upgrade.approval Manual, the leader waits for a person: the queenmq.com/approve
+ * annotation must name the version the upgrade goes to (another version, or none, holds it).
+ */
+export function approvalHold(qc: QueenCluster, pick: RestartPick): Hold | null {
+  const spec = withDefaults(qc.spec);
+  if (pick.why !== 'leader' || spec.upgrade.approval !== 'Manual') return null;
+  if (readAnnotations(qc.metadata.annotations).approve === spec.version) return null;
+  const { namespace, name } = qc.metadata;
+  return {
+    phase: 'Upgrading',
+    gate: 'approved',
+    message: `waiting for approval to restart the leader (pod ${pick.ordinal}): kubectl -n ${namespace} annotate queencluster ${name} ${ANNOTATIONS.approve}=${spec.version}`,
+  };
 }
 
 export function upgradeActivities(deps: ActivityDeps) {
@@ -74,6 +91,8 @@ export function upgradeActivities(deps: ActivityDeps) {
         const obs = await observeCluster(deps, qc);
         const pick = nextRestart(obs);
         if (!pick) return { done: { kind: 'done' } };
+        const approval = approvalHold(qc, pick);
+        if (approval) return { hold: approval };
         const hold = await stopHold(deps, qc, obs, pick.ordinal, { phase: 'Upgrading', next: `pod ${pick.ordinal} is next` });
         if (hold) return { hold };
         return { done: { kind: 'restart', pick, specHash: wanted } };

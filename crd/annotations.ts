@@ -38,6 +38,13 @@ export const USER_ANNOTATIONS: readonly AnnotationDoc[] = [
     effect: 'starts again an operation that was cancelled or failed, for the same spec',
   },
   {
+    annotation: ANNOTATIONS.approve,
+    values: 'the version an upgrade goes to, such as `2.6.1`',
+    effect:
+      'with `spec.upgrade.approval: Manual`, lets the upgrade to that version restart the leader (it waits before the ' +
+      'leader until then); another version does nothing, and a new version needs a new approval',
+  },
+  {
     annotation: ANNOTATIONS.pause,
     values: '`true` or `false`',
     effect:
@@ -61,6 +68,8 @@ export interface UserRequests {
   retry: string;
   cancel: boolean;
   pause: boolean;
+  /** The version approved for the leader's restart (spec.upgrade.approval: Manual), or null. */
+  approve: string | null;
   /** Annotations of ours whose value (or name) is not one the operator takes: they act as unset. */
   problems: AnnotationProblem[];
 }
@@ -98,7 +107,7 @@ export function readAnnotations(annotations: Record<string, string> | undefined)
       message: `${key} is not an annotation of this operator, which reads ${USER_ANNOTATIONS.map((d) => d.annotation).join(', ')}: it is ignored`,
     });
   }
-  return { replacePod, retry: a[ANNOTATIONS.retry] ?? '', cancel, pause, problems };
+  return { replacePod, retry: a[ANNOTATIONS.retry] ?? '', cancel, pause, approve: a[ANNOTATIONS.approve] || null, problems };
 }
 
 export type ReplaceRequest = { pod: string; ordinal: number; nodeId: number } | { pod: string; refused: string };

@@ -141,6 +141,21 @@ export const specSchema = {
       default: 'cluster.local',
       description: 'Cluster DNS domain. Part of the peer addresses: fixed at creation.',
     },
+    upgrade: {
+      type: 'object',
+      default: {},
+      description: 'How a rolling upgrade goes.',
+      properties: {
+        approval: {
+          type: 'string',
+          enum: ['Automatic', 'Manual'],
+          default: 'Automatic',
+          description:
+            'Manual: the upgrade restarts every pod that does not lead, then waits before the leader until the ' +
+            'queenmq.com/approve annotation names the upgrade\'s version.',
+        },
+      },
+    },
     minReadySeconds: {
       type: 'integer',
       format: 'int32',
@@ -336,6 +351,7 @@ export const ANNOTATIONS = {
   retry: `${GROUP}/retry`,
   cancel: `${GROUP}/cancel`,
   pause: `${GROUP}/pause`,
+  approve: `${GROUP}/approve`,
   /** On the pod template and so on every pod: the hash of the template it was made from. */
   configHash: `${GROUP}/config-hash`,
   /** On the StatefulSet: the hash of everything the operator renders from the spec. */

@@ -38,6 +38,7 @@ export const GATE_NAMES = [
   'voter-caught-up',
   'write-commits',
   'not-paused',
+  'approved',
 ] as const;
 export type GateName = (typeof GATE_NAMES)[number];
 
