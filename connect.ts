@@ -127,7 +127,7 @@ export function describeTemporalError(err: unknown, t: Pick<TemporalOptions, 'tl
     if (!t.tlsCert) return 'the connection broke right after the TLS handshake: a frontend that asks for a client certificate does this (--temporal-tls-cert, --temporal-tls-key)';
     return 'the connection broke right after the TLS handshake: the frontend may not accept this client certificate';
   }
-  if (/Unauthenticated|unauthenticated|401/.test(text)) {
+  if (/Unauthenticated|unauthenticated|valid authentication credentials|\b401\b/.test(text)) {
     return t.apiKey ? 'it refused the API key' : 'it asks for credentials: give an API key (TEMPORAL_API_KEY) or a client certificate';
   }
   if (/PermissionDenied|permission denied/i.test(text)) return `these credentials may not use the namespace ${t.namespace}`;
