@@ -71,6 +71,11 @@ it('upgrade-rollback: a version that crash-loops is rolled back under load, noth
   await annotate(sc, { 'queenmq.com/retry': 'once-more' });
   await waitForCluster(sc, 'the retry rolled back', (q) => q.status?.lastOperation?.result === 'RolledBack' && q.status?.lastOperation?.retryToken === 'once-more', 300_000);
   expect(await restartEvents(sc)).toHaveLength(4);
+  // The spec put back as it was: applied again (the Services and the budget too), no pod restarts.
+  await patchSpec(sc, { version: '2.6.0' });
+  const back = await waitForCluster(sc, 'the spec put back', (q) => q.status?.lastOperation?.result === 'Succeeded' && q.status?.phase === 'Ready', 120_000);
+  expect(back.status!.lastOperation!.message).toBe('every pod runs 2.6.0: no pod needed a restart');
+  expect(await restartEvents(sc)).toHaveLength(4);
   await patchSpec(sc, { version: '2.6.1' });
   const fixed = await waitForCluster(sc, 'every pod on 2.6.1', (q) => q.status?.version === '2.6.1' && q.status?.phase === 'Ready' && q.status?.lastOperation?.result === 'Succeeded', 300_000);
   expect(fixed.status?.upgrade?.previous).toMatchObject({ version: '2.6.0' });
