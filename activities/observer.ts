@@ -5,7 +5,7 @@
 // heartbeat and a restart of the operator in status.
 import { activityInfo, heartbeat } from '@temporalio/activity';
 import { annotationWarnings } from '../crd/annotations.ts';
-import { ANNOTATIONS, type Phase, type QueenCluster, type QueenClusterStatus } from '../crd/schema.ts';
+import type { Phase, QueenCluster, QueenClusterStatus } from '../crd/schema.ts';
 import { assess, type Assessment } from '../workflows/plan/assess.ts';
 import { decide, neededOperation } from '../workflows/plan/decide.ts';
 import { readAnnotations } from '../crd/annotations.ts';
@@ -16,6 +16,7 @@ import { leaderChanges } from '../metrics.ts';
 import { canonicalJson } from './resources.ts';
 import { clusterConditions, observedStatus, READY_MESSAGE } from './status.ts';
 import { clusterView } from './view.ts';
+import { planStatus } from './plan.ts';
 
 export interface ObserverState {
   memory: StallMemory | null;
@@ -91,6 +92,9 @@ async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: Observer
   }
 
   const warned = await warnAnnotations(deps, qc, obs, state.warned ?? []);
+  // The plan, while queenmq.com/plan or plan-only asks for it (removed once neither does).
+  const plan = planStatus(qc, obs, new Date());
+  if (plan !== undefined) status.plan = plan;
 
   const running = qc.status?.operation ?? null;
   let assessment: Assessment | null = null;
@@ -110,7 +114,7 @@ async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: Observer
       stoppedOperation: blockedBy,
     });
     if (decision.action === 'paused' && assessment.phase === 'Ready') {
-      assessment = { phase: 'Ready', message: `paused by the ${ANNOTATIONS.pause} annotation: ${decision.need.type} (${decision.need.target}) waits` };
+      assessment = { phase: 'Ready', message: decision.message };
     }
     status.phase = assessment.phase;
     status.message = assessment.message;

@@ -108,7 +108,8 @@ export function failureMessage(err: unknown): string {
   return msg;
 }
 
-export type Outcome = { result: 'Succeeded' | 'Failed' | 'Yielded'; message: string };
+/** How an operation's body ends (RolledBack: an upgrade that failed and put the pods it moved back). */
+export type Outcome = { result: 'Succeeded' | 'Failed' | 'Yielded' | 'RolledBack'; message: string };
 
 export interface OperationShape {
   type: OperationType;
@@ -135,7 +136,7 @@ export async function runOperation(input: OperationInput, shape: OperationShape,
     fingerprint: input.fingerprint,
     retryToken: input.retryToken,
   });
-  const end = (result: 'Succeeded' | 'Failed' | 'Cancelled' | 'Yielded', message: string) =>
+  const end = (result: Outcome['result'] | 'Cancelled', message: string) =>
     CancellationScope.nonCancellable(() =>
       step(message).endOperation(input.ref, {
         type: shape.type,
