@@ -7,7 +7,7 @@ import { ANNOTATIONS, type QueenCluster } from '../crd/schema.ts';
 import { removeMember } from './broker.ts';
 import { holdUntil, loadCluster, observeCluster, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
 import { deleteClaimByUid, deletePodByUid, patchClusterAnnotations } from './kube.ts';
-import { changeThroughLeader } from './membership.ts';
+import { changeThroughLeader, removalHold } from './membership.ts';
 import { names, nodeIdOf, parseOrdinal } from './resources.ts';
 
 export interface Replacement {
@@ -35,10 +35,14 @@ export function replaceActivities(deps: ActivityDeps) {
         if (!stillAsked(qc, pod)) return { done: { abandoned: `the ${ANNOTATIONS.replacePod} annotation no longer names ${pod}` } };
         const spec = withDefaults(qc.spec);
         const ordinal = parseOrdinal(ref.name, pod);
-        if (ordinal < 0 || ordinal >= spec.replicas) {
+        const obs = await observeCluster(deps, qc);
+        // A voter is one the leader lists, or one the spec asks for: during a scale-down the
+        // nodes above spec.replicas are still voters until they leave.
+        const voters = obs.membership?.voters ?? [];
+        if (ordinal < 0 || (ordinal >= spec.replicas && !voters.includes(nodeIdOf(ordinal)))) {
           return { hold: { phase: 'Blocked', message: `the pod asked to be replaced, "${pod}", is not a voter of this cluster`, gate: 'replace-target' } };
         }
-        if (spec.replicas === 1) {
+        if ((obs.membership ? voters.length : spec.replicas) <= 1) {
           return {
             hold: {
               phase: 'Blocked',
@@ -47,7 +51,6 @@ export function replaceActivities(deps: ActivityDeps) {
             },
           };
         }
-        const obs = await observeCluster(deps, qc);
         if (!obs.membership) return { hold: { phase: 'Replacing', message: `replacing pod ${ordinal}: waiting for a leader's view of the membership`, gate: 'leader-known' } };
         const claim = obs.claims.find((c) => c.ordinal === ordinal && !c.terminating);
         if (!claim) return { hold: { phase: 'Replacing', message: `pod ${ordinal} has no volume claim to replace yet`, gate: 'claim-exists' } };
@@ -71,6 +74,9 @@ export function replaceActivities(deps: ActivityDeps) {
         if (!stillAsked(qc, r.pod)) return { done: 'abandoned' };
         if (m.leader === r.nodeId) return { done: 'handOff' };
         if (m.changeInFlight || m.joint) return { hold: { phase: 'Replacing', message: `${what}: a membership change is in flight`, gate: 'no-change-in-flight' } };
+        // The voters that stay must carry the cluster: the stop gate, the node's own stall excepted.
+        const hold = await removalHold(deps, qc, obs, r.nodeId, 'Replacing');
+        if (hold) return { hold };
         const c = await changeThroughLeader(deps, qc, obs, 'Replacing', what, r.nodeId, (base) => removeMember(base, r.nodeId));
         if ('hold' in c) return c;
         await stepEvent(deps, qc, 'RemoveMember', what);
@@ -109,6 +115,9 @@ export function replaceActivities(deps: ActivityDeps) {
         const obs = await observeCluster(deps, qc);
         const pod = obs.pods.find((p) => p.ordinal === r.ordinal);
         const claim = obs.claims.find((c) => c.ordinal === r.ordinal && !c.terminating);
+        if (!obs.statefulSet || obs.statefulSet.terminating) {
+          return { hold: { phase: 'Replacing', message: `the StatefulSet ${ref.name} is gone: the cluster has to be formed again before node ${r.nodeId} is added`, gate: 'statefulset-present' } };
+        }
         if (pod && pod.running && !pod.terminating && obs.health[r.ordinal] && claim && claim.uid !== r.claimUid) return { done: true };
         return { hold: { phase: 'Replacing', message: `waiting for pod ${r.ordinal} to start before node ${r.nodeId} is added`, gate: 'pod-running' } };
       });
