@@ -69,3 +69,7 @@ export function parseQuantity(q: string | number | undefined | null): number {
   if (!m) return NaN;
   return Math.round(Number(m[1]) * SUFFIX[m[2]!]!);
 }
+
+/** The command a stopped operation's message ends with: a new retry token starts it again. */
+export const resumeHint = (ref: { namespace: string; name: string }) =>
+  `to resume: kubectl -n ${ref.namespace} annotate queencluster ${ref.name} queenmq.com/retry=$(date +%s) --overwrite`;
