@@ -216,7 +216,11 @@ const lastOperationSchema = {
     type: { type: 'string' },
     workflowId: { type: 'string' },
     runId: { type: 'string' },
-    result: { type: 'string', enum: ['Succeeded', 'Failed', 'Cancelled', 'Yielded'] },
+    result: {
+      type: 'string',
+      enum: ['Succeeded', 'Failed', 'Cancelled', 'Yielded', 'Terminated'],
+      description: 'Terminated: its workflow was ended from outside (temporal workflow terminate, a reset, a timeout).',
+    },
     message: { type: 'string' },
     target: { type: 'string' },
     fingerprint: { type: 'string', description: 'What the operation was started for; not restarted for the same one.' },

@@ -91,6 +91,13 @@ describe('what the watcher does', () => {
     changed.wantedSpecHash = 'spec3';
     expect(decide(changed, null, T0)).toMatchObject({ action: 'start' });
   });
+  it('does not start again an operation terminated from outside, until a retry is asked (issue 8, item 3)', () => {
+    const terminated = { type: 'RollingUpgrade', result: 'Terminated' as const, fingerprint: 'spec:spec2', retryToken: '', message: 'RollingUpgrade (2.6.1) was terminated from outside' };
+    const v = upgrade(view({ status: { voters: [1, 2, 3], lastOperation: terminated } }));
+    expect(decide(v, null, T0)).toMatchObject({ action: 'stopped', message: 'RollingUpgrade (2.6.1) was terminated from outside' });
+    v.qc.metadata.annotations = { 'queenmq.com/retry': '2' };
+    expect(decide(v, null, T0)).toMatchObject({ action: 'start', retryToken: '2' });
+  });
   it('starts a yielded operation again', () => {
     const yielded = { type: 'RollingUpgrade', result: 'Yielded' as const, fingerprint: 'spec:spec2', retryToken: '' };
     expect(decide(upgrade(view({ status: { voters: [1, 2, 3], lastOperation: yielded } })), null, T0)).toMatchObject({ action: 'start' });

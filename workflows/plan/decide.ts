@@ -92,7 +92,8 @@ export function decide(v: ClusterView, running: RunningOperation | null, now: nu
   const retryToken = annotations[ANNOTATIONS.retry] ?? '';
   const last = v.qc.status?.lastOperation;
   if (last && last.type === need.type && last.fingerprint === need.fingerprint) {
-    if ((last.result === 'Cancelled' || last.result === 'Failed') && (last.retryToken ?? '') === retryToken) {
+    // Stopped by hand or by a failure (a run terminated from outside counts as stopped by hand).
+    if ((last.result === 'Cancelled' || last.result === 'Failed' || last.result === 'Terminated') && (last.retryToken ?? '') === retryToken) {
       return { action: 'stopped', need, message: last.message ?? `${need.type} ${last.result.toLowerCase()}` };
     }
     const finished = last.finishedAt ? Date.parse(last.finishedAt) : NaN;
