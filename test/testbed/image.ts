@@ -10,7 +10,7 @@
 // cached by a hash of the Dockerfile, the list and every file it lets in.
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -166,6 +166,9 @@ export function imageCacheDir(): string {
  * Builds the operator's image (or finds it built): the final stage's folder and how it runs.
  * `log` hears what the build does.
  */
+/** A build used (pulled) within this time is not evicted by another checkout's build. */
+const RECENTLY_USED_MS = 6 * 3600_000;
+
 export async function buildOperatorImage(opts: { projectDir?: string; cacheDir?: string; log?: (line: string) => void } = {}): Promise<BuiltImage> {
   const projectDir = opts.projectDir ?? PROJECT_DIR;
   const cacheDir = opts.cacheDir ?? imageCacheDir();
@@ -176,7 +179,12 @@ export async function buildOperatorImage(opts: { projectDir?: string; cacheDir?:
   const key = imageKey(projectDir, files);
   const dir = join(cacheDir, `operator-${key}`);
   const metaPath = join(dir, 'image.json');
-  if (existsSync(metaPath)) return JSON.parse(readFileSync(metaPath, 'utf8')) as BuiltImage;
+  if (existsSync(metaPath)) {
+    // Used now: other checkouts' builds do not evict it while test beds may still run it.
+    const now = new Date();
+    utimesSync(dir, now, now);
+    return JSON.parse(readFileSync(metaPath, 'utf8')) as BuiltImage;
+  }
 
   log(`building the operator image ${key} from the Dockerfile (${files.length} files let in by .dockerignore)`);
   const began = Date.now();
@@ -259,12 +267,15 @@ export async function buildOperatorImage(opts: { projectDir?: string; cacheDir?:
   const image: BuiltImage = { ...final!, rootfs: join(dir, 'rootfs'), files, key };
   writeFileSync(metaPath, JSON.stringify(image, null, 2) + '\n');
   log(`built the operator image ${key} in ${((Date.now() - began) / 1000).toFixed(1)} s`);
-  // Older builds go; a few stay for test beds that may still run them.
+  // Older builds go; a few stay, and so does any build used lately: several checkouts share this
+  // cache, and a test bed's operator pods run from their build's folder while their tests run.
   const builds = readdirSync(cacheDir)
     .filter((d) => /^operator-[0-9a-f]{16}$/.test(d) && d !== `operator-${key}`)
     .map((d) => ({ d, t: statSync(join(cacheDir, d)).mtimeMs }))
     .sort((a, b) => b.t - a.t);
-  for (const old of builds.slice(2)) rmSync(join(cacheDir, old.d), { recursive: true, force: true });
+  for (const old of builds.slice(2)) {
+    if (Date.now() - old.t > RECENTLY_USED_MS) rmSync(join(cacheDir, old.d), { recursive: true, force: true });
+  }
   return image;
 }
 
@@ -286,6 +297,7 @@ function run(argv: string[], cwd: string, env: NodeJS.ProcessEnv): Promise<{ cod
 /** The images the kubelet stand-in runs from a folder: the operator's, built from the checkout as it is. */
 export class ImageStore {
   readonly #building = new Map<string, Promise<BuiltImage>>();
+  readonly #built = new Set<string>();
   readonly #log: (line: string) => void;
   constructor(log: (line: string) => void = () => undefined) {
     this.#log = log;
@@ -301,9 +313,22 @@ export class ImageStore {
   prepare(): Promise<BuiltImage> {
     const key = imageKey();
     let p = this.#building.get(key);
+    if (p && this.#built.has(key)) {
+      // A build found earlier: marked as used, or made again if its folder is gone (removed by
+      // hand, or by the eviction of an older checkout).
+      const dir = join(imageCacheDir(), `operator-${key}`);
+      if (existsSync(join(dir, 'image.json'))) {
+        const now = new Date();
+        utimesSync(dir, now, now);
+      } else {
+        this.#built.delete(key);
+        p = undefined;
+      }
+    }
     if (!p) {
       p = buildOperatorImage({ log: this.#log });
       this.#building.set(key, p);
+      p.then(() => this.#built.add(key), () => undefined);
       // A failed build is tried again at the next pull.
       p.catch(() => this.#building.delete(key));
     }
