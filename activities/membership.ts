@@ -88,6 +88,9 @@ export function membershipActivities(deps: ActivityDeps) {
 
     /** Promotes learners in one change, once every one of them is live and caught up. */
     async promoteNodes(ref: ClusterRef, nodeIds: number[], phase: Phase): Promise<void> {
+      // The change was sent and its answer lost (the leader stopped between the two steps, and the
+      // change was finished from its joint configuration): the step still happened.
+      let sent = false;
       await holdUntil<true>(deps, ref, async () => {
         const qc = await loadCluster(deps, ref);
         const obs = await observeCluster(deps, qc);
@@ -95,7 +98,10 @@ export function membershipActivities(deps: ActivityDeps) {
         const what = `promoting ${idsText(nodeIds)} to voters`;
         if (!m) return { hold: { phase, message: `${what}: waiting for a leader's view of the membership`, gate: 'leader-known' } };
         const pending = nodeIds.filter((id) => !m.members.find((x) => x.nodeId === id)?.voter);
-        if (pending.length === 0) return { done: true };
+        if (pending.length === 0) {
+          if (sent) await stepEvent(deps, qc, 'Promote', what);
+          return { done: true };
+        }
         for (const id of pending) {
           const member = m.members.find((x) => x.nodeId === id);
           if (!member || !member.live || member.lag === null || member.lag > m.promoteMaxLag) {
@@ -103,8 +109,10 @@ export function membershipActivities(deps: ActivityDeps) {
           }
         }
         if (m.changeInFlight || m.joint) return { hold: { phase, message: `${what}: a membership change is in flight`, gate: 'no-change-in-flight' } };
+        sent = true;
         const c = await changeThroughLeader(deps, qc, obs, phase, what, pending[0]!, (base) => promote(base, pending));
         if ('hold' in c) return c;
+        sent = false;
         await stepEvent(deps, qc, 'Promote', what);
         return { done: true };
       });
@@ -116,13 +124,17 @@ export function membershipActivities(deps: ActivityDeps) {
      */
     async removeNode(ref: ClusterRef, nodeId: number, phase: Phase): Promise<'removed' | 'leads' | 'held'> {
       const log = opLogger(deps, ref);
+      let sent = false;
       return holdUntil<'removed' | 'leads' | 'held'>(deps, ref, async () => {
         const qc = await loadCluster(deps, ref);
         const obs = await observeCluster(deps, qc);
         const m = obs.membership;
         const what = `removing node ${nodeId} from the membership`;
         if (!m) return { hold: { phase, message: `${what}: waiting for a leader's view of the membership`, gate: 'leader-known' } };
-        if (!m.members.some((x) => x.nodeId === nodeId)) return { done: 'removed' };
+        if (!m.members.some((x) => x.nodeId === nodeId)) {
+          if (sent) await stepEvent(deps, qc, 'RemoveMember', what);
+          return { done: 'removed' };
+        }
         if (m.leader === nodeId) return { done: 'leads' };
         if (m.changeInFlight || m.joint) return { hold: { phase, message: `${what}: a membership change is in flight`, gate: 'no-change-in-flight' } };
         const held = removalHeld(deps, qc, obs, nodeId);
@@ -130,6 +142,7 @@ export function membershipActivities(deps: ActivityDeps) {
           log.info(`not removing node ${nodeId} yet: ${held}`);
           return { done: 'held' };
         }
+        sent = true;
         const c = await changeThroughLeader(deps, qc, obs, phase, what, nodeId, (base) => removeMember(base, nodeId));
         if ('hold' in c) return c;
         await stepEvent(deps, qc, 'RemoveMember', what);
