@@ -283,13 +283,13 @@ export class Watcher {
       // Status first: a run that ended from outside is recorded before anything is decided on it.
       if (await this.reconcileRecorded(cached, running, log)) return;
       let decision = decide(this.view(cached, caches), running, Date.now());
-      if (decision.action === 'start') {
+      if (decision.action === 'start' || decision.action === 'yield') {
         // Decide again on the object as the API server has it now, not as the cache had it.
         const fresh = await getCluster(this.opts.kube, namespace, name);
         if (!fresh || fresh.metadata.uid !== cached.metadata.uid || fresh.metadata.deletionTimestamp) return;
         decision = decide(this.view(fresh, caches), running, Date.now());
         if (decision.action === 'start') await this.startOperation(fresh, decision, log);
-        return;
+        if (decision.action !== 'yield') return;
       }
       await this.act(decision, log);
     } catch (err) {

@@ -78,6 +78,14 @@ describe('what the watcher does', () => {
       need: { type: 'ReplaceNode', target: 'queen-1', fingerprint: 'replace:queen-1' },
     });
   });
+  it('does not ask a grow to yield while it creates its own StatefulSet again (issue 8, item 10)', () => {
+    const v = view({ status: { voters: [1, 2, 3], operation: { type: 'GrowVolumes', workflowId: 'w', gate: 'statefulset-recreated' } } });
+    v.statefulSet = null;
+    expect(decide(v, running('GrowVolumes'), T0)).toEqual({ action: 'none', why: 'GrowVolumes runs' });
+    // Gone by another hand at any other step: formed again first.
+    v.qc.status!.operation!.gate = 'volume-grown';
+    expect(decide(v, running('GrowVolumes'), T0)).toMatchObject({ action: 'yield', need: { type: 'FormCluster' } });
+  });
   it('cancels a running operation when the cancel annotation asks', () => {
     expect(decide(view({ annotations: { 'queenmq.com/cancel': 'true' } }), running('RollingUpgrade'), T0)).toMatchObject({ action: 'cancel' });
   });

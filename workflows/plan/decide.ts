@@ -84,7 +84,7 @@ export function decide(v: ClusterView, running: RunningOperation | null, now: nu
   if (running && annotations[ANNOTATIONS.cancel]) return { action: 'cancel', running };
   const need = neededOperation(v);
   if (running) {
-    if (need && priority(need.type) < priority(running.type)) return { action: 'yield', running, need };
+    if (need && priority(need.type) < priority(running.type) && !recreatingItself(v, running, need)) return { action: 'yield', running, need };
     return { action: 'none', why: `${running.type} runs` };
   }
   if (!need) return { action: 'none', why: 'the cluster is as specified' };
@@ -102,4 +102,13 @@ export function decide(v: ClusterView, running: RunningOperation | null, now: nu
     }
   }
   return { action: 'start', need, retryToken };
+}
+
+/**
+ * A grow deletes its StatefulSet and creates it again (status.operation.gate says so meanwhile):
+ * while it does, the missing StatefulSet is its own doing, not a cluster to form again.
+ */
+function recreatingItself(v: ClusterView, running: RunningOperation, need: Need): boolean {
+  const op = v.qc.status?.operation;
+  return need.type === 'FormCluster' && running.type === 'GrowVolumes' && op?.type === 'GrowVolumes' && op.gate === 'statefulset-recreated';
 }

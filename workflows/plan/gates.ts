@@ -46,6 +46,7 @@ export const GATE_NAMES = [
   'write-commits',
   'not-paused',
   'statefulset-present',
+  'statefulset-recreated',
   'worker-polling',
 ] as const;
 export type GateName = (typeof GATE_NAMES)[number];
