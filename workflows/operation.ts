@@ -166,7 +166,8 @@ export async function runOperation(input: OperationInput, shape: OperationShape,
     // Without a StatefulSet nothing goes on until the cluster is formed again: that comes first
     // (it is more urgent), then this operation starts again for what is still needed.
     if (failureType(err) === 'NoStatefulSet' && patched('no-statefulset-yields')) {
-      const message = `${shape.type} stopped: the StatefulSet ${input.ref.name} is gone; it starts again once the cluster is formed again`;
+      const again = shape.type === 'FormCluster' ? 'forming the cluster starts again and makes it' : 'it starts again once the cluster is formed again';
+      const message = `${shape.type} stopped: the StatefulSet ${input.ref.name} is gone; ${again}`;
       await end('Yielded', message);
       return message;
     }

@@ -7,10 +7,13 @@
 //   is free) on the claims it left.
 // - The StatefulSet deleted by hand: the upgrade yields to forming the cluster again, which makes
 //   the StatefulSet again; the pods come back on their claims.
+// - The StatefulSet deleted by hand while the formation waits for its pods (held by a Secret that
+//   does not exist yet): the formation stops and starts again, makes the StatefulSet again, and
+//   forms once the Secret is there.
 import { AppsV1Api, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { afterEach, expect, it } from 'vitest';
 import { GROUP, PLURAL, VERSION } from '../../crd/schema.ts';
-import { clusterEvents, createCluster, formed, patchSpec, pods, scenario, seedSpec, sleep, waitFor, waitForCluster, type Scenario } from './harness.ts';
+import { clusterEvents, createCluster, createSecret, formed, patchSpec, pods, scenario, seedSpec, sleep, waitFor, waitForCluster, type Scenario } from './harness.ts';
 import { workflowRuns } from './temporal.ts';
 
 let s: Scenario | null = null;
@@ -100,4 +103,32 @@ it('gone-while-waiting: the StatefulSet deleted by hand while a pod restarts: th
     ['formCluster', 'COMPLETED'],
   ]);
   await sleep(1000);
+});
+
+it('gone-while-waiting: the StatefulSet deleted by hand while the cluster forms: the formation starts again and makes it', async () => {
+  s = await scenario('goneform', { secret: false });
+  await s.install();
+  await createCluster(s, seedSpec());
+  await waitForCluster(s, 'the formation waiting for the Secret', (q) => q.status?.phase === 'Blocked' && /^the Secret queen does not exist/.test(q.status?.message ?? ''), 120_000);
+  const apps = s.kc.makeApiClient(AppsV1Api);
+  const first = (await apps.readNamespacedStatefulSet({ namespace: s.ns, name: 'queen' })).metadata!.uid!;
+  await apps.deleteNamespacedStatefulSet({ namespace: s.ns, name: 'queen' });
+  await waitFor(
+    'the StatefulSet made again',
+    async () => {
+      const sts = await apps.readNamespacedStatefulSet({ namespace: s!.ns, name: 'queen' }).catch(() => null);
+      return !!sts && sts.metadata?.uid !== first && !sts.metadata?.deletionTimestamp;
+    },
+    90_000,
+  );
+  await createSecret(s.core, s.ns);
+  await waitForCluster(s, 'Ready', (q) => q.status?.phase === 'Ready' && q.status?.commits === true && JSON.stringify(q.status?.voters) === '[1,2,3]', 240_000);
+  const runs = await workflowRuns(s, `queencluster/${s.ns}/queen`);
+  expect(runs.map((r) => [r.type, r.status])).toEqual([
+    ['formCluster', 'COMPLETED'],
+    ['formCluster', 'COMPLETED'],
+  ]);
+  expect(await s.temporal.workflow.getHandle(runs[0]!.workflowId, runs[0]!.runId).result()).toBe(
+    'FormCluster stopped: the StatefulSet queen is gone; forming the cluster starts again and makes it',
+  );
 });
