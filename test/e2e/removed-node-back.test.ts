@@ -5,20 +5,12 @@
 // 3 voters are asked again: before node 3 is added as a learner, its pod gets an empty volume (the
 // claim deleted by the UID observed), so the node copies everything from the leader instead of
 // coming back with what it held. Every message acknowledged before is on every voter.
-import { unlinkSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { afterEach, expect, it } from 'vitest';
 import { startLoad, verifyAcknowledged } from '../testbed/load.ts';
-import { clusterEvents, formed, kubectl, patchSpec, scenario, seedSpec, sleep, testbed, voterIps, waitForCluster, type Scenario } from './harness.ts';
+import { clusterEvents, formed, freezeStatefulSets, patchSpec, scenario, seedSpec, sleep, voterIps, waitForCluster, type Scenario } from './harness.ts';
 
 let s: Scenario | null = null;
-let policyFile: string | null = null;
 afterEach(async () => {
-  if (policyFile) {
-    await kubectl(['delete', '--ignore-not-found', '-f', policyFile]);
-    unlinkSync(policyFile);
-    policyFile = null;
-  }
   await s?.close();
   s = null;
 });
@@ -33,32 +25,7 @@ it('removed-node-back: after a scale-down that stopped early, the removed node c
   const report = await load.stop();
   expect(report.acknowledged).toBeGreaterThan(20);
 
-  policyFile = join(testbed().dir, `freeze-${s.ns}.yaml`);
-  writeFileSync(
-    policyFile,
-    `apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingAdmissionPolicy
-metadata: { name: freeze-${s.ns} }
-spec:
-  failurePolicy: Fail
-  matchConstraints: { resourceRules: [{ apiGroups: ["apps"], apiVersions: ["v1"], operations: ["UPDATE"], resources: ["statefulsets"] }] }
-  validations:
-    - expression: "false"
-      message: "StatefulSets are frozen by the change policy"
-      reason: Forbidden
----
-apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingAdmissionPolicyBinding
-metadata: { name: freeze-${s.ns} }
-spec:
-  policyName: freeze-${s.ns}
-  validationActions: [Deny]
-  matchResources: { namespaceSelector: { matchLabels: { kubernetes.io/metadata.name: ${s.ns} } } }
-`,
-  );
-  const applied = await kubectl(['apply', '-f', policyFile]);
-  expect(applied.code, applied.stderr).toBe(0);
-  await sleep(3000);
+  const lift = await freezeStatefulSets(s);
 
   await patchSpec(s, { replicas: 1 });
   const stopped = await waitForCluster(s, 'the scale-down stopped after node 3 left', (q) => q.status?.lastOperation?.type === 'ScaleVoters' && q.status.lastOperation.result === 'Failed', 120_000);
@@ -66,10 +33,7 @@ spec:
   await waitForCluster(s, 'two voters', (q) => JSON.stringify(q.status?.voters) === '[1,2]', 30_000);
   const oldClaim = await claimUid(s, 2);
 
-  await kubectl(['delete', '-f', policyFile]);
-  unlinkSync(policyFile);
-  policyFile = null;
-  await sleep(5000);
+  await lift();
   await patchSpec(s, { replicas: 3 });
   const back = await waitForCluster(s, 'three voters again', (q) => JSON.stringify(q.status?.voters) === '[1,2,3]' && q.status?.phase === 'Ready' && q.status?.lastOperation?.target === '3 voters', 300_000);
   expect(back.status?.lastOperation?.result).toBe('Succeeded');

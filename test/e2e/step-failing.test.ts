@@ -10,7 +10,7 @@
 import { unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, expect, it } from 'vitest';
-import { annotate, clusterEvents, formed, getCluster, kubectl, patchSpec, scenario, seedSpec, sleep, testbed, waitForCluster, type Scenario } from './harness.ts';
+import { annotate, clusterEvents, formed, freezeStatefulSets, getCluster, kubectl, patchSpec, scenario, seedSpec, sleep, testbed, waitForCluster, type Scenario } from './harness.ts';
 import { workflowRuns } from './temporal.ts';
 
 let s: Scenario | null = null;
@@ -73,29 +73,7 @@ webhooks:
   await remove(webhook);
   await waitForCluster(s, 'the upgrade done', (q) => q.status?.version === '2.6.1' && q.status?.phase === 'Ready' && q.status?.lastOperation?.result === 'Succeeded', 300_000);
 
-  const policy = await apply(
-    `policy-${ns}`,
-    `apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingAdmissionPolicy
-metadata: { name: freeze-${ns} }
-spec:
-  failurePolicy: Fail
-  matchConstraints: { resourceRules: ${statefulSetUpdates} }
-  validations:
-    - expression: "false"
-      message: "StatefulSets are frozen by the change policy"
-      reason: Forbidden
----
-apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingAdmissionPolicyBinding
-metadata: { name: freeze-${ns} }
-spec:
-  policyName: freeze-${ns}
-  validationActions: [Deny]
-  matchResources: { namespaceSelector: { matchLabels: { kubernetes.io/metadata.name: ${ns} } } }
-`,
-  );
-  await sleep(3000); // the API server loads the policy
+  const lift = await freezeStatefulSets(s);
   const restartsBefore = (await clusterEvents(s)).filter((e) => e.reason === 'RestartPod').length;
   await patchSpec(s, { version: '2.6.2' });
   const blocked = await waitForCluster(s, 'Blocked', (q) => q.status?.phase === 'Blocked' && q.status?.lastOperation?.target === '2.6.2', 120_000);
@@ -113,8 +91,7 @@ spec:
   expect(runs.filter((r) => r.type === 'rollingUpgrade').map((r) => r.status)).toEqual(['COMPLETED', 'FAILED']);
   expect((await clusterEvents(s)).filter((e) => e.reason === 'RestartPod')).toHaveLength(restartsBefore);
 
-  await remove(policy);
-  await sleep(5000); // the API server drops the policy
+  await lift();
   await annotate(s, { 'queenmq.com/retry': '1' });
   const done = await waitForCluster(s, 'the upgrade done', (q) => q.status?.version === '2.6.2' && q.status?.phase === 'Ready' && q.status?.lastOperation?.result === 'Succeeded', 300_000);
   expect(done.status?.lastOperation?.retryToken).toBe('1');
