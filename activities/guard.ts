@@ -14,6 +14,13 @@ import { keepAlive, stepEvent, type ActivityDeps, type ClusterRef } from './comm
  */
 export const REFUSED_CODES = new Set([400, 403, 405, 413, 415, 422]);
 
+/**
+ * The bookkeeping of an operation (its status at the beginning and the end) and the observer are
+ * retried whatever the answer: ending them would only leave the status untold, and an operation
+ * that cannot record its beginning would be started again and again.
+ */
+const ALWAYS_RETRIED = new Set(['beginOperation', 'endOperation', 'observeClusterStatus']);
+
 /** A step's failures are told (status.message, an Event) from this attempt on. */
 export const TELL_FROM_ATTEMPT = 3;
 
@@ -75,7 +82,7 @@ export async function stepFailure(deps: ActivityDeps, type: string, args: unknow
   if (err instanceof ApplicationFailure || err instanceof CancelledFailure) return err;
   const words = stepWords(type, args);
   const code = statusCode(err);
-  if (code !== null && REFUSED_CODES.has(code)) {
+  if (code !== null && REFUSED_CODES.has(code) && !ALWAYS_RETRIED.has(type)) {
     // Its message is the whole story (the operation's status shows the innermost message).
     return ApplicationFailure.nonRetryable(`${words}: the API server refused it (${code}): ${apiErrorMessage(err)}`, 'Refused');
   }
