@@ -5,6 +5,7 @@ import { activityInfo } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { getCluster, apiErrorMessage, describeKubeError, patchClusterStatus, statusCode } from './kube.ts';
 import { keepAlive, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
+import { idsText } from '../workflows/plan/format.ts';
 
 /**
  * Answers of the API server that a retry of the same request cannot change: a bad request, a
@@ -39,7 +40,7 @@ const WORDS: Record<string, (args: unknown[]) => string> = {
   awaitStopGate: (a) => `waiting until pod ${arg<number>(a, 1)} may stop`,
   restartPod: (a) => arg<{ message?: string }>(a, 2)?.message ?? `restarting pod ${arg<{ ordinal: number }>(a, 1)?.ordinal}`,
   addLearnerNode: (a) => `adding node ${arg<number>(a, 1)} as a learner`,
-  promoteNodes: (a) => `promoting ${(arg<number[]>(a, 1) ?? []).map((id) => `node ${id}`).join(', ')} to voters`,
+  promoteNodes: (a) => `promoting ${idsText(arg<number[]>(a, 1) ?? [])} to voters`,
   removeNode: (a) => `removing node ${arg<number>(a, 1)} from the membership`,
   applyPodTemplate: () => 'applying the new pod template',
   awaitNextRestart: () => 'waiting until the next pod may stop',
