@@ -29,15 +29,25 @@ export interface OperationInput {
 /** Asks a running operation to stop at its next safe point so a more urgent one can run. */
 export const yieldSignal = defineSignal<[string]>('yield');
 
+/**
+ * Steps are retried with backoff as long as it takes (the API server or a broker may be away for a
+ * while; a step failing for more than a few attempts says so in status), except what a retry
+ * cannot change: the cluster gone, its StatefulSet gone, a refusal of the API server.
+ */
 const RETRY = {
   initialInterval: '1s',
   backoffCoefficient: 2,
   maximumInterval: '30s',
-  nonRetryableErrorTypes: ['ClusterGone', 'NoStatefulSet'],
+  nonRetryableErrorTypes: ['ClusterGone', 'NoStatefulSet', 'Refused'],
 };
 
-/** Quick steps: a few API calls. */
-const QUICK: ActivityOptions = { startToCloseTimeout: '2 minutes', retry: RETRY };
+/**
+ * Every step heartbeats every few seconds while it runs, whatever it does (activities/guard.ts),
+ * so a step whose replica crashed is retried once its heartbeats stop, and a call that takes
+ * longer than the timeout (a membership change may take 40 s) never starts a second attempt
+ * beside the first. Quick steps (a few API calls) also end within their start-to-close.
+ */
+const QUICK: ActivityOptions = { startToCloseTimeout: '2 minutes', heartbeatTimeout: '20 seconds', retry: RETRY };
 
 /** Waits: they poll until a gate opens, heartbeating, for as long as it takes. */
 const WAIT: ActivityOptions = {
