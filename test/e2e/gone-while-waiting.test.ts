@@ -14,7 +14,7 @@ import { AppsV1Api, PatchStrategy, setHeaderOptions } from '@kubernetes/client-n
 import { afterEach, expect, it } from 'vitest';
 import { GROUP, PLURAL, VERSION } from '../../crd/schema.ts';
 import { clusterEvents, createCluster, createSecret, formed, patchSpec, pods, scenario, seedSpec, sleep, waitFor, waitForCluster, type Scenario } from './harness.ts';
-import { workflowRuns } from './temporal.ts';
+import { settledRuns, workflowRuns } from './temporal.ts';
 
 let s: Scenario | null = null;
 afterEach(async () => {
@@ -96,7 +96,7 @@ it('gone-while-waiting: the StatefulSet deleted by hand while a pod restarts: th
   );
   expect(back.status?.lastOperation?.result).toBe('Succeeded');
   expect(await claimUids(s)).toEqual(claimsBefore);
-  const runs = await workflowRuns(s, `queencluster/${s.ns}/queen`);
+  const runs = await settledRuns(s, `queencluster/${s.ns}/queen`);
   expect(runs.slice(0, 3).map((r) => [r.type, r.status])).toEqual([
     ['formCluster', 'COMPLETED'],
     ['rollingUpgrade', 'COMPLETED'],
@@ -123,7 +123,7 @@ it('gone-while-waiting: the StatefulSet deleted by hand while the cluster forms:
   );
   await createSecret(s.core, s.ns);
   await waitForCluster(s, 'Ready', (q) => q.status?.phase === 'Ready' && q.status?.commits === true && JSON.stringify(q.status?.voters) === '[1,2,3]', 240_000);
-  const runs = await workflowRuns(s, `queencluster/${s.ns}/queen`);
+  const runs = await settledRuns(s, `queencluster/${s.ns}/queen`);
   expect(runs.map((r) => [r.type, r.status])).toEqual([
     ['formCluster', 'COMPLETED'],
     ['formCluster', 'COMPLETED'],

@@ -8,7 +8,7 @@ import { AppsV1Api } from '@kubernetes/client-node';
 import { afterEach, expect, it } from 'vitest';
 import { control } from '../testbed/client.ts';
 import { clusterEvents, formed, monitor, patchSpec, scenario, seedSpec, waitFor, waitForCluster, type Scenario } from './harness.ts';
-import { historyEvents, recordHistory, workflowRuns } from './temporal.ts';
+import { historyEvents, recordHistory, settledRuns } from './temporal.ts';
 
 let s: Scenario | null = null;
 afterEach(async () => {
@@ -36,7 +36,7 @@ it('grow-twice: 1Gi to 2Gi, then 3Gi during the grow; the grow retargets and end
   expect(sts.spec?.volumeClaimTemplates?.[0]?.spec?.resources?.requests?.storage).toBe('3Gi');
   expect(sts.spec?.replicas).toBe(3);
   expect(watch.maxNotReady).toBeLessThanOrEqual(1);
-  const runs = (await workflowRuns(s, `queencluster/${s.ns}/queen`)).filter((r) => r.type === 'growVolumes');
+  const runs = (await settledRuns(s, `queencluster/${s.ns}/queen`)).filter((r) => r.type === 'growVolumes');
   expect(runs.map((r) => r.status)).toEqual(['COMPLETED']);
   // A few steps per claim and per pod: a loop would have written thousands of events.
   const events = await historyEvents(s, runs[0]!);

@@ -10,7 +10,7 @@ import { afterEach, expect, it } from 'vitest';
 import { control } from '../testbed/client.ts';
 import { startLoad } from '../testbed/load.ts';
 import { annotate, clusterEvents, formed, getCluster, patchSpec, pods, scenario, seedSpec, sleep, waitFor, waitForCluster, type Scenario } from './harness.ts';
-import { historyEvents, recordHistory, workflowRuns } from './temporal.ts';
+import { historyEvents, recordHistory, settledRuns } from './temporal.ts';
 
 let s: Scenario | null = null;
 afterEach(async () => {
@@ -68,7 +68,7 @@ it('removal-gate: a healthy node does not leave while another voter is stalled; 
     'removing node 2 from the membership',
     'removing the pods above node 1',
   ]);
-  const runs = await workflowRuns(s, `queencluster/${s.ns}/queen`);
+  const runs = await settledRuns(s, `queencluster/${s.ns}/queen`);
   expect(runs.map((r) => [r.type, r.status])).toEqual([
     ['formCluster', 'COMPLETED'],
     ['scaleVoters', 'COMPLETED'],
