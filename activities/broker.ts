@@ -275,8 +275,14 @@ export const addLearner = (base: string, learner: { id: number; raft: string; ht
   change(base, 'POST', '/learners', learner);
 export const promote = (base: string, nodeIds: number[]) => change(base, 'POST', '/promote', { ids: nodeIds });
 export const removeMember = (base: string, nodeId: number) => change(base, 'DELETE', `/members/${nodeId}`);
+/** Sets the exact voter set: with a joint configuration's last set, it finishes a change left half done. */
+export const setVoters = (base: string, voters: number[]) => change(base, 'PUT', '/voters', { voters });
 
-export type ProbeResult = { ok: true } | { ok: false; error: string };
+/**
+ * `storageFull`: the node refused the write at its disk gate (507 storage_full) before proposing
+ * it. That says nothing about the quorum: the node's own disk is above its high mark.
+ */
+export type ProbeResult = { ok: true } | { ok: false; error: string; storageFull?: boolean };
 
 /**
  * The write probe behind COMMITS: a KV put that the node answers only once it is committed by a
@@ -287,7 +293,8 @@ export async function probeWrite(base: string, via: string, timeoutMs: number = 
     const a = await call(`${base}/api/v1/kv/queen-operator/probe`, 'PUT', timeoutMs, { value: now.toISOString(), ttlSeconds: 600 });
     if (a.status === 200 && (a.json as { applied?: unknown } | undefined)?.applied === true) return { ok: true };
     brokerCallFailures.inc({ call: 'probe', kind: `http_${a.status}` });
-    return { ok: false, error: `the write probe through ${via} answered ${a.status}: ${clip(a.body)}` };
+    const storageFull = a.status === 507 && (a.json as { code?: unknown } | undefined)?.code === 'storage_full';
+    return { ok: false, error: `the write probe through ${via} answered ${a.status}: ${clip(a.body)}`, ...(storageFull ? { storageFull } : {}) };
   } catch (err) {
     brokerCallFailures.inc({ call: 'probe', kind: failureKind(err) });
     return { ok: false, error: `the write probe through ${via} got ${describeError(err, timeoutMs)}` };

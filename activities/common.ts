@@ -32,6 +32,42 @@ export function handOverIfStopping(deps: ActivityDeps): void {
   }
 }
 
+/** The details each running activity heartbeated last: a keep-alive beat sends them again. */
+const lastDetails = new WeakMap<Context, unknown>();
+
+/** Heartbeats with these details (what the step waits for, or the observer's state) and keeps them. */
+export function beat(details: unknown): void {
+  const ctx = Context.current();
+  lastDetails.set(ctx, details);
+  ctx.heartbeat(details);
+}
+
+/** How often an activity heartbeats while it runs, whatever it is doing (a long call included). */
+export const KEEP_ALIVE_MS = 5000;
+
+/**
+ * Runs an activity's body while heartbeating every KEEP_ALIVE_MS with its last details, so a call
+ * that takes longer than the heartbeat timeout (a membership change may take 40 s) never makes
+ * Temporal start a second attempt beside the first, and a crashed replica's step, quick or not,
+ * is retried as soon as its heartbeats stop.
+ */
+export async function keepAlive<T>(body: () => Promise<T>): Promise<T> {
+  const ctx = Context.current();
+  const timer = setInterval(() => {
+    try {
+      // Before its own first beat, an attempt keeps what the one before it left (the observer resumes from it).
+      ctx.heartbeat(lastDetails.has(ctx) ? lastDetails.get(ctx) : ctx.info.heartbeatDetails);
+    } catch {
+      // the activity ended meanwhile
+    }
+  }, KEEP_ALIVE_MS);
+  try {
+    return await body();
+  } finally {
+    clearInterval(timer);
+  }
+}
+
 /** Sleeps for a poll interval; wakes up early when the activity is cancelled or the replica stops. */
 export async function pause(deps: ActivityDeps, ms: number): Promise<void> {
   if (deps.stopping?.aborted) return;
@@ -178,7 +214,7 @@ export async function holdUntil<T>(deps: ActivityDeps, ref: ClusterRef, check: C
       log.info({ phase: r.hold.phase, gate: r.hold.gate }, r.hold.message);
       shown = key;
     }
-    heartbeat({ gate: r.hold.gate ?? null, message: r.hold.message });
+    beat({ gate: r.hold.gate ?? null, message: r.hold.message });
     await pause(deps, deps.settings.pollMs);
   }
 }
@@ -202,11 +238,15 @@ export async function probeThrough(deps: ActivityDeps, qc: QueenCluster, obs: Ob
   candidates.sort((a, b) => Number(voters.has(b.ordinal + 1)) - Number(voters.has(a.ordinal + 1)) || Number(b.ready) - Number(a.ready) || a.ordinal - b.ordinal);
   if (candidates.length === 0) return { ok: false, error: except === null ? 'no pod answers' : `no pod other than pod ${except} answers` };
   let last: ProbeResult = { ok: false, error: 'no pod answers' };
+  // Full disks: every pod asked refused the write at its own disk gate (507), none for want of a quorum.
+  let allFull = true;
   for (const pod of candidates.slice(0, attempts)) {
     const base = brokerBase(deps.settings.brokerAccess, qc, spec, pod);
     if (!base) continue;
     last = await probeWrite(base, `pod ${pod.ordinal}`);
     if (last.ok) return { ok: true, via: pod.ordinal };
+    allFull &&= last.storageFull === true;
   }
-  return last;
+  if (last.ok) return last;
+  return allFull && last.storageFull ? last : { ok: false, error: last.error };
 }

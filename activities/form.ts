@@ -1,8 +1,10 @@
 // The steps of FormCluster: the objects, a leader, the voters, a committed write.
 import type { KubernetesObject, V1Pod } from '@kubernetes/client-node';
+import { ApplicationFailure } from '@temporalio/common';
 import { withDefaults } from '../crd/defaults.ts';
 import type { QueenCluster } from '../crd/schema.ts';
 import { assess } from '../workflows/plan/assess.ts';
+import type { Observation } from '../workflows/plan/observation.ts';
 import { stallMemoryFromStatus } from '../workflows/plan/stalls.ts';
 import {
   holdUntil,
@@ -35,6 +37,16 @@ function podsAtCreation(qc: QueenCluster, pods: V1Pod[]): number {
   const spec = withDefaults(qc.spec);
   const highest = Math.max(-1, ...pods.map((p) => parseOrdinal(qc.metadata.name, p.metadata?.name ?? '')));
   return Math.max(spec.replicas, highest + 1);
+}
+
+/**
+ * The StatefulSet went while the formation waits for its pods (deleted by hand): no pod will come.
+ * The operation stops (NoStatefulSet) and is started again, which applies the objects again.
+ */
+function statefulSetStays(obs: Observation, ref: ClusterRef): void {
+  if (!obs.statefulSet || obs.statefulSet.terminating) {
+    throw ApplicationFailure.nonRetryable(`the StatefulSet ${ref.name} was deleted while the cluster formed`, 'NoStatefulSet');
+  }
 }
 
 export function formActivities(deps: ActivityDeps) {
@@ -87,6 +99,7 @@ export function formActivities(deps: ActivityDeps) {
       return holdUntil<{ leader: number; term: number }>(deps, ref, async () => {
         const qc = await loadCluster(deps, ref);
         const obs = await observeCluster(deps, qc);
+        statefulSetStays(obs, ref);
         if (obs.membership?.leader != null) {
           await stepEvent(deps, qc, 'LeaderElected', `node ${obs.membership.leader} leads (term ${obs.membership.term})`);
           return { done: { leader: obs.membership.leader, term: obs.membership.term } };
@@ -115,6 +128,7 @@ export function formActivities(deps: ActivityDeps) {
       return holdUntil<number[]>(deps, ref, async () => {
         const qc = await loadCluster(deps, ref);
         const obs = await observeCluster(deps, qc);
+        statefulSetStays(obs, ref);
         const m = obs.membership;
         if (!m) return { hold: { phase: 'Forming', message: 'waiting for the pods to start and elect a leader', gate: 'leader-known' } };
         if (m.changeInFlight || m.joint) return { hold: { phase: 'Forming', message: 'a membership change is in flight', gate: 'no-change-in-flight' } };
@@ -136,6 +150,7 @@ export function formActivities(deps: ActivityDeps) {
       return holdUntil<number>(deps, ref, async () => {
         const qc = await loadCluster(deps, ref);
         const obs = await observeCluster(deps, qc);
+        statefulSetStays(obs, ref);
         const probe = await probeThrough(deps, qc, obs, null);
         await recordProbe(deps, ref, probe);
         if (probe.ok && probe.via !== undefined) {

@@ -1,7 +1,8 @@
 // The stop gate as the operations use it, and the one disruptive step they share: stopping a pod.
 // Before any pod stops (an upgrade's restart, a leader's hand-off before it leaves or is
 // replaced): not paused, every other voter Ready for minReadySeconds, live and caught up, none
-// stalled, and a write committing through a pod that stays.
+// stalled, and a write committing through a pod that stays. A node leaves the membership through
+// the same gate (the voters that stay must carry the cluster without it).
 import { heartbeat } from '@temporalio/activity';
 import { readAnnotations } from '../crd/annotations.ts';
 import type { Phase, QueenCluster } from '../crd/schema.ts';
@@ -10,8 +11,9 @@ import { stopGate, type GateOptions } from '../workflows/plan/gates.ts';
 import type { Observation } from '../workflows/plan/observation.ts';
 import type { RestartPick } from '../workflows/plan/restarts.ts';
 import { stallMemoryFromStatus, trackStalls, type StallMemory } from '../workflows/plan/stalls.ts';
-import { handOverIfStopping, holdUntil, loadCluster, pause, observeCluster, opLogger, probeThrough, stepEvent, writeStep, type ActivityDeps, type ClusterRef, type Hold } from './common.ts';
-import { deletePodByUid, getPod, patchClusterStatus } from './kube.ts';
+import { beat, handOverIfStopping, holdUntil, loadCluster, pause, observeCluster, opLogger, probeThrough, stepEvent, writeStep, type ActivityDeps, type ClusterRef, type Hold } from './common.ts';
+import { deletePodByUid, getPod, getStatefulSet, patchClusterStatus } from './kube.ts';
+import { names } from './resources.ts';
 
 export function gateOptions(deps: ActivityDeps, obs: Observation, minReadySeconds: number): GateOptions {
   return {
@@ -43,18 +45,30 @@ export interface GateWords {
   phase: Phase;
   /** What comes before the reason, e.g. "pod 1 is next". */
   next: string;
+  /**
+   * A grow restarts this pod: writes refused at the disk gate (507 storage_full on every pod
+   * asked) do not hold it back, because a full disk is not a lost quorum and growing the volume
+   * is what opens the gate again. The rest of the gate still holds.
+   */
+  growing?: boolean;
 }
 
-/** Why the pod `target` may not stop now (the reason in the README's words), or null. */
-export async function stopHold(deps: ActivityDeps, qc: QueenCluster, obs: Observation, target: number, words: GateWords): Promise<Hold | null> {
+/**
+ * Why the pod `target` may not stop now (the reason in the README's words), or null. With
+ * `removing`, its node is about to leave the membership instead: the same gate, except that its
+ * own stall holds nothing back.
+ */
+export async function stopHold(deps: ActivityDeps, qc: QueenCluster, obs: Observation, target: number, words: GateWords, removing = false): Promise<Hold | null> {
   if (readAnnotations(qc.metadata.annotations).pause) {
     return { phase: words.phase, message: `${words.next}: paused by the ${ANNOTATIONS.pause} annotation`, gate: 'not-paused' };
   }
-  const hold = stopGate({ obs, memory: stallMemory(qc, obs), target, opts: gateOptions(deps, obs, obs.minReadySeconds) });
+  const hold = stopGate({ obs, memory: stallMemory(qc, obs), target, removing, opts: gateOptions(deps, obs, obs.minReadySeconds) });
   if (hold) return { phase: words.phase, message: `${words.next}: ${hold.reason}`, gate: hold.gate };
   const probe = await probeThrough(deps, qc, obs, target);
   await recordProbe(deps, qc.metadata, probe);
-  if (!probe.ok) return { phase: words.phase, message: `${words.next}, but a write does not commit: ${probe.error}`, gate: 'write-commits' };
+  if (!probe.ok && !(words.growing && probe.storageFull)) {
+    return { phase: words.phase, message: `${words.next}, but a write does not commit: ${probe.error}`, gate: 'write-commits' };
+  }
   return null;
 }
 
@@ -105,12 +119,23 @@ export function gateActivities(deps: ActivityDeps) {
           await stepEvent(deps, qc, 'RestartPod', said.message);
         }
       }
-      // The StatefulSet controller makes the successor once the old pod is gone.
+      // The StatefulSet controller makes the successor once the old pod is gone. Without the
+      // QueenCluster (ClusterGone ends the operation) or the StatefulSet, or with a StatefulSet
+      // scaled below this pod, none comes: the wait ends, and the operation sees why at its next step.
       for (;;) {
         handOverIfStopping(deps);
+        await loadCluster(deps, ref);
         const pod = await getPod(deps.kube, ref.namespace, pick.podName);
         if (pod && pod.metadata?.uid !== pick.podUid) return { restarted: true };
-        heartbeat({ waitingFor: `the successor of ${pick.podName}` });
+        if (!pod) {
+          const sts = await getStatefulSet(deps.kube, ref.namespace, names.statefulSet(ref.name));
+          if (!sts || sts.metadata?.deletionTimestamp) {
+            log.info({ pod: pick.podName }, `pod ${pick.ordinal} stopped; no successor comes: the StatefulSet ${ref.name} is gone`);
+            return { restarted: true, reason: `the StatefulSet ${ref.name} is gone` };
+          }
+          if ((sts.spec?.replicas ?? 0) <= pick.ordinal) return { restarted: true, reason: `the StatefulSet ${ref.name} has fewer pods than ${pick.ordinal + 1}` };
+        }
+        beat({ waitingFor: `the successor of ${pick.podName}` });
         await pause(deps, Math.min(deps.settings.pollMs, 1000));
       }
     },

@@ -3,7 +3,7 @@
 import { withDefaults } from '../crd/defaults.ts';
 import { parseQuantity } from '../workflows/plan/format.ts';
 import { nextVolumeStep, type VolumeStep } from '../workflows/plan/volumes.ts';
-import { holdUntil, loadCluster, observeCluster, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
+import { holdUntil, loadCluster, observeCluster, stepEvent, writeStep, type ActivityDeps, type ClusterRef } from './common.ts';
 import { apiErrorMessage, applyObject, getStatefulSet, isConflict, isNotFound, statusCode } from './kube.ts';
 import { names, statefulSet } from './resources.ts';
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
@@ -67,6 +67,8 @@ export function growActivities(deps: ActivityDeps) {
      */
     async deleteStatefulSetOrphan(ref: ClusterRef, message: string): Promise<number> {
       let pods: number | null = null;
+      // Said before the StatefulSet goes: its absence is this operation's doing, not a cluster to form again.
+      await writeStep(deps, ref, { phase: 'Resizing', message, gate: 'statefulset-recreated' });
       return holdUntil<number>(deps, ref, async () => {
         const qc = await loadCluster(deps, ref);
         const live = await getStatefulSet(deps.kube, ref.namespace, names.statefulSet(ref.name));
@@ -84,7 +86,7 @@ export function growActivities(deps: ActivityDeps) {
             if (!isNotFound(err) && !isConflict(err)) throw err;
           }
         }
-        return { hold: { phase: 'Resizing', message: `${message}: waiting for the old StatefulSet to be deleted`, gate: 'statefulset-deleted' } };
+        return { hold: { phase: 'Resizing', message: `${message}: waiting for the old StatefulSet to be deleted`, gate: 'statefulset-recreated' } };
       });
     },
 

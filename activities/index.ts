@@ -3,6 +3,7 @@ import type { ActivityDeps } from './common.ts';
 import { formActivities } from './form.ts';
 import { gateActivities } from './gate.ts';
 import { growActivities } from './grow.ts';
+import { guarded } from './guard.ts';
 import { membershipActivities } from './membership.ts';
 import { observerActivities } from './observer.ts';
 import { operationActivities } from './operation.ts';
@@ -10,7 +11,12 @@ import { replaceActivities } from './replace.ts';
 import { scaleActivities } from './scale.ts';
 import { upgradeActivities } from './upgrade.ts';
 
+/** Every activity, each kept alive by heartbeats and its failures classified and told (guard.ts). */
 export function createActivities(deps: ActivityDeps) {
+  return guarded(deps, stepsOf(deps));
+}
+
+function stepsOf(deps: ActivityDeps) {
   return {
     ...operationActivities(deps),
     ...formActivities(deps),
@@ -24,5 +30,5 @@ export function createActivities(deps: ActivityDeps) {
   };
 }
 
-export type Activities = ReturnType<typeof createActivities>;
+export type Activities = ReturnType<typeof stepsOf>;
 export type { ActivityDeps, ClusterRef } from './common.ts';

@@ -1,12 +1,18 @@
 // Membership changes through the leader's pod, with their refusals in words: a transient code
 // (a change in flight, an election, a learner still behind) is waited out and shown; a permanent
 // one (address_mismatch, forbidden, last_voter, kinds_behind...) is Blocked with what to do.
+// A voter leaves the membership through the stop gate, as a pod stops; a node whose pod holds
+// the data it had before it left is never added back with it.
+import { ApplicationFailure } from '@temporalio/common';
 import { withDefaults } from '../crd/defaults.ts';
-import type { Phase, QueenCluster } from '../crd/schema.ts';
+import { ANNOTATIONS, type Phase, type QueenCluster } from '../crd/schema.ts';
 import { idsText, lagText } from '../workflows/plan/format.ts';
-import type { Observation } from '../workflows/plan/observation.ts';
+import { stopGate } from '../workflows/plan/gates.ts';
+import { memberOf, type Observation } from '../workflows/plan/observation.ts';
+import { holdsOldData } from '../workflows/plan/voters.ts';
 import { addLearner, promote, refusalAdvice, removeMember, type ChangeResult } from './broker.ts';
-import { holdUntil, loadCluster, observeCluster, stepEvent, type ActivityDeps, type ClusterRef, type Hold } from './common.ts';
+import { holdUntil, loadCluster, observeCluster, opLogger, stepEvent, type ActivityDeps, type ClusterRef, type Hold } from './common.ts';
+import { gateOptions, stallMemory, stopHold } from './gate.ts';
 import { brokerBase } from './observe.ts';
 import { ordinalOf, podHost } from './resources.ts';
 
@@ -34,6 +40,24 @@ export async function changeThroughLeader(
   return { hold: { phase, message: `${what}: ${answered}`, gate: 'membership-change' } };
 }
 
+/**
+ * Why the voter `nodeId` may not leave the membership now: the stop gate with its pod as the
+ * target (every other voter Ready for minReadySeconds, live, caught up, none stalled, a write
+ * committing through a pod that stays), its own stall excepted. A learner leaves without a gate.
+ */
+export async function removalHold(deps: ActivityDeps, qc: QueenCluster, obs: Observation, nodeId: number, phase: Phase): Promise<Hold | null> {
+  if (!memberOf(obs.membership, nodeId)?.voter) return null;
+  return stopHold(deps, qc, obs, nodeId - 1, { phase, next: `node ${nodeId} is next to leave the membership` }, true);
+}
+
+/** The pure part of the removal gate, checked once more right before the change (no write probe). */
+export function removalHeld(deps: ActivityDeps, qc: QueenCluster, obs: Observation, nodeId: number): string | null {
+  if (!memberOf(obs.membership, nodeId)?.voter) return null;
+  if (qc.metadata.annotations?.[ANNOTATIONS.pause]) return `paused by the ${ANNOTATIONS.pause} annotation`;
+  const hold = stopGate({ obs, memory: stallMemory(qc, obs), target: nodeId - 1, removing: true, opts: gateOptions(deps, obs, obs.minReadySeconds) });
+  return hold?.reason ?? null;
+}
+
 export function membershipActivities(deps: ActivityDeps) {
   return {
     /** Adds a node as a learner with the addresses of its pod; a no-op once it is a member. */
@@ -44,7 +68,14 @@ export function membershipActivities(deps: ActivityDeps) {
         const obs = await observeCluster(deps, qc);
         const what = `adding node ${nodeId} as a learner`;
         if (!obs.membership) return { hold: { phase, message: `${what}: waiting for a leader's view of the membership`, gate: 'leader-known' } };
-        if (obs.membership.members.some((x) => x.nodeId === nodeId)) return { done: true };
+        if (memberOf(obs.membership, nodeId)) return { done: true };
+        if (holdsOldData(obs, nodeId)) {
+          // The broker contract forbids it; the steps before this one give the pod an empty volume.
+          throw ApplicationFailure.nonRetryable(
+            `${what}: pod ${ordinalOf(nodeId)} holds the data node ${nodeId} had before it left the membership, and a node never comes back with its old data: delete the volume claim of pod ${ordinalOf(nodeId)} and its pod`,
+            'Refused',
+          );
+        }
         const host = podHost(qc, spec, ordinalOf(nodeId));
         const c = await changeThroughLeader(deps, qc, obs, phase, what, nodeId, (base) =>
           addLearner(base, { id: nodeId, raft: `${host}:${spec.raftPort}`, http: `${host}:${spec.port}` }),
@@ -57,6 +88,9 @@ export function membershipActivities(deps: ActivityDeps) {
 
     /** Promotes learners in one change, once every one of them is live and caught up. */
     async promoteNodes(ref: ClusterRef, nodeIds: number[], phase: Phase): Promise<void> {
+      // The change was sent and its answer lost (the leader stopped between the two steps, and the
+      // change was finished from its joint configuration): the step still happened.
+      let sent = false;
       await holdUntil<true>(deps, ref, async () => {
         const qc = await loadCluster(deps, ref);
         const obs = await observeCluster(deps, qc);
@@ -64,7 +98,10 @@ export function membershipActivities(deps: ActivityDeps) {
         const what = `promoting ${idsText(nodeIds)} to voters`;
         if (!m) return { hold: { phase, message: `${what}: waiting for a leader's view of the membership`, gate: 'leader-known' } };
         const pending = nodeIds.filter((id) => !m.members.find((x) => x.nodeId === id)?.voter);
-        if (pending.length === 0) return { done: true };
+        if (pending.length === 0) {
+          if (sent) await stepEvent(deps, qc, 'Promote', what);
+          return { done: true };
+        }
         for (const id of pending) {
           const member = m.members.find((x) => x.nodeId === id);
           if (!member || !member.live || member.lag === null || member.lag > m.promoteMaxLag) {
@@ -72,24 +109,40 @@ export function membershipActivities(deps: ActivityDeps) {
           }
         }
         if (m.changeInFlight || m.joint) return { hold: { phase, message: `${what}: a membership change is in flight`, gate: 'no-change-in-flight' } };
+        sent = true;
         const c = await changeThroughLeader(deps, qc, obs, phase, what, pending[0]!, (base) => promote(base, pending));
         if ('hold' in c) return c;
+        sent = false;
         await stepEvent(deps, qc, 'Promote', what);
         return { done: true };
       });
     },
 
-    /** Takes a node that does not lead out of the membership; a no-op once it is not a member. */
-    async removeNode(ref: ClusterRef, nodeId: number, phase: Phase): Promise<'removed' | 'leads'> {
-      return holdUntil<'removed' | 'leads'>(deps, ref, async () => {
+    /**
+     * Takes a node that does not lead out of the membership; a no-op once it is not a member.
+     * `held` when the removal gate closed since the wait for it (the operation waits again).
+     */
+    async removeNode(ref: ClusterRef, nodeId: number, phase: Phase): Promise<'removed' | 'leads' | 'held'> {
+      const log = opLogger(deps, ref);
+      let sent = false;
+      return holdUntil<'removed' | 'leads' | 'held'>(deps, ref, async () => {
         const qc = await loadCluster(deps, ref);
         const obs = await observeCluster(deps, qc);
         const m = obs.membership;
         const what = `removing node ${nodeId} from the membership`;
         if (!m) return { hold: { phase, message: `${what}: waiting for a leader's view of the membership`, gate: 'leader-known' } };
-        if (!m.members.some((x) => x.nodeId === nodeId)) return { done: 'removed' };
+        if (!m.members.some((x) => x.nodeId === nodeId)) {
+          if (sent) await stepEvent(deps, qc, 'RemoveMember', what);
+          return { done: 'removed' };
+        }
         if (m.leader === nodeId) return { done: 'leads' };
         if (m.changeInFlight || m.joint) return { hold: { phase, message: `${what}: a membership change is in flight`, gate: 'no-change-in-flight' } };
+        const held = removalHeld(deps, qc, obs, nodeId);
+        if (held) {
+          log.info(`not removing node ${nodeId} yet: ${held}`);
+          return { done: 'held' };
+        }
+        sent = true;
         const c = await changeThroughLeader(deps, qc, obs, phase, what, nodeId, (base) => removeMember(base, nodeId));
         if ('hold' in c) return c;
         await stepEvent(deps, qc, 'RemoveMember', what);

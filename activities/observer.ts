@@ -2,7 +2,8 @@
 // COMMITS once a probe interval (also when no pod has a leader view), Degraded and Blocked with
 // their reason when no operation runs. One activity runs for a while, heartbeating its state, so
 // the workflow's history stays small; its state (stall memory, last probe) survives a crash in its
-// heartbeat and a restart of the operator in status.
+// heartbeat and a restart of the operator in status. A voter change left half done (a joint
+// configuration whose leader died between the two steps) is finished here, whatever runs.
 import { activityInfo, heartbeat } from '@temporalio/activity';
 import { annotationWarnings } from '../crd/annotations.ts';
 import type { Phase, QueenCluster, QueenClusterStatus } from '../crd/schema.ts';
@@ -10,7 +11,9 @@ import { assess, type Assessment } from '../workflows/plan/assess.ts';
 import { decide, neededOperation } from '../workflows/plan/decide.ts';
 import { readAnnotations } from '../crd/annotations.ts';
 import { stallMemoryFromStatus, trackStalls, type StallMemory } from '../workflows/plan/stalls.ts';
-import { observeCluster, opLogger, pause, probeThrough, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
+import { setVoters } from './broker.ts';
+import { beat, observeCluster, opLogger, pause, probeThrough, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
+import { changeThroughLeader } from './membership.ts';
 import { getCluster, isConflict, patchClusterStatus } from './kube.ts';
 import { leaderChanges } from '../metrics.ts';
 import { canonicalJson } from './resources.ts';
@@ -26,7 +29,12 @@ export interface ObserverState {
   lastTerm?: number | null;
   /** The annotation warnings already given (annotation=value): each is said once while it stands. */
   warned?: string[];
+  /** A joint configuration seen, and since when (ms): finished once it outlived a change. */
+  joint?: { sets: number[][]; since: number } | null;
 }
+
+/** A voter change commits its two steps within a second or two; a joint older than this was left behind. */
+export const JOINT_LEFT_AFTER_MS = 10_000;
 
 export interface ObserverRun {
   gone: boolean;
@@ -58,7 +66,7 @@ export function observerActivities(deps: ActivityDeps) {
             log.warn({ err: String(err) }, 'observation failed; trying again');
           }
         }
-        heartbeat(state);
+        beat(state);
         await pause(deps, deps.settings.observeIntervalMs);
       }
       return { gone: false, state };
@@ -80,6 +88,7 @@ async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: Observer
   if (Number.isFinite(statusProbeAt) && statusProbeAt > (lastProbe?.at ?? 0) && typeof qc.status?.commits === 'boolean') {
     lastProbe = { at: statusProbeAt, ok: qc.status.commits, ...(qc.status.lastProbeError ? { error: qc.status.lastProbeError } : {}) };
   }
+  const joint = await finishJointLeftBehind(deps, qc, obs, state.joint ?? null);
   const status: Partial<QueenClusterStatus> = observedStatus(obs, memory);
   // While writes do not commit, look again sooner, so COMMITS turns true soon after they do.
   const interval = lastProbe && !lastProbe.ok ? Math.min(deps.settings.probeIntervalMs, 5000) : deps.settings.probeIntervalMs;
@@ -138,7 +147,7 @@ async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: Observer
       await patchClusterStatus(deps.kube, ref.namespace, ref.name, status, running ? undefined : qc.metadata.resourceVersion);
     } catch (err) {
       if (!isConflict(err)) throw err;
-      return { state: { memory, lastProbe, lastPhase: state.lastPhase, lastTerm, warned }, written: '' };
+      return { state: { memory, lastProbe, lastPhase: state.lastPhase, lastTerm, warned, joint }, written: '' };
     }
     lastWritten = comparable;
   }
@@ -146,7 +155,7 @@ async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: Observer
     if (assessment.phase === 'Degraded' || assessment.phase === 'Blocked') await stepEvent(deps, qc, assessment.phase, assessment.message, 'Warning');
     else if (assessment.phase === 'Ready') await stepEvent(deps, qc, 'Ready', READY_MESSAGE);
   }
-  return { state: { memory, lastProbe, lastPhase: assessment?.phase ?? state.lastPhase, lastTerm, warned }, written: lastWritten };
+  return { state: { memory, lastProbe, lastPhase: assessment?.phase ?? state.lastPhase, lastTerm, warned, joint }, written: lastWritten };
 }
 
 /**
@@ -162,4 +171,39 @@ async function warnAnnotations(deps: ActivityDeps, qc: QueenCluster, obs: { stat
     await stepEvent(deps, qc, w.reason, w.message, 'Warning');
   }
   return now.map((w) => w.key);
+}
+
+/**
+ * A joint configuration that outlived any change in progress was left behind by a leader that
+ * stopped between the two steps (every other change is refused while it lasts). The broker's
+ * contract says how to finish it: PUT voters with the joint's last set. Said in an Event.
+ */
+async function finishJointLeftBehind(
+  deps: ActivityDeps,
+  qc: QueenCluster,
+  obs: Awaited<ReturnType<typeof observeCluster>>,
+  seen: ObserverState['joint'],
+): Promise<ObserverState['joint']> {
+  const sets = obs.membership?.joint;
+  if (!sets || sets.length < 2) return null;
+  const same = seen && JSON.stringify(seen.sets) === JSON.stringify(sets);
+  const since = same ? seen.since : obs.at;
+  if (obs.at - since < JOINT_LEFT_AFTER_MS) return { sets, since };
+  const voters = sets[sets.length - 1]!;
+  const what = `finishing a voter change left half done: voters [${voters.join(',')}]`;
+  const log = opLogger(deps, { namespace: qc.metadata.namespace, name: qc.metadata.name, uid: qc.metadata.uid ?? '' });
+  const r = await changeThroughLeader(deps, qc, obs, qc.status?.phase ?? 'Degraded', what, voters[0] ?? 0, (base) => setVoters(base, voters));
+  if ('hold' in r) {
+    log.warn({ joint: sets }, r.hold.message);
+    return { sets, since };
+  }
+  log.info({ joint: sets }, `${what} (the joint configuration [[${sets[0]!.join(',')}],[${voters.join(',')}]] was left by a leader that stopped between its two steps)`);
+  await stepEvent(
+    deps,
+    qc,
+    'FinishVoterChange',
+    `${what}: the joint configuration [[${sets[0]!.join(',')}],[${voters.join(',')}]] was left by a leader that stopped between the two steps`,
+    'Warning',
+  );
+  return null;
 }

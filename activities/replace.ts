@@ -7,7 +7,7 @@ import { ANNOTATIONS, type QueenCluster } from '../crd/schema.ts';
 import { removeMember } from './broker.ts';
 import { holdUntil, loadCluster, observeCluster, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
 import { deleteClaimByUid, deletePodByUid, patchClusterAnnotations } from './kube.ts';
-import { changeThroughLeader } from './membership.ts';
+import { changeThroughLeader, removalHold } from './membership.ts';
 import { names, nodeIdOf } from './resources.ts';
 
 export interface Replacement {
@@ -34,8 +34,9 @@ export function replaceActivities(deps: ActivityDeps) {
         const qc = await loadCluster(deps, ref);
         if (!stillAsked(qc, pod)) return { done: { abandoned: `the ${ANNOTATIONS.replacePod} annotation no longer names ${pod}` } };
         const obs = await observeCluster(deps, qc);
-        // The watcher starts no replacement it refuses; the same check once more, on the cluster as it is now.
-        const asked = replaceRequest(qc, obs.statefulSet?.replicas ?? null);
+        // The watcher starts no replacement it refuses; the same check once more, on the cluster as
+        // it is now (the leader's voters: during a scale-down the nodes above spec.replicas count).
+        const asked = replaceRequest(qc, obs.statefulSet?.replicas ?? null, obs.membership?.voters ?? qc.status?.voters ?? null);
         if (!asked || 'refused' in asked) {
           return { hold: { phase: 'Blocked', message: asked?.refused ?? `the ${ANNOTATIONS.replacePod} annotation no longer names ${pod}`, gate: 'replace-target' } };
         }
@@ -63,6 +64,9 @@ export function replaceActivities(deps: ActivityDeps) {
         if (!stillAsked(qc, r.pod)) return { done: 'abandoned' };
         if (m.leader === r.nodeId) return { done: 'handOff' };
         if (m.changeInFlight || m.joint) return { hold: { phase: 'Replacing', message: `${what}: a membership change is in flight`, gate: 'no-change-in-flight' } };
+        // The voters that stay must carry the cluster: the stop gate, the node's own stall excepted.
+        const hold = await removalHold(deps, qc, obs, r.nodeId, 'Replacing');
+        if (hold) return { hold };
         const c = await changeThroughLeader(deps, qc, obs, 'Replacing', what, r.nodeId, (base) => removeMember(base, r.nodeId));
         if ('hold' in c) return c;
         await stepEvent(deps, qc, 'RemoveMember', what);
@@ -101,6 +105,9 @@ export function replaceActivities(deps: ActivityDeps) {
         const obs = await observeCluster(deps, qc);
         const pod = obs.pods.find((p) => p.ordinal === r.ordinal);
         const claim = obs.claims.find((c) => c.ordinal === r.ordinal && !c.terminating);
+        if (!obs.statefulSet || obs.statefulSet.terminating) {
+          return { hold: { phase: 'Replacing', message: `the StatefulSet ${ref.name} is gone: the cluster has to be formed again before node ${r.nodeId} is added`, gate: 'statefulset-present' } };
+        }
         if (pod && pod.running && !pod.terminating && obs.health[r.ordinal] && claim && claim.uid !== r.claimUid) return { done: true };
         return { hold: { phase: 'Replacing', message: `waiting for pod ${r.ordinal} to start before node ${r.nodeId} is added`, gate: 'pod-running' } };
       });

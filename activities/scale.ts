@@ -1,10 +1,13 @@
-// The steps of ScaleVoters that are not membership changes: waiting for the next step, the pod
-// count of the StatefulSet, and the claims of pods that are gone for good.
+// The steps of ScaleVoters that are not membership changes: waiting for the next step (a removal
+// waits for the stop gate here, where the wait can be cancelled or yield), the pod count of the
+// StatefulSet, the claims of pods that are gone for good, and the volume of a pod that holds the
+// data of a node that left the membership.
 import { ApplicationFailure } from '@temporalio/common';
 import { withDefaults } from '../crd/defaults.ts';
 import { nextVoterStep, type VoterStep } from '../workflows/plan/voters.ts';
 import { holdUntil, loadCluster, observeCluster, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
-import { applyObject, deleteClaimByUid, getStatefulSet } from './kube.ts';
+import { applyObject, deleteClaimByUid, deletePodByUid, getStatefulSet } from './kube.ts';
+import { removalHold } from './membership.ts';
 import { keptShape, names, statefulSet } from './resources.ts';
 
 export type ActionableVoterStep = Exclude<VoterStep, { kind: 'wait' }>;
@@ -18,6 +21,10 @@ export function scaleActivities(deps: ActivityDeps) {
         const obs = await observeCluster(deps, qc);
         const s = nextVoterStep(obs, withDefaults(qc.spec).replicas);
         if (s.kind === 'wait') return { hold: { phase: 'Scaling', message: s.message, gate: s.gate } };
+        if (s.kind === 'remove-member') {
+          const hold = await removalHold(deps, qc, obs, s.nodeId, 'Scaling');
+          if (hold) return { hold };
+        }
         return { done: s };
       });
     },
@@ -31,6 +38,17 @@ export function scaleActivities(deps: ActivityDeps) {
       }
       await applyObject(deps.kube, statefulSet(qc, { ...keptShape(live, withDefaults(qc.spec)), pods }));
       await stepEvent(deps, qc, 'ScalePods', message);
+    },
+
+    /**
+     * Gives the pod of a node that left the membership an empty volume: deletes its claim (the UID
+     * observed) and the pod on it (its UID), so the StatefulSet makes both again, empty.
+     */
+    async wipeClaim(ref: ClusterRef, step: { claimName: string; claimUid: string; podName: string; podUid: string; message: string }): Promise<void> {
+      const qc = await loadCluster(deps, ref);
+      const deleted = await deleteClaimByUid(deps.kube, ref.namespace, step.claimName, step.claimUid);
+      await deletePodByUid(deps.kube, ref.namespace, step.podName, step.podUid);
+      if (deleted) await stepEvent(deps, qc, 'WipeVolume', step.message);
     },
 
     /** Deletes the claim of a pod that is gone for good, if it is still the one observed (UID precondition). */

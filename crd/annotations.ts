@@ -139,21 +139,28 @@ export type ReplaceRequest = { pod: string; ordinal: number; nodeId: number } | 
  * voter (an ordinal below spec.replicas, and below the StatefulSet's pods when it has fewer), and
  * not the only voter. Null when it asks for none.
  */
-export function replaceRequest(qc: Pick<QueenCluster, 'metadata' | 'spec'>, statefulSetPods: number | null): ReplaceRequest | null {
+export function replaceRequest(
+  qc: Pick<QueenCluster, 'metadata' | 'spec'> & { status?: { voters?: readonly number[] | null } | null },
+  statefulSetPods: number | null,
+  membershipVoters: readonly number[] | null = qc.status?.voters ?? null,
+): ReplaceRequest | null {
   const pod = readAnnotations(qc.metadata.annotations).replacePod;
   if (pod === null) return null;
   const name = qc.metadata.name;
-  const voters = qc.spec.replicas ?? 3;
+  const wanted = qc.spec.replicas ?? 3;
   const ordinal = parseOrdinal(name, pod);
-  const pods = Math.min(voters, statefulSetPods ?? voters);
-  if (ordinal < 0 || ordinal >= pods) {
+  const pods = Math.min(wanted, statefulSetPods ?? wanted);
+  // A voter is one the spec asks for (with a pod), or one the leader lists that has a pod: during a
+  // scale-down the nodes above spec.replicas are voters until they leave, and may be replaced meanwhile.
+  const listed = ordinal >= 0 && ordinal < (statefulSetPods ?? Infinity) && !!membershipVoters?.includes(nodeIdOf(ordinal));
+  if (ordinal < 0 || (ordinal >= pods && !listed)) {
     const which = pods === 1 ? `${name}-0` : `a pod from ${name}-0 to ${name}-${pods - 1}`;
     return {
       pod,
       refused: `the pod asked to be replaced, "${pod}", is not a voter of this cluster: name ${which} in ${ANNOTATIONS.replacePod}, or remove it`,
     };
   }
-  if (voters === 1) {
+  if ((membershipVoters && membershipVoters.length > 0 ? membershipVoters.length : wanted) <= 1) {
     return {
       pod,
       refused: `${pod} is the only voter: replacing it would lose every committed write; restore the cluster from a backup instead and remove the ${ANNOTATIONS.replacePod} annotation`,

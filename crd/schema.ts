@@ -278,7 +278,7 @@ const operationSchema = {
 } as const;
 
 /** How an operation ended. */
-export const OPERATION_RESULTS = ['Succeeded', 'Failed', 'Cancelled', 'Yielded', 'RolledBack'] as const;
+export const OPERATION_RESULTS = ['Succeeded', 'Failed', 'Cancelled', 'Yielded', 'RolledBack', 'Terminated'] as const;
 
 const lastOperationSchema = {
   type: 'object',
@@ -290,7 +290,9 @@ const lastOperationSchema = {
     result: {
       type: 'string',
       enum: OPERATION_RESULTS,
-      description: 'RolledBack: an upgrade that failed and put the pods it had moved back on the previous pod template.',
+      description:
+        'RolledBack: an upgrade that failed and put the pods it had moved back on the previous pod template. ' +
+        'Terminated: its workflow was ended from outside (temporal workflow terminate, a reset, a timeout).',
     },
     message: { type: 'string' },
     target: { type: 'string' },

@@ -1,8 +1,10 @@
 // The thin watcher: informers on QueenClusters and the objects they own. On every event (and on a
 // resync) it looks at one cluster, decides which operation it needs (workflows/plan/decide.ts) and
 // starts it under the cluster's workflow id, so Temporal itself refuses a second one while one
-// runs; it signals a running operation to yield to a more urgent one, and cancels one when asked.
-// It also keeps the cluster's observer running. No broker calls, no step logic.
+// runs; it signals a running operation to yield to a more urgent one (once per run), and cancels
+// one when asked. It also keeps the cluster's observer running (one per object, by its uid), and
+// keeps status true about runs it did not see end: one ended from outside (terminated, reset) and
+// one no worker takes up (watcher/runs.ts). No broker calls, no step logic.
 import {
   makeInformer,
   type Informer,
@@ -15,12 +17,13 @@ import {
   type V1Service,
   type V1StatefulSet,
 } from '@kubernetes/client-node';
-import { Client, WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
+import { Client, WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type WorkflowExecutionDescription } from '@temporalio/client';
 import type { Logger } from 'pino';
 import type { ClusterRef } from '../activities/common.ts';
-import { describeKubeError, getCluster, isConflict, patchClusterAnnotations, recordEvent, statusCode, type Kube } from '../activities/kube.ts';
+import { describeKubeError, getCluster, isConflict, patchClusterAnnotations, patchClusterStatus, recordEvent, statusCode, type Kube } from '../activities/kube.ts';
 import { claimObservation, podObservation, statefulSetObservation } from '../activities/observe.ts';
 import { names, selectorLabels } from '../activities/resources.ts';
+import { clusterConditions } from '../activities/status.ts';
 import { clusterView } from '../activities/view.ts';
 import { readAnnotations } from '../crd/annotations.ts';
 import { ANNOTATIONS, GROUP, PLURAL, VERSION, type QueenCluster } from '../crd/schema.ts';
@@ -28,6 +31,7 @@ import type { OperationInput } from '../workflows/operation.ts';
 import { searchAttributesOf } from '../workflows/search-attributes.ts';
 import { decide, OPERATION_TYPES, type Decision, type OperationType, type RunningOperation } from '../workflows/plan/decide.ts';
 import type { ClaimObservation, PodObservation } from '../workflows/plan/observation.ts';
+import { endedOutside, noWorkerStatus, Runs, waitingForWorker } from './runs.ts';
 
 /** What the Web UI shows of an operation beside its steps: what it is for and where to look. */
 function operationDetails(type: string, ns: string, name: string, target: string): string {
@@ -61,6 +65,8 @@ const WORKFLOW_OF: Partial<Record<OperationType, string>> = {
 const TYPE_OF: Record<string, OperationType> = Object.fromEntries(
   Object.entries(WORKFLOW_OF).map(([type, workflow]) => [workflow, type as OperationType]),
 );
+/** The operations that stop at their next wait when asked to yield (nothing is more urgent than forming). */
+const YIELDING: ReadonlySet<OperationType> = new Set(['ReplaceNode', 'ScaleVoters', 'GrowVolumes', 'RollingUpgrade']);
 
 export interface WatcherOptions {
   kc: KubeConfig;
@@ -75,6 +81,8 @@ export interface WatcherOptions {
   settleMs?: number;
   /** The operator's search attributes are registered: the workflows it starts carry them. */
   searchAttributes?: boolean;
+  /** An operation no worker has taken up this long after its start is said in status. */
+  noWorkerAfterMs?: number;
 }
 
 interface WatchState {
@@ -108,13 +116,18 @@ export class Watcher {
   private readonly pending = new Map<string, NodeJS.Timeout>();
   private readonly busy = new Set<string>();
   private readonly again = new Set<string>();
-  private readonly observed = new Map<string, string>();
+  /** The object each cluster's observer was last seen to observe, and when that was checked. */
+  private readonly observed = new Map<string, { uid: string; at: number }>();
   private readonly cancelled = new Set<string>();
+  private readonly yielded = new Set<string>();
+  private readonly noWorkerTold = new Set<string>();
+  private readonly runs: Runs;
   private resync: NodeJS.Timeout | null = null;
   private stopped = false;
 
   constructor(opts: WatcherOptions) {
-    this.opts = { resyncMs: 30_000, settleMs: 300, searchAttributes: false, ...opts };
+    this.opts = { resyncMs: 30_000, settleMs: 300, searchAttributes: false, noWorkerAfterMs: 10_000, ...opts };
+    this.runs = new Runs(this.opts.temporal);
   }
 
   async start(): Promise<void> {
@@ -312,15 +325,17 @@ export class Watcher {
       if (!caches || !cached || cached.metadata.deletionTimestamp) return;
       await this.ensureObserver(cached, log);
       const running = await this.runningOperation(namespace, name);
+      // Status first: a run that ended from outside is recorded before anything is decided on it.
+      if (await this.reconcileRecorded(cached, running, log)) return;
       if (!running && readAnnotations(cached.metadata.annotations).cancel) await this.nothingToCancel(namespace, name, log);
       let decision = decide(this.view(cached, caches), running, Date.now());
-      if (decision.action === 'start') {
+      if (decision.action === 'start' || decision.action === 'yield') {
         // Decide again on the object as the API server has it now, not as the cache had it.
         const fresh = await getCluster(this.opts.kube, namespace, name);
         if (!fresh || fresh.metadata.uid !== cached.metadata.uid || fresh.metadata.deletionTimestamp) return;
         decision = decide(this.view(fresh, caches), running, Date.now());
         if (decision.action === 'start') await this.startOperation(fresh, decision, log);
-        return;
+        if (decision.action !== 'yield') return;
       }
       await this.act(decision, log);
     } catch (err) {
@@ -368,15 +383,43 @@ export class Watcher {
     }
   }
 
-  /** The observer runs as long as the QueenCluster exists; starting it again is a no-op. */
+  /**
+   * The observer runs as long as the QueenCluster exists, and observes that object (its uid): a
+   * run left by an object of the same name that was deleted is ended and a new one started, and
+   * one that ended (terminated by hand) is started again. Checked again once per resync.
+   */
   private async ensureObserver(qc: QueenCluster, log: Logger) {
     const { namespace, name, uid } = qc.metadata;
     const key = `${namespace}/${name}`;
-    if (this.observed.get(key) === uid) return;
+    const seen = this.observed.get(key);
+    if (seen && seen.uid === uid && Date.now() - seen.at < this.opts.resyncMs) return;
+    const workflowId = observerWorkflowId(namespace, name);
+    let current: WorkflowExecutionDescription | null = null;
+    try {
+      current = await this.opts.temporal.workflow.getHandle(workflowId).describe();
+    } catch (err) {
+      if (!(err instanceof WorkflowNotFoundError)) throw err;
+    }
+    if (current?.status.name === 'RUNNING') {
+      const owner = (await this.runs.startedFor(workflowId, current.runId)).uid;
+      if (owner === null || owner === uid) {
+        this.observed.set(key, { uid: uid!, at: Date.now() });
+        return;
+      }
+      log.info({ workflowId, runId: current.runId, uid: owner }, `the observer run observes a QueenCluster ${key} that was deleted: ending it, observing the new one`);
+      await this.opts.temporal.workflow
+        .getHandle(workflowId, current.runId)
+        .terminate(`its QueenCluster ${key} (uid ${owner}) was deleted; the one of that name now has uid ${uid}`)
+        .catch((err) => {
+          if (!(err instanceof WorkflowNotFoundError)) throw err;
+        });
+    } else if (seen?.uid === uid) {
+      log.info({ workflowId }, 'the observer is not running (ended from outside): starting it again');
+    }
     const ref: ClusterRef = { namespace, name, uid: uid! };
     try {
       await this.opts.temporal.workflow.start('clusterObserver', {
-        workflowId: observerWorkflowId(namespace, name),
+        workflowId,
         taskQueue: this.opts.taskQueue,
         args: [ref, null],
         workflowIdConflictPolicy: 'USE_EXISTING',
@@ -384,13 +427,83 @@ export class Watcher {
         staticDetails: observerDetails(namespace, name),
         ...(this.opts.searchAttributes ? { typedSearchAttributes: searchAttributesOf(namespace, name, 'Observer', '') } : {}),
       });
-      this.observed.set(key, uid!);
       log.debug('observer running');
     } catch (err) {
-      if (err instanceof WorkflowExecutionAlreadyStartedError) {
-        this.observed.set(key, uid!);
-        return;
+      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+    }
+    this.observed.set(key, { uid: uid!, at: Date.now() });
+  }
+
+  /**
+   * Keeps status.operation true about runs the operation itself could not report on. A run named
+   * there that is no longer running ended from outside (terminated, timed out): it is cleared,
+   * status.lastOperation says how it ended, and the phase is assessed again by the observer. A
+   * reset goes on in a new run of the same operation: status.operation follows it. A run that no
+   * worker has taken up for a while says so, naming the task queue. True when status changed.
+   */
+  private async reconcileRecorded(qc: QueenCluster, running: RunningOperation | null, log: Logger): Promise<boolean> {
+    const { namespace, name } = qc.metadata;
+    const recorded = qc.status?.operation ?? null;
+    if (recorded?.runId && recorded.runId !== running?.runId) {
+      const end = await this.runs.end(recorded.workflowId, recorded.runId).catch((err) => {
+        if (err instanceof WorkflowNotFoundError || /not found/i.test(String(err))) return null;
+        throw err;
+      });
+      if (end) {
+        const fresh = await getCluster(this.opts.kube, namespace, name);
+        if (!fresh || fresh.metadata.uid !== qc.metadata.uid || fresh.status?.operation?.runId !== recorded.runId) return false;
+        if (running && running.type === recorded.type) {
+          log.info({ workflowId: running.workflowId, runId: running.runId, was: recorded.runId }, `${recorded.type} goes on in a new run (a reset)`);
+          await this.patchStatus(fresh, { operation: { runId: running.runId } });
+          return true;
+        }
+        if (end.status === 'COMPLETED' || end.status === 'CONTINUED_AS_NEW') {
+          await this.patchStatus(fresh, { operation: null });
+          return true;
+        }
+        const startedFor = await this.runs.startedFor(recorded.workflowId, recorded.runId).catch(() => ({ uid: null, fingerprint: null, retryToken: null }));
+        const lastOperation = endedOutside(recorded, end, startedFor, { namespace, name }, new Date());
+        log.warn({ workflowId: recorded.workflowId, runId: recorded.runId, how: end.status, reason: end.reason, identity: end.identity }, lastOperation.message ?? '');
+        if (await this.patchStatus(fresh, { operation: null, lastOperation })) {
+          await recordEvent(this.opts.kube, fresh, `${recorded.type}${lastOperation.result}`, lastOperation.message ?? '', 'Warning').catch(() => undefined);
+        }
+        return true;
       }
+    }
+    if (running?.runId && recorded?.runId !== running.runId) {
+      const d = await this.opts.temporal.workflow.getHandle(running.workflowId, running.runId).describe();
+      const waiting = waitingForWorker(d, Date.now(), this.opts.noWorkerAfterMs);
+      if (!waiting) return false;
+      const fresh = await getCluster(this.opts.kube, namespace, name);
+      if (!fresh || fresh.metadata.uid !== qc.metadata.uid || fresh.status?.operation?.runId === running.runId) return false;
+      const input = await this.runs.input(running.workflowId, running.runId).catch(() => null);
+      const target = (input?.[0] as { target?: unknown } | undefined)?.target;
+      const st = noWorkerStatus(running.type, { ...running, runId: running.runId, taskQueue: d.taskQueue, since: waiting.since, target: typeof target === 'string' ? target : null }, Date.now());
+      log.warn({ workflowId: running.workflowId, runId: running.runId, taskQueue: d.taskQueue }, st.message);
+      const conditions = clusterConditions(fresh.status?.conditions, {
+        phase: st.phase,
+        message: st.message,
+        operation: { type: running.type, step: st.message },
+        paused: readAnnotations(fresh.metadata.annotations).pause,
+        generation: fresh.metadata.generation,
+        now: new Date(),
+      });
+      if ((await this.patchStatus(fresh, { ...st, conditions })) && !this.noWorkerTold.has(running.runId)) {
+        this.noWorkerTold.add(running.runId);
+        await recordEvent(this.opts.kube, fresh, 'NoWorker', st.message, 'Warning').catch(() => undefined);
+      }
+      return true;
+    }
+    return false;
+  }
+
+  /** A status patch of the object as it was read (compare-and-set: a newer write wins). */
+  private async patchStatus(qc: QueenCluster, status: Record<string, unknown>): Promise<boolean> {
+    try {
+      await patchClusterStatus(this.opts.kube, qc.metadata.namespace, qc.metadata.name, status, qc.metadata.resourceVersion);
+      return true;
+    } catch (err) {
+      if (isConflict(err)) return false;
       throw err;
     }
   }
@@ -434,6 +547,8 @@ export class Watcher {
         ...(this.opts.searchAttributes ? { typedSearchAttributes: searchAttributesOf(namespace, name, decision.need.type, decision.need.target) } : {}),
       });
       log.info({ workflowId: handle.workflowId, runId: handle.firstExecutionRunId, type: decision.need.type, target: decision.need.target }, `started ${decision.need.type}`);
+      // Looked at again once a worker should have taken it up.
+      setTimeout(() => this.enqueue(namespace, name), this.opts.noWorkerAfterMs + 1000).unref();
     } catch (err) {
       if (err instanceof WorkflowExecutionAlreadyStartedError) {
         log.debug({ type: decision.need.type }, 'an operation already runs');
@@ -445,10 +560,21 @@ export class Watcher {
 
   private async act(decision: Decision, log: Logger) {
     switch (decision.action) {
-      case 'yield':
+      case 'yield': {
+        // Once per run: the operation keeps the request until its next safe point.
+        if (!YIELDING.has(decision.running.type)) return;
+        const runKey = `${decision.running.workflowId}/${decision.running.runId}`;
+        if (this.yielded.has(runKey)) return;
+        this.yielded.add(runKey);
         log.info({ running: decision.running.type, need: decision.need.type }, `asking ${decision.running.type} to yield to ${decision.need.type}`);
-        await this.opts.temporal.workflow.getHandle(decision.running.workflowId, decision.running.runId).signal('yield', decision.need.type);
+        try {
+          await this.opts.temporal.workflow.getHandle(decision.running.workflowId, decision.running.runId).signal('yield', decision.need.type);
+        } catch (err) {
+          this.yielded.delete(runKey);
+          throw err;
+        }
         return;
+      }
       case 'cancel': {
         const runKey = `${decision.running.workflowId}/${decision.running.runId}`;
         if (this.cancelled.has(runKey)) return;

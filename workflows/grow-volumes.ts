@@ -1,33 +1,45 @@
 // GrowVolumes: every claim asks for spec.storage.size; a pod whose file system waits for a restart
 // is restarted (one at a time, through the stop gate); then the StatefulSet is created again
 // around its running pods with the new claim template. Volumes never shrink (the API refuses it).
-import { CancellationScope } from '@temporalio/workflow';
-import { resumeHint, runOperation, step, type OperationInput } from './operation.ts';
+// Each step carries the size read from the spec at that step, so a second raise retargets the
+// running grow; the StatefulSet made again keeps the pod count of the one it replaces.
+import { CancellationScope, patched } from '@temporalio/workflow';
+import { resumeHint, runOperation, step, yieldable, YIELD_AT_WAITS, YIELDED, type OperationInput } from './operation.ts';
 
 export async function growVolumes(input: OperationInput): Promise<string> {
   const { ref } = input;
-  const size = input.target.replace(/^volumes of /, '');
+  const yielding = yieldable(patched(YIELD_AT_WAITS));
+  // The size worked towards: the one the operation started for, then whatever the latest step read.
+  let size = input.target.replace(/^volumes of /, '');
+  const yielded = () => ({ result: 'Yielded' as const, message: `growing the volumes to ${size} yielded to ${yielding.requested}` });
   return runOperation(
     input,
     {
       type: 'GrowVolumes',
       phase: 'Resizing',
       message: `growing the volumes: ${input.target}`,
-      cancelled: async () =>
-        `growing the volumes to ${input.target} was cancelled; ${resumeHint(ref)}`,
-      failed: `growing the volumes to ${input.target} failed`,
+      cancelled: async () => `growing the volumes to ${size} was cancelled; ${resumeHint(ref)}`,
+      failed: `growing the volumes to ${size} failed`,
     },
     async () => {
       for (;;) {
-        const s = await step('wait for the next step towards the volume size wanted', 'wait').awaitVolumeStep(ref);
+        const s = await yielding.run(() => step('wait for the next step towards the volume size wanted', 'wait').awaitVolumeStep(ref));
+        if (s === YIELDED) return yielded();
+        // Steps recorded before they carried a size (older runs) work towards the first size.
+        if ('size' in s && s.size) size = s.size;
         switch (s.kind) {
           case 'done':
             return { result: 'Succeeded', message: `every volume is ${size}` };
-          case 'expand':
-            await CancellationScope.nonCancellable(() => step(s.message, 'wait').expandClaim(ref, s.ordinal, s.claimName, s.claimUid, size, s.message));
+          case 'expand': {
+            const to = size;
+            await CancellationScope.nonCancellable(() => step(s.message, 'wait').expandClaim(ref, s.ordinal, s.claimName, s.claimUid, to, s.message));
             break;
+          }
           case 'restart': {
-            const pick = await step(`wait until pod ${s.ordinal} may stop`, 'wait').awaitStopGate(ref, s.ordinal, { phase: 'Resizing', next: s.next });
+            const pick = await yielding.run(() =>
+              step(`wait until pod ${s.ordinal} may stop`, 'wait').awaitStopGate(ref, s.ordinal, { phase: 'Resizing', next: s.next, growing: true }),
+            );
+            if (pick === YIELDED) return yielded();
             if (pick) await CancellationScope.nonCancellable(() => step(s.message, 'wait').restartPod(ref, pick, { phase: 'Resizing', message: s.message }));
             break;
           }
@@ -35,7 +47,7 @@ export async function growVolumes(input: OperationInput): Promise<string> {
             // Between the delete and the create the cluster has no StatefulSet: both go together.
             await CancellationScope.nonCancellable(async () => {
               const pods = await step('delete the StatefulSet, not its pods', 'wait').deleteStatefulSetOrphan(ref, s.message);
-              await step('create the StatefulSet with the new size').createStatefulSet(ref, pods);
+              await step('create the StatefulSet with the new size').createStatefulSet(ref, s.pods ?? pods);
             });
             break;
         }

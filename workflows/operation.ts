@@ -7,6 +7,7 @@ import {
   condition,
   defineSignal,
   isCancellation,
+  patched,
   proxyActivities,
   setCurrentDetails,
   setHandler,
@@ -14,6 +15,9 @@ import {
 } from '@temporalio/workflow';
 import type { Activities, ClusterRef } from '../activities/index.ts';
 import type { OperationType } from './plan/decide.ts';
+import { resumeHint } from './plan/format.ts';
+
+export { resumeHint };
 
 export interface OperationInput {
   ref: ClusterRef;
@@ -23,22 +27,28 @@ export interface OperationInput {
   retryToken: string;
 }
 
-/** The command a cancelled operation's message ends with: a new retry token starts it again. */
-export const resumeHint = (ref: ClusterRef) =>
-  `to resume: kubectl -n ${ref.namespace} annotate queencluster ${ref.name} queenmq.com/retry=$(date +%s) --overwrite`;
-
 /** Asks a running operation to stop at its next safe point so a more urgent one can run. */
 export const yieldSignal = defineSignal<[string]>('yield');
 
+/**
+ * Steps are retried with backoff as long as it takes (the API server or a broker may be away for a
+ * while; a step failing for more than a few attempts says so in status), except what a retry
+ * cannot change: the cluster gone, its StatefulSet gone, a refusal of the API server.
+ */
 const RETRY = {
   initialInterval: '1s',
   backoffCoefficient: 2,
   maximumInterval: '30s',
-  nonRetryableErrorTypes: ['ClusterGone', 'NoStatefulSet'],
+  nonRetryableErrorTypes: ['ClusterGone', 'NoStatefulSet', 'Refused'],
 };
 
-/** Quick steps: a few API calls. */
-const QUICK: ActivityOptions = { startToCloseTimeout: '2 minutes', retry: RETRY };
+/**
+ * Every step heartbeats every few seconds while it runs, whatever it does (activities/guard.ts),
+ * so a step whose replica crashed is retried once its heartbeats stop, and a call that takes
+ * longer than the timeout (a membership change may take 40 s) never starts a second attempt
+ * beside the first. Quick steps (a few API calls) also end within their start-to-close.
+ */
+const QUICK: ActivityOptions = { startToCloseTimeout: '2 minutes', heartbeatTimeout: '20 seconds', retry: RETRY };
 
 /** Waits: they poll until a gate opens, heartbeating, for as long as it takes. */
 const WAIT: ActivityOptions = {
@@ -59,8 +69,18 @@ export function step(summary: string, kind: 'quick' | 'wait' = 'quick') {
 
 export const YIELDED = Symbol('yielded');
 
-/** Tracks the yield signal and runs steps that a yield interrupts. */
-export function yieldable() {
+/**
+ * The patch behind which ScaleVoters, GrowVolumes and ReplaceNode yield at their waits: runs that
+ * began before it keep going as they were recorded (a yield signal they got then changed nothing).
+ */
+export const YIELD_AT_WAITS = 'yield-at-waits';
+
+/**
+ * Tracks the yield signal and runs steps that a yield interrupts: the waits, which are the safe
+ * points. A signal that arrives during a step that must finish is honoured at the next wait.
+ * With `enabled` false (a run recorded before it could yield) steps simply run.
+ */
+export function yieldable(enabled = true) {
   let reason: string | null = null;
   setHandler(yieldSignal, (why: string) => {
     reason = why;
@@ -71,6 +91,7 @@ export function yieldable() {
     },
     /** Runs `fn`, cancelling it when a yield arrives; returns YIELDED then. */
     async run<T>(fn: () => Promise<T>): Promise<T | typeof YIELDED> {
+      if (!enabled) return fn();
       if (reason !== null) return YIELDED;
       const scope = new CancellationScope();
       let done = false;
@@ -158,7 +179,16 @@ export async function runOperation(input: OperationInput, shape: OperationShape,
       await end('Cancelled', message);
       throw err;
     }
-    await end('Failed', `${shape.failed}: ${failureMessage(err)}`);
+    // Without a StatefulSet nothing goes on until the cluster is formed again: that comes first
+    // (it is more urgent), then this operation starts again for what is still needed.
+    if (failureType(err) === 'NoStatefulSet' && patched('no-statefulset-yields')) {
+      const again = shape.type === 'FormCluster' ? 'forming the cluster starts again and makes it' : 'it starts again once the cluster is formed again';
+      const message = `${shape.type} stopped: the StatefulSet ${input.ref.name} is gone; ${again}`;
+      await end('Yielded', message);
+      return message;
+    }
+    // A failed operation shows Blocked with its message until a retry (or a new spec) asks again.
+    await end('Failed', `${shape.failed}: ${failureMessage(err)}; ${resumeHint(input.ref)}`);
     throw err;
   }
   await end(outcome.result, outcome.message);

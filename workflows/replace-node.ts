@@ -3,13 +3,21 @@
 // before, through the stop gate), then the volume, then back in as a learner, promoted once it
 // caught up; the annotation goes at the end. Removing the annotation before the node left the
 // membership calls the replacement off; after that the node is always re-added, cancel or not,
-// because only then is the cluster whole again.
-import { CancellationScope } from '@temporalio/workflow';
-import { runOperation, step, type OperationInput } from './operation.ts';
+// because only then is the cluster whole again. The node leaves through the stop gate (the voters
+// that stay must carry the cluster). Only forming the cluster again is more urgent: the waits
+// yield to it (a cluster without its StatefulSet cannot start the pod anyway), and with the
+// annotation still there the replacement starts again afterwards and goes on from where it is.
+import { CancellationScope, patched } from '@temporalio/workflow';
+import { runOperation, step, yieldable, YIELD_AT_WAITS, YIELDED, type OperationInput } from './operation.ts';
 
 export async function replaceNode(input: OperationInput): Promise<string> {
   const { ref } = input;
   const pod = input.target;
+  const yielding = yieldable(patched(YIELD_AT_WAITS));
+  const yieldedBefore = () => ({
+    result: 'Yielded' as const,
+    message: `the replacement of ${pod} yielded to ${yielding.requested} before its node left the membership: the membership and the volume are as they were`,
+  });
   return runOperation(
     input,
     {
@@ -20,11 +28,13 @@ export async function replaceNode(input: OperationInput): Promise<string> {
       failed: `the replacement of ${pod} failed`,
     },
     async () => {
-      const checked = await step(`replacing ${pod}`, 'wait').checkReplacement(ref, pod);
+      const checked = await yielding.run(() => step(`replacing ${pod}`, 'wait').checkReplacement(ref, pod));
+      if (checked === YIELDED) return yieldedBefore();
       if ('abandoned' in checked) return { result: 'Succeeded', message: `the replacement of ${pod} was called off: ${checked.abandoned}` };
       const r = checked.replacement;
       for (;;) {
-        const left = await step(`removing node ${r.nodeId} from the membership`, 'wait').leaveMembership(ref, r);
+        const left = await yielding.run(() => step(`removing node ${r.nodeId} from the membership`, 'wait').leaveMembership(ref, r));
+        if (left === YIELDED) return yieldedBefore();
         if (left === 'left') break;
         if (left === 'abandoned') {
           return {
@@ -33,7 +43,10 @@ export async function replaceNode(input: OperationInput): Promise<string> {
           };
         }
         // It leads: stopped once, through the stop gate, it hands leadership away.
-        const pick = await step(`wait until pod ${r.ordinal} may stop`, 'wait').awaitStopGate(ref, r.ordinal, { phase: 'Replacing', next: `pod ${r.ordinal} leads` }, r.pod);
+        const pick = await yielding.run(() =>
+          step(`wait until pod ${r.ordinal} may stop`, 'wait').awaitStopGate(ref, r.ordinal, { phase: 'Replacing', next: `pod ${r.ordinal} leads` }, r.pod),
+        );
+        if (pick === YIELDED) return yieldedBefore();
         if (pick) {
           await CancellationScope.nonCancellable(() =>
             step(`restart pod ${r.ordinal} so it hands leadership away`, 'wait').restartPod(ref, pick, {
@@ -43,14 +56,23 @@ export async function replaceNode(input: OperationInput): Promise<string> {
           );
         }
       }
-      // Out of the membership: from here on the node is re-added whatever happens.
-      await CancellationScope.nonCancellable(async () => {
+      // Out of the membership: from here on the node is re-added whatever happens (a cancel waits
+      // for the end; a yield to forming the cluster again leaves the annotation, which starts the
+      // replacement again afterwards).
+      const rest = await CancellationScope.nonCancellable(async () => {
         await step(`deleting the volume of pod ${r.ordinal}`, 'wait').wipeVolume(ref, r);
-        await step(`wait for pod ${r.ordinal} to start empty`, 'wait').awaitEmptyNode(ref, r);
-        await step(`adding node ${r.nodeId} as a learner`, 'wait').addLearnerNode(ref, r.nodeId, 'Replacing');
-        await step(`promoting node ${r.nodeId} to voters`, 'wait').promoteNodes(ref, [r.nodeId], 'Replacing');
-        await step(`pod ${r.ordinal} is a voter again`, 'wait').finishReplacement(ref, r);
+        if ((await yielding.run(() => step(`wait for pod ${r.ordinal} to start empty`, 'wait').awaitEmptyNode(ref, r))) === YIELDED) return YIELDED;
+        if ((await yielding.run(() => step(`adding node ${r.nodeId} as a learner`, 'wait').addLearnerNode(ref, r.nodeId, 'Replacing'))) === YIELDED) return YIELDED;
+        if ((await yielding.run(() => step(`promoting node ${r.nodeId} to voters`, 'wait').promoteNodes(ref, [r.nodeId], 'Replacing'))) === YIELDED) return YIELDED;
+        if ((await yielding.run(() => step(`pod ${r.ordinal} is a voter again`, 'wait').finishReplacement(ref, r))) === YIELDED) return YIELDED;
+        return 'done';
       });
+      if (rest === YIELDED) {
+        return {
+          result: 'Yielded',
+          message: `the replacement of pod ${r.ordinal} yielded to ${yielding.requested} after node ${r.nodeId} left the membership: it goes on afterwards, the annotation stays`,
+        };
+      }
       return { result: 'Succeeded', message: `pod ${r.ordinal} is a voter again: node ${r.nodeId} left the membership, got an empty volume and caught up from the leader` };
     },
   );

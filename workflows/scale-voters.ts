@@ -2,13 +2,17 @@
 // new node as a learner, all promoted in one change once caught up. Down: each node leaves the
 // membership while its pod runs (a leader is stopped once first, through the stop gate, so it
 // hands leadership away), then the pods above it go, then their claims. The target is read again
-// at every step, so a second change of replicas retargets it.
-import { CancellationScope } from '@temporalio/workflow';
-import { resumeHint, runOperation, step, type OperationInput } from './operation.ts';
+// at every step, so a second change of replicas retargets it. A node leaves through the stop gate,
+// waited for where a cancel or a yield may stop the operation; a pod that holds the data of a node
+// that left gets an empty volume before the node is added again.
+import { CancellationScope, patched } from '@temporalio/workflow';
+import { resumeHint, runOperation, step, yieldable, YIELD_AT_WAITS, YIELDED, type OperationInput } from './operation.ts';
 
 export async function scaleVoters(input: OperationInput): Promise<string> {
   const { ref } = input;
+  const yielding = yieldable(patched(YIELD_AT_WAITS));
   const done: string[] = [];
+  const sofar = () => (done.length === 0 ? 'no step' : done.join(', '));
   return runOperation(
     input,
     {
@@ -16,17 +20,21 @@ export async function scaleVoters(input: OperationInput): Promise<string> {
       phase: 'Scaling',
       message: `changing the voters: ${input.target}`,
       cancelled: async () =>
-        `changing the voters to ${input.target} was cancelled after ${done.length === 0 ? 'no step' : done.join(', ')}; ` +
+        `changing the voters to ${input.target} was cancelled after ${sofar()}; ` +
         resumeHint(ref),
       failed: `changing the voters to ${input.target} failed`,
     },
     async () => {
       for (;;) {
-        const s = await step('wait for the next step towards the voters wanted', 'wait').awaitVoterStep(ref);
+        const s = await yielding.run(() => step('wait for the next step towards the voters wanted', 'wait').awaitVoterStep(ref));
+        if (s === YIELDED) {
+          return { result: 'Yielded', message: `changing the voters to ${input.target} yielded to ${yielding.requested} after ${sofar()}` };
+        }
         if (s.kind === 'done') {
           return { result: 'Succeeded', message: `the cluster has ${input.target}${done.length ? `: ${done.join(', ')}` : ''}` };
         }
         // A step once begun is finished before a cancel is honoured.
+        let took = true;
         await CancellationScope.nonCancellable(async () => {
           switch (s.kind) {
             case 'scale-pods':
@@ -39,7 +47,11 @@ export async function scaleVoters(input: OperationInput): Promise<string> {
               await step(s.message, 'wait').promoteNodes(ref, s.nodeIds, 'Scaling');
               break;
             case 'remove-member':
-              await step(s.message, 'wait').removeNode(ref, s.nodeId, 'Scaling');
+              // `held`: the gate closed again since the wait for it; the next wait says why.
+              took = (await step(s.message, 'wait').removeNode(ref, s.nodeId, 'Scaling')) === 'removed';
+              break;
+            case 'wipe-claim':
+              await step(s.message).wipeClaim(ref, s);
               break;
             case 'delete-claim':
               await step(s.message).deleteClaim(ref, s.claimName, s.claimUid, s.message);
@@ -50,12 +62,15 @@ export async function scaleVoters(input: OperationInput): Promise<string> {
         });
         if (s.kind === 'hand-off') {
           const ordinal = s.nodeId - 1;
-          const pick = await step(`wait until pod ${ordinal} may stop`, 'wait').awaitStopGate(ref, ordinal, { phase: 'Scaling', next: `node ${s.nodeId} leads` });
+          const pick = await yielding.run(() => step(`wait until pod ${ordinal} may stop`, 'wait').awaitStopGate(ref, ordinal, { phase: 'Scaling', next: `node ${s.nodeId} leads` }));
+          if (pick === YIELDED) {
+            return { result: 'Yielded', message: `changing the voters to ${input.target} yielded to ${yielding.requested} after ${sofar()}` };
+          }
           if (pick) {
             await CancellationScope.nonCancellable(() => step(`restart pod ${ordinal} so it hands leadership away`, 'wait').restartPod(ref, pick, { phase: 'Scaling', message: s.message }));
           }
         }
-        done.push(s.message);
+        if (took) done.push(s.message);
       }
     },
   );

@@ -28,11 +28,13 @@ it('delete-recreate: the claims stay, the voters come back with their data', asy
   await waitFor(
     'the pods, StatefulSet, Services and budget gone',
     async () => {
+      // The cluster's objects: the operator, installed in the namespace, has a pod and a budget of its own.
+      const labelSelector = 'app.kubernetes.io/instance=queen';
       const [p, st, sv, pdb] = await Promise.all([
-        s.core.listNamespacedPod({ namespace: s.ns }),
-        apps.listNamespacedStatefulSet({ namespace: s.ns }),
-        s.core.listNamespacedService({ namespace: s.ns }),
-        policy.listNamespacedPodDisruptionBudget({ namespace: s.ns }),
+        s.core.listNamespacedPod({ namespace: s.ns, labelSelector }),
+        apps.listNamespacedStatefulSet({ namespace: s.ns, labelSelector }),
+        s.core.listNamespacedService({ namespace: s.ns, labelSelector }),
+        policy.listNamespacedPodDisruptionBudget({ namespace: s.ns, labelSelector }),
       ]);
       return p.items.length + st.items.length + sv.items.length + pdb.items.length === 0;
     },

@@ -242,6 +242,8 @@ export interface Scenario {
   startOperator(label?: string, flags?: OperatorFlags): OperatorProcess;
   /** The logs of every operator of the scenario, installed or process. */
   operatorLog(): string;
+  /** Something close() does first (lifting what the scenario put on the test bed outside its namespace). */
+  onClose(fn: () => Promise<void>): void;
   close(): Promise<void>;
 }
 
@@ -263,6 +265,7 @@ export async function scenario(prefix: string, opts: { secret?: boolean; namespa
   const taskQueue = `queen-${ns}`;
   const operators: OperatorProcess[] = [];
   const clusters = new Set<string>();
+  const closing: (() => Promise<void>)[] = [];
   const s: Scenario = {
     ns,
     kc,
@@ -288,7 +291,11 @@ export async function scenario(prefix: string, opts: { secret?: boolean; namespa
       operators.push(op);
       return op;
     },
+    onClose(fn) {
+      closing.push(fn);
+    },
     async close() {
+      for (const fn of closing.splice(0)) await fn().catch(() => undefined);
       await Promise.all(operators.map((o) => o.kill('SIGTERM')));
       if (s.installed) {
         // The installed operator stops first (SIGTERM, then its pods go), so it restarts nothing below.
@@ -483,4 +490,49 @@ export function monitor(s: Scenario, everyMs = 200, name = 'queen'): Monitor {
     await loop;
   };
   return m;
+}
+
+/**
+ * A change freeze on the scenario's StatefulSets, as a cluster's admission policy would be (a
+ * ValidatingAdmissionPolicy and its binding, cluster-wide objects matched to this namespace): every
+ * update of a StatefulSet there is refused with 403. Returns what lifts it; scenario.close() lifts
+ * it too.
+ */
+export async function freezeStatefulSets(s: Scenario): Promise<() => Promise<void>> {
+  const file = join(testbed().dir, `freeze-${s.ns}.yaml`);
+  writeFileSync(
+    file,
+    `apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: { name: freeze-${s.ns} }
+spec:
+  failurePolicy: Fail
+  matchConstraints: { resourceRules: [{ apiGroups: ["apps"], apiVersions: ["v1"], operations: ["UPDATE"], resources: ["statefulsets"] }] }
+  validations:
+    - expression: "false"
+      message: "StatefulSets are frozen by the change policy"
+      reason: Forbidden
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: { name: freeze-${s.ns} }
+spec:
+  policyName: freeze-${s.ns}
+  validationActions: [Deny]
+  matchResources: { namespaceSelector: { matchLabels: { kubernetes.io/metadata.name: ${s.ns} } } }
+`,
+  );
+  const r = await kubectl(['apply', '-f', file]);
+  if (r.code !== 0) throw new Error(`the change freeze was not applied: ${r.stderr}`);
+  let lifted = false;
+  const lift = async () => {
+    if (lifted) return;
+    lifted = true;
+    await kubectl(['delete', '--ignore-not-found', '-f', file]);
+    // The API server drops (and loads) a policy within a few seconds.
+    await sleep(5000);
+  };
+  s.onClose(lift);
+  await sleep(3000);
+  return lift;
 }

@@ -162,6 +162,9 @@ export function imageCacheDir(): string {
   return process.env.QUEEN_IMAGE_CACHE ?? join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'queen-operator', 'images');
 }
 
+/** A build used (pulled) within this time is not evicted by another checkout's build. */
+const RECENTLY_USED_MS = 6 * 3600_000;
+
 /**
  * Builds the operator's image (or finds it built): the final stage's folder and how it runs.
  * `log` hears what the build does.
@@ -269,8 +272,8 @@ export async function buildOperatorImage(opts: { projectDir?: string; cacheDir?:
 }
 
 /**
- * Removes builds no test bed has pulled for two hours (several test beds, of several checkouts,
- * may share the cache and run their builds at the same time), keeping the three newest anyway.
+ * Removes builds no test bed has pulled lately (several test beds, of several checkouts, may share
+ * the cache and run their builds at the same time), keeping the three newest anyway.
  */
 function evictOldBuilds(cacheDir: string, keep: string): void {
   const builds = readdirSync(cacheDir)
@@ -278,7 +281,7 @@ function evictOldBuilds(cacheDir: string, keep: string): void {
     .map((d) => ({ d, t: statSync(join(cacheDir, d)).mtimeMs }))
     .sort((a, b) => b.t - a.t);
   for (const old of builds.slice(3)) {
-    if (Date.now() - old.t > 2 * 3600_000) rmSync(join(cacheDir, old.d), { recursive: true, force: true });
+    if (Date.now() - old.t > RECENTLY_USED_MS) rmSync(join(cacheDir, old.d), { recursive: true, force: true });
   }
 }
 
@@ -300,6 +303,7 @@ function run(argv: string[], cwd: string, env: NodeJS.ProcessEnv): Promise<{ cod
 /** The images the kubelet stand-in runs from a folder: the operator's, built from the checkout as it is. */
 export class ImageStore {
   readonly #building = new Map<string, Promise<BuiltImage>>();
+  readonly #built = new Set<string>();
   readonly #log: (line: string) => void;
   constructor(log: (line: string) => void = () => undefined) {
     this.#log = log;
@@ -315,9 +319,22 @@ export class ImageStore {
   prepare(): Promise<BuiltImage> {
     const key = imageKey();
     let p = this.#building.get(key);
+    if (p && this.#built.has(key)) {
+      // A build found earlier: marked as used, or made again if its folder is gone (removed by
+      // hand, or by the eviction of an older checkout).
+      const dir = join(imageCacheDir(), `operator-${key}`);
+      if (existsSync(join(dir, 'image.json'))) {
+        const now = new Date();
+        utimesSync(dir, now, now);
+      } else {
+        this.#built.delete(key);
+        p = undefined;
+      }
+    }
     if (!p) {
       p = buildOperatorImage({ log: this.#log });
       this.#building.set(key, p);
+      p.then(() => this.#built.add(key), () => undefined);
       // A failed build is tried again at the next pull.
       p.catch(() => this.#building.delete(key));
     }

@@ -9,6 +9,7 @@ import {
   classifyRefusal,
   freshestView,
   probeWrite,
+  setVoters,
   promote,
   readHealth,
   readMembership,
@@ -149,5 +150,22 @@ describe('the probe proves a write committed (C4)', () => {
     });
     handler = () => undefined;
     expect(await probeWrite(base, 'pod 2', 300)).toEqual({ ok: false, error: 'the write probe through pod 2 got no answer within 0.3s' });
+  });
+  it('507 storage_full is the disk gate of the node asked, told apart from a lost quorum', async () => {
+    handler = answer(507, { error: 'storage is full on at least one node', code: 'storage_full' });
+    expect(await probeWrite(base, 'pod 0')).toEqual({
+      ok: false,
+      storageFull: true,
+      error: 'the write probe through pod 0 answered 507: {"error":"storage is full on at least one node","code":"storage_full"}',
+    });
+  });
+});
+
+describe('a joint configuration left behind is finished with PUT voters (queen-broker-api 5.10)', () => {
+  it('sends the exact voter set', async () => {
+    handler = answer(200, view);
+    await setVoters(base, [1, 2, 3, 4]);
+    expect(seen.at(-1)).toMatchObject({ method: 'PUT', url: '/api/v1/system/raft/membership/voters' });
+    expect(JSON.parse(seen.at(-1)!.body)).toEqual({ voters: [1, 2, 3, 4] });
   });
 });

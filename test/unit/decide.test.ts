@@ -78,6 +78,14 @@ describe('what the watcher does', () => {
       need: { type: 'ReplaceNode', target: 'queen-1', fingerprint: 'replace:queen-1' },
     });
   });
+  it('does not ask a grow to yield while it creates its own StatefulSet again (issue 8, item 10)', () => {
+    const v = view({ status: { voters: [1, 2, 3], operation: { type: 'GrowVolumes', workflowId: 'w', gate: 'statefulset-recreated' } } });
+    v.statefulSet = null;
+    expect(decide(v, running('GrowVolumes'), T0)).toEqual({ action: 'none', why: 'GrowVolumes runs' });
+    // Gone by another hand at any other step: formed again first.
+    v.qc.status!.operation!.gate = 'volume-grown';
+    expect(decide(v, running('GrowVolumes'), T0)).toMatchObject({ action: 'yield', need: { type: 'FormCluster' } });
+  });
   it('cancels a running operation when the cancel annotation asks', () => {
     expect(decide(view({ annotations: { 'queenmq.com/cancel': 'true' } }), running('RollingUpgrade'), T0)).toMatchObject({ action: 'cancel' });
   });
@@ -90,6 +98,13 @@ describe('what the watcher does', () => {
     const changed = upgrade(view({ status: { voters: [1, 2, 3], lastOperation: cancelled } }));
     changed.wantedSpecHash = 'spec3';
     expect(decide(changed, null, T0)).toMatchObject({ action: 'start' });
+  });
+  it('does not start again an operation terminated from outside, until a retry is asked (issue 8, item 3)', () => {
+    const terminated = { type: 'RollingUpgrade', result: 'Terminated' as const, fingerprint: 'spec:spec2', retryToken: '', message: 'RollingUpgrade (2.6.1) was terminated from outside' };
+    const v = upgrade(view({ status: { voters: [1, 2, 3], lastOperation: terminated } }));
+    expect(decide(v, null, T0)).toMatchObject({ action: 'stopped', message: 'RollingUpgrade (2.6.1) was terminated from outside' });
+    v.qc.metadata.annotations = { 'queenmq.com/retry': '2' };
+    expect(decide(v, null, T0)).toMatchObject({ action: 'start', retryToken: '2' });
   });
   it('starts a yielded operation again', () => {
     const yielded = { type: 'RollingUpgrade', result: 'Yielded' as const, fingerprint: 'spec:spec2', retryToken: '' };

@@ -292,3 +292,38 @@ describe('what the kubelet says is turned into a reason (G13, G17, G21)', () => 
     expect(phaseOf(obs).message).toBe('pod 1 is crash-looping: its container exited with code 1 (4 restarts)');
   });
 });
+
+describe('a node leaves the membership through the same gate as a pod stop (issue 8, item 4)', () => {
+  const removal = (obs: Observation, target: number, memory: StallMemory) => stopGate({ obs, memory, target, opts: OPTS, removing: true });
+  it('removing a healthy voter while another is stalled is held: the two left could not commit', () => {
+    const obs = cluster(3, 3, 1);
+    setMember(obs, member(2, true, 72));
+    const memory = stalledSince(obs, 2, T0 - 60_000);
+    expect(removal(obs, 2, memory)).toEqual({
+      gate: 'voter-not-stalled',
+      reason: 'node 2 is behind the leader and does not catch up (72 entries behind): if its volume was wiped or put back from a copy, it has to be replaced',
+    });
+  });
+  it('the stalled voter itself may leave (it is the one being replaced), the others carrying the cluster', () => {
+    const obs = cluster(3, 3, 1);
+    setMember(obs, member(2, true, 72));
+    pod(obs, 1).ready = false;
+    const memory = stalledSince(obs, 2, T0 - 60_000);
+    expect(removal(obs, 1, memory)).toBeNull();
+    // A pod stop of that voter is still held: restarting it repairs nothing.
+    expect(gate(obs, 1, memory)?.gate).toBe('voter-not-stalled');
+  });
+  it('another voter not Ready holds a removal as it holds a restart', () => {
+    const obs = cluster(3, 3, 1);
+    pod(obs, 1).ready = false;
+    expect(removal(obs, 2, {})).toEqual({ gate: 'pod-ready', reason: 'pod 1 is not Ready' });
+  });
+});
+
+describe('without its StatefulSet no pod is stopped: it would not come back (issue 8, item 1)', () => {
+  it('the gate says the cluster has to be formed again', () => {
+    const obs = cluster(3, 3, 1);
+    obs.statefulSet = null;
+    expect(gate(obs, 2)).toEqual({ gate: 'statefulset-present', reason: 'the StatefulSet queen is gone: the cluster has to be formed again' });
+  });
+});

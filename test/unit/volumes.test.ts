@@ -12,7 +12,7 @@ const step = (obs: Observation, template = 50 * GI) => nextVolumeStep(obs, '100G
 describe('volumes grow before the StatefulSet takes the new size (S11)', () => {
   it('expands each claim, waits for the volumes, restarts the pod that needs it, recreates the StatefulSet', () => {
     const obs = cluster(3, 3, 3);
-    expect(step(obs)).toEqual({ kind: 'expand', ordinal: 0, claimName: 'data-queen-0', claimUid: 'claim-a', message: 'growing the volume of pod 0 to 100Gi' });
+    expect(step(obs)).toEqual({ kind: 'expand', ordinal: 0, claimName: 'data-queen-0', claimUid: 'claim-a', size: '100Gi', message: 'growing the volume of pod 0 to 100Gi' });
     for (const c of obs.claims) Object.assign(c, { request: '100Gi', requestBytes: 100 * GI });
     expect(step(obs)).toEqual({ kind: 'wait', message: 'the volume of pod 0 is growing to 100Gi', gate: 'volume-grown' });
     obs.claims[0]!.capacityBytes = 100 * GI;
@@ -25,8 +25,8 @@ describe('volumes grow before the StatefulSet takes the new size (S11)', () => {
     });
     obs.claims[1]!.capacityBytes = 100 * GI;
     obs.claims[2]!.capacityBytes = 100 * GI;
-    expect(step(obs)).toEqual({ kind: 'recreate', message: 'recreating the StatefulSet with 100Gi volumes; its pods keep running' });
-    expect(step(obs, 100 * GI)).toEqual({ kind: 'done' });
+    expect(step(obs)).toEqual({ kind: 'recreate', pods: 3, size: '100Gi', message: 'recreating the StatefulSet with 100Gi volumes; its pods keep running' });
+    expect(step(obs, 100 * GI)).toEqual({ kind: 'done', size: '100Gi' });
   });
   it('a claim not bound yet (no capacity) is not waited for', () => {
     const obs = cluster(3, 3, 3);
@@ -34,6 +34,29 @@ describe('volumes grow before the StatefulSet takes the new size (S11)', () => {
     obs.claims[0]!.capacityBytes = 0;
     obs.claims[1]!.capacityBytes = 100 * GI;
     obs.claims[2]!.capacityBytes = 100 * GI;
-    expect(step(obs, 100 * GI)).toEqual({ kind: 'done' });
+    expect(step(obs, 100 * GI)).toEqual({ kind: 'done', size: '100Gi' });
+  });
+});
+
+describe('a second raise during a grow retargets it (issue 8, item 10)', () => {
+  it('every step carries the size the spec asks for now, and the re-creation the pod count of the StatefulSet', () => {
+    const obs = cluster(3, 3, 3);
+    // Claim 0 grew to 100Gi and waits for its pod; then 200Gi is asked.
+    for (const c of obs.claims) Object.assign(c, { request: '100Gi', requestBytes: 100 * GI, capacityBytes: 100 * GI });
+    expect(nextVolumeStep(obs, '200Gi', 200 * GI, 50 * GI)).toMatchObject({ kind: 'expand', ordinal: 0, size: '200Gi', message: 'growing the volume of pod 0 to 200Gi' });
+    for (const c of obs.claims) Object.assign(c, { request: '200Gi', requestBytes: 200 * GI, capacityBytes: 200 * GI });
+    obs.statefulSet!.replicas = 5;
+    expect(nextVolumeStep(obs, '200Gi', 200 * GI, 100 * GI)).toEqual({
+      kind: 'recreate',
+      pods: 5,
+      size: '200Gi',
+      message: 'recreating the StatefulSet with 200Gi volumes; its pods keep running',
+    });
+    expect(nextVolumeStep(obs, '200Gi', 200 * GI, 200 * GI)).toEqual({ kind: 'done', size: '200Gi' });
+  });
+  it('without its StatefulSet a grow waits for the cluster to be formed again', () => {
+    const obs = cluster(3, 3, 3);
+    obs.statefulSet = null;
+    expect(step(obs)).toEqual({ kind: 'wait', message: 'the StatefulSet queen is gone: the cluster has to be formed again', gate: 'statefulset-present' });
   });
 });

@@ -33,11 +33,12 @@ describe('3 to 5 voters: learners first, promoted together (S3)', () => {
     addPod(obs, 4, false);
     expect(nextVoterStep(obs, 5)).toMatchObject({ kind: 'wait', message: 'waiting for pod 3 to start before node 4 is added' });
     pod(obs, 3).running = true;
-    obs.health[3] = { ...obs.health[0]!, status: 503, healthy: false };
+    // A new node on an empty volume: it answers 503 settling and has applied nothing.
+    obs.health[3] = { ...obs.health[0]!, status: 503, healthy: false, role: 'learner', applied: 0, commit: 0 };
     expect(nextVoterStep(obs, 5)).toEqual({ kind: 'add-learner', nodeId: 4, message: 'adding node 4 as a learner' });
     setMember(obs, member(4, false, 20));
     pod(obs, 4).running = true;
-    obs.health[4] = { ...obs.health[0]! };
+    obs.health[4] = { ...obs.health[0]!, status: 503, healthy: false, role: 'learner', applied: 0, commit: 0 };
     expect(nextVoterStep(obs, 5)).toEqual({ kind: 'add-learner', nodeId: 5, message: 'adding node 5 as a learner' });
     setMember(obs, member(5, false, 40_000));
     expect(nextVoterStep(obs, 5)).toMatchObject({ kind: 'wait', message: 'learner 5 is catching up (40000 entries behind)' });
@@ -96,5 +97,45 @@ describe('the StatefulSet never has fewer pods than members (G5)', () => {
     const obs = cluster(3, 3, 1);
     obs.membership!.changeInFlight = true;
     expect(nextVoterStep(obs, 5)).toMatchObject({ kind: 'wait', message: 'a membership change is in flight' });
+  });
+});
+
+describe('a node that left the membership never comes back with its old data (queen-broker-api 2.5)', () => {
+  it('after a scale-down that stopped between the removal and the pods: its volume is emptied before it is added', () => {
+    // 3 to 1 cancelled after node 3 left; then 3 voters asked again. Pod 2 still runs on node 3's data.
+    const obs = cluster(3, 3, 1);
+    removeMember(obs, 3);
+    expect(nextVoterStep(obs, 3)).toEqual({
+      kind: 'wipe-claim',
+      nodeId: 3,
+      ordinal: 2,
+      claimName: 'data-queen-2',
+      claimUid: 'claim-c',
+      podName: 'queen-2',
+      podUid: 'uid-2',
+      message: 'deleting the volume of pod 2: it holds the data node 3 had before it left the membership',
+    });
+    // The pod goes with its claim; the new one starts empty and is added.
+    pod(obs, 2).terminating = true;
+    expect(nextVoterStep(obs, 3)).toMatchObject({ kind: 'wait', gate: 'pod-running' });
+    Object.assign(pod(obs, 2), { terminating: false, uid: 'uid-2b' });
+    obs.claims[2] = { ...obs.claims[2]!, uid: 'claim-c2' };
+    obs.health[2] = { ...obs.health[2]!, status: 503, healthy: false, role: 'learner', applied: 0, commit: 0 };
+    expect(nextVoterStep(obs, 3)).toEqual({ kind: 'add-learner', nodeId: 3, message: 'adding node 3 as a learner' });
+  });
+  it('a learner that holds data is a member: it is promoted, not emptied', () => {
+    const obs = cluster(3, 3, 1);
+    setMember(obs, member(3, false, 0));
+    obs.membership!.voters = [1, 2];
+    obs.membership!.learners = [3];
+    expect(nextVoterStep(obs, 3)).toEqual({ kind: 'promote', nodeIds: [3], message: 'promoting node 3 to voters' });
+  });
+});
+
+describe('without its StatefulSet, a scale waits for the cluster to be formed again', () => {
+  it('says so, with the gate', () => {
+    const obs = cluster(3, 3, 1);
+    obs.statefulSet = null;
+    expect(nextVoterStep(obs, 5)).toEqual({ kind: 'wait', message: 'the StatefulSet queen is gone: the cluster has to be formed again', gate: 'statefulset-present' });
   });
 });

@@ -82,7 +82,7 @@ export type Decision =
   | { action: 'stopped'; need: Need; message: string };
 
 /** The ends after which the same request is not started again by itself. */
-export const STOPPED_RESULTS: readonly string[] = ['Cancelled', 'Failed', 'RolledBack'];
+export const STOPPED_RESULTS: readonly string[] = ['Cancelled', 'Failed', 'RolledBack', 'Terminated'];
 
 /** How long a succeeded operation's request is not started again, whatever a stale cache says. */
 export const SUCCEEDED_GRACE_MS = 30_000;
@@ -93,7 +93,7 @@ export function decide(v: ClusterView, running: RunningOperation | null, now: nu
   const need = neededOperation(v);
   if (running) {
     // plan-only starts nothing: not even the more urgent operation a yield would make way for.
-    if (need && priority(need.type) < priority(running.type) && !asked.planOnly) return { action: 'yield', running, need };
+    if (need && priority(need.type) < priority(running.type) && !asked.planOnly && !recreatingItself(v, running, need)) return { action: 'yield', running, need };
     return { action: 'none', why: `${running.type} runs` };
   }
   // Forming the cluster comes first; anything after a replacement waits for the refused one to be fixed.
@@ -117,4 +117,13 @@ export function decide(v: ClusterView, running: RunningOperation | null, now: nu
     }
   }
   return { action: 'start', need, retryToken };
+}
+
+/**
+ * A grow deletes its StatefulSet and creates it again (status.operation.gate says so meanwhile):
+ * while it does, the missing StatefulSet is its own doing, not a cluster to form again.
+ */
+function recreatingItself(v: ClusterView, running: RunningOperation, need: Need): boolean {
+  const op = v.qc.status?.operation;
+  return need.type === 'FormCluster' && running.type === 'GrowVolumes' && op?.type === 'GrowVolumes' && op.gate === 'statefulset-recreated';
 }

@@ -1,6 +1,8 @@
 // The stop gate: the named conditions that hold a disruptive step (stopping a pod) back, shared
 // by every operation. Each gate returns the reason it holds, in the words of the README, or null.
 // The target pod is the one about to be stopped: the other voters must carry the cluster without it.
+// A node about to leave the membership passes the same gate (`removing`): the voters that stay
+// must carry the cluster without it, so a removal never leaves two voters that cannot commit.
 import { goDuration, lagText } from './format.ts';
 import type { Observation } from './observation.ts';
 import { isStalled, type StallMemory } from './stalls.ts';
@@ -19,6 +21,11 @@ export interface GateContext {
   /** Ordinal of the pod about to be stopped, or null to ask whether the cluster is settled. */
   target: number | null;
   opts: GateOptions;
+  /**
+   * The target's node is about to leave the membership rather than stop: its own stall holds
+   * nothing back (a voter that does not catch up is often the very node being replaced).
+   */
+  removing?: boolean;
 }
 
 export interface GateHold {
@@ -49,6 +56,9 @@ export const GATE_NAMES = [
   'old-volume-gone',
   'volume-grown',
   'statefulset-deleted',
+  'statefulset-present',
+  'statefulset-recreated',
+  'worker-polling',
 ] as const;
 export type GateName = (typeof GATE_NAMES)[number];
 
@@ -71,6 +81,12 @@ export const STOP_GATES: readonly Gate[] = [
       obs.membership && obs.membership.leader !== null
         ? null
         : 'no pod answers with a leader\'s view of the membership: an election is under way, or the cluster lost its majority',
+  },
+  {
+    // Without its StatefulSet a stopped pod never comes back: the cluster has to be formed again first.
+    name: 'statefulset-present',
+    check: ({ obs }) =>
+      !obs.statefulSet || obs.statefulSet.terminating ? `the StatefulSet ${obs.name} is gone: the cluster has to be formed again` : null,
   },
   {
     name: 'apply-running',
@@ -102,6 +118,7 @@ export const STOP_GATES: readonly Gate[] = [
     name: 'voter-not-stalled',
     check: (c) => {
       for (const id of voterIds(c.obs)) {
+        if (c.removing && c.target !== null && id === c.target + 1) continue;
         if (isStalled(c.obs, c.memory, id, c.opts.stallAfterMs)) {
           const m = c.obs.membership?.members.find((x) => x.nodeId === id);
           return `node ${id} is behind the leader and does not catch up${lagText(m?.lag)}: if its volume was wiped or put back from a copy, it has to be replaced`;

@@ -130,7 +130,8 @@ function voterSteps({ obs, spec }: PlanInput): PlannedStep[] {
         for (let o = 0; o < s.pods; o++) {
           if (podAt(sim, o)) continue;
           sim.pods.push({ ...structuredClone(sim.pods[0]!), ordinal: o, name: `${sim.name}-${o}`, uid: `planned-${o}`, running: true, ready: false, hash: sim.wantedHash });
-          sim.health[o] = { ...structuredClone(Object.values(sim.health)[0]!), role: 'learner' };
+          // A new pod starts on an empty volume: it has applied nothing yet.
+          sim.health[o] = { ...structuredClone(Object.values(sim.health)[0]!), role: 'learner', applied: 0, commit: 0 };
           if (!sim.claims.some((c) => c.ordinal === o)) sim.claims.push({ ...structuredClone(sim.claims[0]!), ordinal: o, name: `data-${sim.name}-${o}`, uid: `planned-claim-${o}` });
         }
         break;

@@ -2,19 +2,25 @@
 // time; a volume whose file system waits for its pod to restart gets that restart (one at a time,
 // through the stop gate, as in an upgrade); then the StatefulSet is created again around its
 // running pods with the new claim template, since a StatefulSet's claim template cannot be edited.
+// Every step carries the size it works towards, read from the spec at that step: a second raise
+// during a grow retargets it. The re-creation carries the pod count of the StatefulSet it replaces.
 import type { Observation } from './observation.ts';
 
 export type VolumeStep =
-  | { kind: 'done' }
+  | { kind: 'done'; size: string }
   | { kind: 'wait'; message: string; gate: string }
-  | { kind: 'expand'; ordinal: number; claimName: string; claimUid: string; message: string }
+  | { kind: 'expand'; ordinal: number; claimName: string; claimUid: string; size: string; message: string }
   | { kind: 'restart'; ordinal: number; message: string; next: string }
-  | { kind: 'recreate'; message: string };
+  | { kind: 'recreate'; pods: number; size: string; message: string };
 
 export function nextVolumeStep(obs: Observation, size: string, sizeBytes: number, templateBytes: number): VolumeStep {
+  const sts = obs.statefulSet;
+  if (!sts || sts.terminating) {
+    return { kind: 'wait', message: `the StatefulSet ${obs.name} is gone: the cluster has to be formed again`, gate: 'statefulset-present' };
+  }
   for (const c of obs.claims) {
     if (c.terminating || c.requestBytes >= sizeBytes) continue;
-    return { kind: 'expand', ordinal: c.ordinal, claimName: c.name, claimUid: c.uid, message: `growing the volume of pod ${c.ordinal} to ${size}` };
+    return { kind: 'expand', ordinal: c.ordinal, claimName: c.name, claimUid: c.uid, size, message: `growing the volume of pod ${c.ordinal} to ${size}` };
   }
   for (const c of obs.claims) {
     if (c.terminating || c.capacityBytes === 0 || c.capacityBytes >= sizeBytes) continue;
@@ -27,7 +33,7 @@ export function nextVolumeStep(obs: Observation, size: string, sizeBytes: number
     };
   }
   if (templateBytes < sizeBytes) {
-    return { kind: 'recreate', message: `recreating the StatefulSet with ${size} volumes; its pods keep running` };
+    return { kind: 'recreate', pods: sts.replicas, size, message: `recreating the StatefulSet with ${size} volumes; its pods keep running` };
   }
-  return { kind: 'done' };
+  return { kind: 'done', size };
 }

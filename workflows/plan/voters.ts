@@ -2,6 +2,8 @@
 // a learner, then all of them promoted in one change once every one has caught up, so the cluster
 // never rests on an even count. Going down: each node leaves the membership while its pod still
 // runs (a leader hands leadership away first), then the pods above it go, then their claims.
+// A node that left the membership never comes back with its old data (the broker forbids it):
+// a pod whose node is not a member but holds data gets an empty volume before it is added.
 import { idsText, lagText } from './format.ts';
 import type { Observation } from './observation.ts';
 
@@ -13,12 +15,16 @@ export type VoterStep =
   | { kind: 'promote'; nodeIds: number[]; message: string }
   | { kind: 'hand-off'; nodeId: number; message: string }
   | { kind: 'remove-member'; nodeId: number; message: string }
+  | { kind: 'wipe-claim'; nodeId: number; ordinal: number; claimName: string; claimUid: string; podName: string; podUid: string; message: string }
   | { kind: 'delete-claim'; ordinal: number; claimName: string; claimUid: string; message: string };
 
 export function nextVoterStep(obs: Observation, wanted: number): VoterStep {
   const m = obs.membership;
   if (!m) return { kind: 'wait', message: "waiting for a leader's view of the membership", gate: 'leader-known' };
   if (m.changeInFlight || m.joint) return { kind: 'wait', message: 'a membership change is in flight', gate: 'no-change-in-flight' };
+  if (!obs.statefulSet || obs.statefulSet.terminating) {
+    return { kind: 'wait', message: `the StatefulSet ${obs.name} is gone: the cluster has to be formed again`, gate: 'statefulset-present' };
+  }
   const pods = obs.statefulSet?.replicas ?? 0;
   const memberIds = m.members.map((x) => x.nodeId);
   const top = Math.max(wanted, ...memberIds);
@@ -36,6 +42,20 @@ export function nextVoterStep(obs: Observation, wanted: number): VoterStep {
       const pod = obs.pods.find((p) => p.ordinal === id - 1);
       if (!pod || pod.terminating || !pod.running || !obs.health[id - 1]) {
         return { kind: 'wait', message: `waiting for pod ${id - 1} to start before node ${id} is added`, gate: 'pod-running' };
+      }
+      if (holdsOldData(obs, id)) {
+        const claim = obs.claims.find((c) => c.ordinal === id - 1 && !c.terminating);
+        if (!claim) return { kind: 'wait', message: `waiting for pod ${id - 1} to start on an empty volume before node ${id} is added`, gate: 'pod-running' };
+        return {
+          kind: 'wipe-claim',
+          nodeId: id,
+          ordinal: id - 1,
+          claimName: claim.name,
+          claimUid: claim.uid,
+          podName: pod.name,
+          podUid: pod.uid,
+          message: `deleting the volume of pod ${id - 1}: it holds the data node ${id} had before it left the membership`,
+        };
       }
       return { kind: 'add-learner', nodeId: id, message: `adding node ${id} as a learner` };
     }
@@ -71,4 +91,15 @@ export function nextVoterStep(obs: Observation, wanted: number): VoterStep {
     return { kind: 'delete-claim', ordinal: claim.ordinal, claimName: claim.name, claimUid: claim.uid, message: `deleting the volume claim of pod ${claim.ordinal}` };
   }
   return { kind: 'done' };
+}
+
+/**
+ * The pod of a node that is not a member holds data: it applied entries, which only a member
+ * can have received. It was in the membership before (a scale-down or a replacement that ended
+ * early) and may not come back with that data; an empty node applies nothing until it is added.
+ */
+export function holdsOldData(obs: Observation, nodeId: number): boolean {
+  if (obs.membership?.members.some((x) => x.nodeId === nodeId)) return false;
+  const h = obs.health[nodeId - 1];
+  return !!h && h.applied > 0;
 }

@@ -1,0 +1,37 @@
+// What a failed step becomes (issue 8, item 8): an answer of the API server that no retry can
+// change ends the step, in the step's words with the API server's; anything else is retried.
+import { ApplicationFailure } from '@temporalio/common';
+import { describe, expect, it } from 'vitest';
+import type { ActivityDeps } from '../../activities/common.ts';
+import { REFUSED_CODES, stepFailure, stepWords } from '../../activities/guard.ts';
+import { KubeApiError } from '../../activities/kube.ts';
+
+const deps = {} as ActivityDeps;
+const ref = { namespace: 'queen', name: 'queen', uid: 'u1' };
+
+describe('a refusal of the API server ends the step', () => {
+  it('403 from an admission policy: non-retryable, Refused, with the step and the answer', async () => {
+    const err = new KubeApiError(403, 'statefulsets.apps "queen" is forbidden: frozen', {});
+    const f = (await stepFailure(deps, 'applyPodTemplate', [ref], err)) as ApplicationFailure;
+    expect(f).toBeInstanceOf(ApplicationFailure);
+    expect(f.type).toBe('Refused');
+    expect(f.nonRetryable).toBe(true);
+    expect(f.message).toBe('applying the new pod template: the API server refused it (403): statefulsets.apps "queen" is forbidden: frozen');
+  });
+  it('the bookkeeping of an operation is retried whatever the answer', async () => {
+    const err = new KubeApiError(422, 'invalid', {});
+    // Not turned into a refusal: it goes on to the retry path (which reads the activity's attempt,
+    // and outside an activity says so).
+    await expect(stepFailure(deps, 'endOperation', [ref], err)).rejects.toThrow(/activity/i);
+  });
+  it('conflicts, throttling, a missing object and 5xx are not refusals', () => {
+    for (const code of [404, 409, 429, 500, 503]) expect(REFUSED_CODES.has(code)).toBe(false);
+    for (const code of [400, 403, 422]) expect(REFUSED_CODES.has(code)).toBe(true);
+  });
+  it('names the step in the words of the step list', () => {
+    expect(stepWords('restartPod', [ref, { ordinal: 2 }])).toBe('restarting pod 2');
+    expect(stepWords('restartPod', [ref, { ordinal: 2 }, { message: 'restarting pod 2 to finish growing its volume' }])).toBe('restarting pod 2 to finish growing its volume');
+    expect(stepWords('scalePods', [ref, 5, 'adding pods for 5 voters'])).toBe('adding pods for 5 voters');
+    expect(stepWords('promoteNodes', [ref, [4, 5], 'Scaling'])).toBe('promoting nodes 4 and 5 to voters');
+  });
+});

@@ -1,0 +1,203 @@
+// What the watcher reads of workflow runs beyond "is one running": the input a run was started
+// with (the QueenCluster an observer belongs to; what an operation was started for), how a run
+// ended, and whether a worker has taken its first task. With these it keeps status true when a
+// run ends from outside (terminated, reset, timed out) or no worker picks an operation up.
+import type { Client, WorkflowExecutionDescription } from '@temporalio/client';
+import { defaultPayloadConverter } from '@temporalio/common';
+import type { LastOperationStatus, OperationStatus, Phase } from '../crd/schema.ts';
+import type { OperationType } from '../workflows/plan/decide.ts';
+import { resumeHint } from '../workflows/plan/format.ts';
+
+/** HistoryEventFilterType.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT (temporal.api.enums.v1). */
+const CLOSE_EVENT_ONLY = 2;
+/** PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_SCHEDULED: no worker has taken it. */
+const TASK_SCHEDULED = 1;
+
+/** How a run ended, from its close event. */
+export interface RunEnd {
+  status: 'COMPLETED' | 'FAILED' | 'CANCELED' | 'TERMINATED' | 'TIMED_OUT' | 'CONTINUED_AS_NEW';
+  /** The reason given to `temporal workflow terminate` (or of a reset), or a failure's message. */
+  reason: string | null;
+  /** Who ended it (the CLI's or the Web UI's identity), if the server knows. */
+  identity: string | null;
+  at: string | null;
+}
+
+/** What an operation was started for (its OperationInput), as far as the run's input says. */
+export interface StartedFor {
+  uid: string | null;
+  fingerprint: string | null;
+  retryToken: string | null;
+}
+
+const ts = (t: { seconds?: unknown; nanos?: number | null } | null | undefined): string | null => {
+  if (!t || t.seconds === undefined || t.seconds === null) return null;
+  const ms = Number(t.seconds) * 1000 + Math.floor((t.nanos ?? 0) / 1e6);
+  return Number.isFinite(ms) ? new Date(ms).toISOString() : null;
+};
+
+export class Runs {
+  private readonly inputs = new Map<string, unknown[] | null>();
+  private readonly client: Client;
+  constructor(client: Client) {
+    this.client = client;
+  }
+
+  private get namespace(): string {
+    return this.client.options.namespace;
+  }
+
+  /** The arguments a run was started with (from its first event), cached per run. */
+  async input(workflowId: string, runId: string): Promise<unknown[] | null> {
+    const key = `${workflowId}/${runId}`;
+    if (this.inputs.has(key)) return this.inputs.get(key)!;
+    const page = await this.client.workflowService.getWorkflowExecutionHistory({
+      namespace: this.namespace,
+      execution: { workflowId, runId },
+      maximumPageSize: 1,
+    });
+    const payloads = page.history?.events?.[0]?.workflowExecutionStartedEventAttributes?.input?.payloads ?? null;
+    let args: unknown[] | null = null;
+    try {
+      args = payloads ? payloads.map((p) => defaultPayloadConverter.fromPayload(p as never)) : null;
+    } catch {
+      args = null;
+    }
+    if (this.inputs.size > 1000) this.inputs.clear();
+    this.inputs.set(key, args);
+    return args;
+  }
+
+  /** The uid of the QueenCluster a run works for: its first argument's ref (an operation) or the ref itself (the observer). */
+  async startedFor(workflowId: string, runId: string): Promise<StartedFor> {
+    const args = await this.input(workflowId, runId);
+    const first = (args?.[0] ?? null) as { uid?: unknown; ref?: { uid?: unknown }; fingerprint?: unknown; retryToken?: unknown } | null;
+    const uid = typeof first?.ref?.uid === 'string' ? first.ref.uid : typeof first?.uid === 'string' ? first.uid : null;
+    return {
+      uid,
+      fingerprint: typeof first?.fingerprint === 'string' ? first.fingerprint : null,
+      retryToken: typeof first?.retryToken === 'string' ? first.retryToken : null,
+    };
+  }
+
+  /** How a closed run ended; null while it runs. */
+  async end(workflowId: string, runId: string): Promise<RunEnd | null> {
+    const page = await this.client.workflowService.getWorkflowExecutionHistory({
+      namespace: this.namespace,
+      execution: { workflowId, runId },
+      historyEventFilterType: CLOSE_EVENT_ONLY,
+    });
+    const e = page.history?.events?.at(-1);
+    if (!e) return null;
+    const at = ts(e.eventTime);
+    if (e.workflowExecutionTerminatedEventAttributes) {
+      const a = e.workflowExecutionTerminatedEventAttributes;
+      return { status: 'TERMINATED', reason: a.reason || null, identity: a.identity || null, at };
+    }
+    if (e.workflowExecutionTimedOutEventAttributes) return { status: 'TIMED_OUT', reason: null, identity: null, at };
+    if (e.workflowExecutionFailedEventAttributes) {
+      return { status: 'FAILED', reason: e.workflowExecutionFailedEventAttributes.failure?.message || null, identity: null, at };
+    }
+    if (e.workflowExecutionCanceledEventAttributes) return { status: 'CANCELED', reason: null, identity: null, at };
+    if (e.workflowExecutionContinuedAsNewEventAttributes) return { status: 'CONTINUED_AS_NEW', reason: null, identity: null, at };
+    if (e.workflowExecutionCompletedEventAttributes) return { status: 'COMPLETED', reason: null, identity: null, at };
+    return null;
+  }
+}
+
+/**
+ * A run that no worker has taken up: its first workflow task is still scheduled, not started,
+ * `afterMs` after the run began. Null when a worker took it, or it is too early to say.
+ */
+export function waitingForWorker(d: WorkflowExecutionDescription, now: number, afterMs: number): { since: number } | null {
+  if (d.status.name !== 'RUNNING') return null;
+  const task = d.raw.pendingWorkflowTask;
+  if (!task || task.state !== TASK_SCHEDULED) return null;
+  // Only the first task: once a worker ran it, the operation wrote status.operation itself.
+  if ((d.historyLength ?? 0) > 2) return null;
+  const since = d.startTime.getTime();
+  return now - since >= afterMs ? { since } : null;
+}
+
+const PHASE_OF: Record<OperationType, Phase> = {
+  FormCluster: 'Forming',
+  ReplaceNode: 'Replacing',
+  ScaleVoters: 'Scaling',
+  GrowVolumes: 'Resizing',
+  RollingUpgrade: 'Upgrading',
+};
+
+/** The status of an operation started but not taken up by any worker: the task queue, named. */
+export function noWorkerStatus(
+  type: OperationType,
+  run: { workflowId: string; runId: string; taskQueue: string; since: number; target: string | null },
+  now: number,
+): { phase: Phase; message: string; operation: OperationStatus } {
+  const waited = Math.round((now - run.since) / 1000);
+  const step = `waiting for a worker on task queue ${run.taskQueue}`;
+  return {
+    phase: PHASE_OF[type],
+    message: `${step}: ${type} was started ${waited}s ago and no worker has taken it up (are the operator's workers running, on that task queue?)`,
+    operation: {
+      type,
+      workflowId: run.workflowId,
+      runId: run.runId,
+      step,
+      gate: 'worker-polling',
+      ...(run.target ? { target: run.target } : {}),
+      startedAt: new Date(run.since).toISOString(),
+    },
+  };
+}
+
+/**
+ * status.lastOperation for an operation whose run ended without recording it: terminated by a
+ * person (`temporal workflow terminate`, the Web UI, a reset), timed out, or failed in a way its
+ * code never saw. Terminated and timed-out runs count as stopped by hand: not started again for
+ * the same request until a retry is asked (the message says how).
+ */
+export function endedOutside(
+  recorded: OperationStatus,
+  end: RunEnd,
+  startedFor: StartedFor,
+  cluster: { namespace: string; name: string },
+  now: Date,
+): LastOperationStatus {
+  const type = recorded.type;
+  const by = end.identity ? ` by ${end.identity}` : '';
+  const why = end.reason ? `: ${end.reason}` : '';
+  let result: LastOperationStatus['result'] = 'Terminated';
+  let how: string;
+  switch (end.status) {
+    case 'TERMINATED':
+      how = `was terminated from outside${by}${why}`;
+      break;
+    case 'TIMED_OUT':
+      how = 'ran out of its workflow timeout';
+      break;
+    case 'CANCELED':
+      result = 'Cancelled';
+      how = 'was cancelled before it could say so';
+      break;
+    case 'FAILED':
+      result = 'Failed';
+      how = `failed${why}`;
+      break;
+    default:
+      result = 'Failed';
+      how = `ended (${end.status.toLowerCase()}) without saying how`;
+  }
+  const step = recorded.step ? ` at the step "${recorded.step}"` : '';
+  return {
+    type,
+    workflowId: recorded.workflowId,
+    ...(recorded.runId ? { runId: recorded.runId } : {}),
+    result,
+    message: `${type}${recorded.target ? ` (${recorded.target})` : ''} ${how}${step}; ${resumeHint(cluster)}`,
+    ...(recorded.target ? { target: recorded.target } : {}),
+    ...(startedFor.fingerprint !== null ? { fingerprint: startedFor.fingerprint } : {}),
+    ...(startedFor.retryToken !== null ? { retryToken: startedFor.retryToken } : {}),
+    ...(recorded.startedAt ? { startedAt: recorded.startedAt } : {}),
+    finishedAt: end.at ?? now.toISOString(),
+  };
+}
