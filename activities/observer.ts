@@ -143,11 +143,31 @@ async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: Observer
   if (comparable !== lastWritten || status.lastProbeTime) {
     try {
       // The resourceVersion makes this a compare-and-set: an operation that began since the read
-      // keeps its phase and message.
-      await patchClusterStatus(deps.kube, ref.namespace, ref.name, status, running ? undefined : qc.metadata.resourceVersion);
+      // keeps its phase and message, and one that ended keeps the conditions it wrote (Progressing
+      // False), which a write from before its end would otherwise turn back to True.
+      await patchClusterStatus(deps.kube, ref.namespace, ref.name, status, qc.metadata.resourceVersion);
     } catch (err) {
       if (!isConflict(err)) throw err;
-      return { state: { memory, lastProbe, lastPhase: state.lastPhase, lastTerm, warned, joint }, written: '' };
+      // While an operation writes its steps the object changes often: the observed fields are
+      // written again at once from a fresh read (the operation's phase and message are its own).
+      const fresh = running ? await getCluster(deps.kube, ref.namespace, ref.name) : null;
+      if (!fresh?.status?.operation || fresh.status.operation.type !== running?.type) {
+        return { state: { memory, lastProbe, lastPhase: state.lastPhase, lastTerm, warned, joint }, written: '' };
+      }
+      const again = { ...status, conditions: clusterConditions(fresh.status.conditions, {
+        phase: (fresh.status.phase ?? phase) as Phase,
+        message: fresh.status.message ?? message,
+        operation: { type: fresh.status.operation.type, step: fresh.status.operation.step ?? null },
+        paused: readAnnotations(fresh.metadata.annotations).pause,
+        generation: fresh.metadata.generation,
+        now: new Date(),
+      }) };
+      try {
+        await patchClusterStatus(deps.kube, ref.namespace, ref.name, again, fresh.metadata.resourceVersion);
+      } catch (second) {
+        if (!isConflict(second)) throw second;
+        return { state: { memory, lastProbe, lastPhase: state.lastPhase, lastTerm, warned, joint }, written: '' };
+      }
     }
     lastWritten = comparable;
   }
