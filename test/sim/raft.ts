@@ -396,7 +396,8 @@ export class RaftNode {
     this.readVolumeFile();
     const vol = this.cfg.volumeBytes;
     if (vol === null) return;
-    const used = this.store.measure();
+    this.store.measure();
+    const used = this.store.usage(); // the files, and the entries' padding
     const pct = (used / vol) * 100;
     if (pct >= 100) {
       this.stop('disk_full', `the data dir uses ${used} of ${vol} bytes`);
