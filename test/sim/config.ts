@@ -45,7 +45,7 @@ export interface SimConfig {
   legacy: boolean;
   clientOffload: boolean;
   // Data that takes time (test-bed knobs; 0 = instantaneous, the old behaviour):
-  /** Bytes a command entry counts for (at least its own size): the store grows by it. */
+  /** Bytes each message of a command entry (a KV put, a pushed message) counts for: the store grows by it. */
   entryBytes: number;
   /** Replication bandwidth to each follower, bytes per second of simulated time (scaled by the time factor). */
   bandwidthBytes: number;

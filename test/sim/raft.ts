@@ -614,9 +614,11 @@ export class RaftNode {
     const e: Entry = { index: this.store.lastIndex() + 1, term: this.term, ts: Date.now(), kind: partial.kind };
     if (partial.cmd) e.cmd = partial.cmd;
     if (partial.cmd && this.cfg.entryBytes > 0) {
-      // The entry counts for QUEEN_SIM_ENTRY_BYTES (a realistic message with its metadata).
+      // Each message of the entry (a KV put, each pushed message) counts for QUEEN_SIM_ENTRY_BYTES:
+      // a realistic message with its metadata.
+      const messages = partial.cmd.t === 'push' ? partial.cmd.items.length : 1;
       const own = JSON.stringify(e).length + 1;
-      if (own < this.cfg.entryBytes) e.pad = this.cfg.entryBytes - own;
+      if (own < messages * this.cfg.entryBytes) e.pad = messages * this.cfg.entryBytes - own;
     }
     if (partial.membership) e.membership = partial.membership;
     if (!this.persist('raft log', () => this.store.appendEntries([e]))) return null;
