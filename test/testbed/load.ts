@@ -106,7 +106,7 @@ export function startLoad(opts: LoadOptions): Load {
   void slices.start();
   // New connections per request would be closer to kube-proxy's per-connection choice; a keep-alive
   // pool per endpoint is what a real HTTP client does and costs far less.
-  const agent = new Agent({ keepAliveTimeout: 4000, connections: 16, ...(opts.sourceIp ? { connect: { localAddress: opts.sourceIp } } : {}) });
+  const agent = new Agent({ keepAliveTimeout: 4000, connections: 16, ...(opts.sourceIp ? { localAddress: opts.sourceIp } : {}) });
 
   const endpoints = (): Endpoint[] => {
     const out = new Map<string, Endpoint>();
