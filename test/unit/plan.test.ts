@@ -292,3 +292,24 @@ describe('what the kubelet says is turned into a reason (G13, G17, G21)', () => 
     expect(phaseOf(obs).message).toBe('pod 1 is crash-looping: its container exited with code 1 (4 restarts)');
   });
 });
+
+describe('a pod whose image cannot be pulled (issue 12)', () => {
+  it('holds the next restart with the image and the registry\'s cause, and shows as Degraded at rest', () => {
+    const obs = cluster(3, 3, 1);
+    allOld(obs);
+    const p2 = pod(obs, 2);
+    p2.hash = obs.wantedHash;
+    p2.ready = false;
+    p2.running = false;
+    p2.readySince = null;
+    p2.image = 'ghcr.io/queen-mq/queen:2.6.9';
+    p2.waitingReason = 'ImagePullBackOff';
+    p2.waitingMessage = 'Back-off pulling image "ghcr.io/queen-mq/queen:2.6.9": ErrImagePull: rpc error: code = NotFound desc = failed to resolve reference "ghcr.io/queen-mq/queen:2.6.9": not found';
+    delete obs.health[2];
+    expect(gate(obs, 1, {}, { ...OPTS, minReadyMs: 0 })).toEqual({ gate: 'pod-running', reason: 'pod 2 cannot pull its image ghcr.io/queen-mq/queen:2.6.9 (ImagePullBackOff: not found)' });
+    expect(phaseOf(obs)).toEqual({ phase: 'Degraded', message: 'pod 2 cannot pull its image ghcr.io/queen-mq/queen:2.6.9 (ImagePullBackOff: not found)', reason: 'image-pull' });
+    p2.waitingReason = 'ErrImagePull';
+    p2.waitingMessage = 'failed to authorize: 401 Unauthorized';
+    expect(phaseOf(obs).message).toBe('pod 2 cannot pull its image ghcr.io/queen-mq/queen:2.6.9 (ErrImagePull: access denied)');
+  });
+});
