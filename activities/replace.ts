@@ -63,7 +63,7 @@ export function replaceActivities(deps: ActivityDeps) {
         if (!stillAsked(qc, r.pod)) return { done: 'abandoned' };
         if (m.leader === r.nodeId) return { done: 'handOff' };
         if (m.changeInFlight || m.joint) return { hold: { phase: 'Replacing', message: `${what}: a membership change is in flight`, gate: 'no-change-in-flight' } };
-        const c = await changeThroughLeader(deps, qc, obs, 'Replacing', what, r.nodeId, (base) => removeMember(base, r.nodeId));
+        const c = await changeThroughLeader(deps, qc, obs, 'Replacing', what, r.nodeId, (base, token) => removeMember(base, r.nodeId, token));
         if ('hold' in c) return c;
         await stepEvent(deps, qc, 'RemoveMember', what);
         return { done: 'left' };

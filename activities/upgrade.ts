@@ -9,8 +9,8 @@ import type { Observation } from '../workflows/plan/observation.ts';
 import { nextRestart, outdatedPods, type RestartPick } from '../workflows/plan/restarts.ts';
 import { holdUntil, loadCluster, observeCluster, probeThrough, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
 import { gateOptions, recordProbe, stallMemory, stopHold } from './gate.ts';
-import { applyObject, getStatefulSet } from './kube.ts';
-import { disruptionBudget, imageRef, keptShape, names, podTemplate, services, specHash, statefulSet } from './resources.ts';
+import { applyObject, deleteOwnedNetworkPolicy, getStatefulSet } from './kube.ts';
+import { clusterObjects, imageRef, keptShape, names, networkPolicy, podTemplate, specHash, statefulSet } from './resources.ts';
 import { podVersion } from './status.ts';
 
 export interface AppliedTemplate {
@@ -50,7 +50,8 @@ export function upgradeActivities(deps: ActivityDeps) {
       }
       const shape = keptShape(live, spec);
       const before = live.spec?.template.metadata?.annotations?.[ANNOTATIONS.configHash];
-      for (const obj of [...services(qc), disruptionBudget(qc)]) await applyObject(deps.kube, obj);
+      for (const obj of clusterObjects(qc)) await applyObject(deps.kube, obj);
+      if (!networkPolicy(qc)) await deleteOwnedNetworkPolicy(deps.kube, qc, names.networkPolicy(ref.name));
       await applyObject(deps.kube, statefulSet(qc, shape));
       const { hash } = podTemplate(qc, shape.pods);
       if (before !== hash) {

@@ -10,7 +10,7 @@ export interface Assessment {
   phase: Phase;
   message: string;
   /** The named gate or check behind a Degraded or Blocked phase. */
-  reason?: GateName | 'pod-config' | 'crash-loop' | 'image-pull' | 'unschedulable' | 'forming' | 'last-operation';
+  reason?: GateName | 'pod-config' | 'crash-loop' | 'image-pull' | 'broker-credentials' | 'unschedulable' | 'forming' | 'last-operation';
 }
 
 export interface AssessInput {
@@ -60,6 +60,8 @@ export function assess(input: AssessInput): Assessment {
       return { phase: 'Blocked', message: `apply stopped on pod ${pod.ordinal}: this needs a person, see the recovery guide`, reason: 'apply-running' };
     }
   }
+  // The brokers refuse the operator's credentials (JWT_ENABLED): only a person can fix that.
+  if (!obs.membership && obs.brokerAuth) return { phase: 'Blocked', message: obs.brokerAuth, reason: 'broker-credentials' };
   if (!obs.membership) {
     if (!input.formed) return { phase: 'Forming', message: 'waiting for the pods to start and elect a leader', reason: 'forming' };
     return {

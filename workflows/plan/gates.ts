@@ -77,7 +77,9 @@ export const STOP_GATES: readonly Gate[] = [
     check: ({ obs }) =>
       obs.membership && obs.membership.leader !== null
         ? null
-        : 'no pod answers with a leader\'s view of the membership: an election is under way, or the cluster lost its majority',
+        : !obs.membership && obs.brokerAuth
+          ? obs.brokerAuth
+          : 'no pod answers with a leader\'s view of the membership: an election is under way, or the cluster lost its majority',
   },
   {
     name: 'apply-running',

@@ -119,6 +119,11 @@ export interface Observation {
   membership: MembershipObservation | null;
   /** The ordinal of the pod that gave it. */
   membershipVia: number | null;
+  /**
+   * Why the brokers refuse the operator on their system routes (JWT_ENABLED: no token, a token
+   * refused, a Secret that cannot be read), in one line; null or absent when they do not.
+   */
+  brokerAuth?: string | null;
 }
 
 export const podAt = (obs: Observation, ordinal: number) => obs.pods.find((p) => p.ordinal === ordinal);
