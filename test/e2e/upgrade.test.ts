@@ -6,7 +6,7 @@
 // status messages of the README in order; the restarts as Events and as activities in Temporal.
 import { afterEach, describe, expect, it } from 'vitest';
 import { startLoad, verifyAcknowledged } from '../testbed/load.ts';
-import { BIG_STORE, buildStore, clusterEvents, formed, kubectl, monitor, patchSpec, scenario, seedSpec, testbed, voterIps, waitForCluster, type Scenario } from './harness.ts';
+import { BIG_STORE, BIG_STORE_MESSAGES, buildStore, clusterEvents, formed, kubectl, monitor, patchSpec, scenario, seedSpec, testbed, voterIps, waitForCluster, type Scenario } from './harness.ts';
 import { activityTypes, recordHistory, settledRuns } from './temporal.ts';
 
 let s: Scenario | null = null;
@@ -24,7 +24,7 @@ export function expectedOrder(voters: number, leader: number): number[] {
 async function upgrade(prefix: string, replicas: 3 | 5) {
   s = await scenario(prefix, { sim: BIG_STORE });
   await formed(s, seedSpec({ replicas }));
-  await buildStore(s, 3000);
+  await buildStore(s, BIG_STORE_MESSAGES);
   const before = await waitForCluster(s, 'Ready with the store', (q) => q.status?.phase === 'Ready' && q.status?.commits === true, 120_000);
   const leader = before.status!.leader!;
   const term = before.status!.term!;
