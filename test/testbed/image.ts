@@ -264,7 +264,7 @@ export async function buildOperatorImage(opts: { projectDir?: string; cacheDir?:
     .filter((d) => /^operator-[0-9a-f]{16}$/.test(d) && d !== `operator-${key}`)
     .map((d) => ({ d, t: statSync(join(cacheDir, d)).mtimeMs }))
     .sort((a, b) => b.t - a.t);
-  for (const old of builds.slice(2)) rmSync(join(cacheDir, old.d), { recursive: true, force: true });
+  for (const old of builds.slice(4)) rmSync(join(cacheDir, old.d), { recursive: true, force: true });
   return image;
 }
 
@@ -298,9 +298,16 @@ export class ImageStore {
    * The image of the checkout as it is now (a pull): built when the files changed since the last
    * build, found in the cache otherwise; one build at a time per content.
    */
-  prepare(): Promise<BuiltImage> {
+  async prepare(): Promise<BuiltImage> {
     const key = imageKey();
     let p = this.#building.get(key);
+    // The cache is shared by every test bed of this machine, and another one's build prunes old
+    // images: one built earlier may be gone by now, and is built again.
+    const built = p ? await p.catch(() => null) : null;
+    if (built && !existsSync(built.rootfs)) {
+      this.#building.delete(key);
+      p = undefined;
+    }
     if (!p) {
       p = buildOperatorImage({ log: this.#log });
       this.#building.set(key, p);
