@@ -9,7 +9,7 @@ import { ANNOTATIONS } from '../crd/schema.ts';
 import { stopGate, type GateOptions } from '../workflows/plan/gates.ts';
 import type { Observation } from '../workflows/plan/observation.ts';
 import type { RestartPick } from '../workflows/plan/restarts.ts';
-import { stallMemoryFromStatus, trackStalls, type StallMemory } from '../workflows/plan/stalls.ts';
+import { answeringNodes, stallMemoryFromStatus, trackStalls, type StallMemory } from '../workflows/plan/stalls.ts';
 import { handOverIfStopping, holdUntil, loadCluster, pause, observeCluster, opLogger, probeThrough, stepEvent, writeStep, type ActivityDeps, type ClusterRef, type Hold } from './common.ts';
 import { deletePodByUid, getPod, patchClusterStatus } from './kube.ts';
 
@@ -25,7 +25,7 @@ export function gateOptions(deps: ActivityDeps, obs: Observation, minReadySecond
 const memories = new Map<string, StallMemory>();
 export function stallMemory(qc: QueenCluster, obs: Observation): StallMemory {
   const key = qc.metadata.uid ?? `${qc.metadata.namespace}/${qc.metadata.name}`;
-  const next = trackStalls(memories.get(key) ?? stallMemoryFromStatus(qc.status?.members, obs.at), obs.membership, obs.at);
+  const next = trackStalls(memories.get(key) ?? stallMemoryFromStatus(qc.status?.members, obs.at), obs.membership, obs.at, answeringNodes(obs));
   memories.set(key, next);
   return next;
 }

@@ -8,7 +8,7 @@ import { annotationWarnings } from '../crd/annotations.ts';
 import { ANNOTATIONS, type Phase, type QueenCluster, type QueenClusterStatus } from '../crd/schema.ts';
 import { assess, type Assessment } from '../workflows/plan/assess.ts';
 import { decide } from '../workflows/plan/decide.ts';
-import { stallMemoryFromStatus, trackStalls, type StallMemory } from '../workflows/plan/stalls.ts';
+import { answeringNodes, stallMemoryFromStatus, trackStalls, type StallMemory } from '../workflows/plan/stalls.ts';
 import { observeCluster, opLogger, pause, probeThrough, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
 import { getCluster, isConflict, patchClusterStatus } from './kube.ts';
 import { leaderChanges } from '../metrics.ts';
@@ -70,7 +70,7 @@ async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: Observer
   const term = obs.membership?.term ?? null;
   if (term !== null && typeof state.lastTerm === 'number' && term !== state.lastTerm) leaderChanges.inc({ namespace: ref.namespace, name: ref.name });
   const lastTerm = term ?? state.lastTerm ?? null;
-  const memory = trackStalls(state.memory ?? stallMemoryFromStatus(qc.status?.members, obs.at), obs.membership, obs.at);
+  const memory = trackStalls(state.memory ?? stallMemoryFromStatus(qc.status?.members, obs.at), obs.membership, obs.at, answeringNodes(obs));
   // The last probe is the newest of this observer's and any other's (an operation's gate probes
   // write status too): a formation that ended with a committed write is not "no pod answers".
   let lastProbe = state.lastProbe;

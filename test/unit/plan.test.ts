@@ -5,7 +5,7 @@ import { assess } from '../../workflows/plan/assess.ts';
 import { stopGate, type GateOptions } from '../../workflows/plan/gates.ts';
 import type { Observation } from '../../workflows/plan/observation.ts';
 import { nextRestart } from '../../workflows/plan/restarts.ts';
-import { isStalled, stallMemoryFromStatus, trackStalls, type StallMemory } from '../../workflows/plan/stalls.ts';
+import { answeringNodes, isStalled, stallMemoryFromStatus, trackStalls, type StallMemory } from '../../workflows/plan/stalls.ts';
 import { cluster, member, pod, setMember, stalledSince, T0 } from './fixture.ts';
 
 const OPTS: GateOptions = { minReadyMs: 30_000, stallAfterMs: 10_000, caughtUpEntries: 1000 };
@@ -203,6 +203,21 @@ describe('stall tracking (G12)', () => {
     setMember(obs, { ...member(2, true, 300), live: false });
     pod(obs, 1).running = false;
     expect(isStalled(obs, stalledSince(obs, 2, T0 - 60_000), 2, 10_000)).toBe(false);
+  });
+  it('a node whose broker does not answer yet (it replays its store at boot) is not stalled, and its clock starts when it answers (issue 12)', () => {
+    const obs = cluster(3, 3, 1);
+    setMember(obs, member(2, true, 300));
+    const booting = { ...obs, health: { ...obs.health } };
+    delete booting.health[1];
+    let memory = trackStalls({}, booting.membership, T0 - 60_000, answeringNodes(booting));
+    memory = trackStalls(memory, booting.membership, T0 - 1_000, answeringNodes(booting));
+    // Its pod runs, the leader's matched for it has not moved for a minute: still not stalled.
+    expect(isStalled(booting, memory, 2, 10_000)).toBe(false);
+    // It answers now: the minute without an answer does not count.
+    memory = trackStalls(memory, obs.membership, T0, answeringNodes(obs));
+    expect(isStalled(obs, memory, 2, 10_000)).toBe(false);
+    memory = trackStalls(memory, obs.membership, T0 + 11_000, answeringNodes(obs));
+    expect(isStalled({ ...obs, at: T0 + 11_000 }, memory, 2, 10_000)).toBe(true);
   });
   it('survives an operator restart through status.members', () => {
     const obs = cluster(3, 3, 1);
