@@ -59,6 +59,8 @@ export function claimObservation(clusterName: string, claim: V1PersistentVolumeC
   const ordinal = parseOrdinal(clusterName, name, 'data-');
   if (ordinal < 0) return null;
   const request = claim.spec?.resources?.requests?.storage ?? '';
+  const pending = claim.status?.conditions?.find((c) => c.type === 'FileSystemResizePending' && c.status === 'True');
+  const resizeError = claim.status?.conditions?.find((c) => (c.type === 'ControllerResizeError' || c.type === 'NodeResizeError') && c.status === 'True');
   const capacity = claim.status?.capacity?.storage;
   return {
     ordinal,
@@ -68,7 +70,10 @@ export function claimObservation(clusterName: string, claim: V1PersistentVolumeC
     request: String(request),
     requestBytes: parseQuantity(String(request)) || 0,
     capacityBytes: capacity ? parseQuantity(String(capacity)) || 0 : 0,
-    resizePending: !!claim.status?.conditions?.some((c) => c.type === 'FileSystemResizePending' && c.status === 'True'),
+    resizePending: !!pending,
+    resizePendingSince: pending ? toMs(pending.lastTransitionTime as Date | string | undefined) : null,
+    resizeError: resizeError?.message ?? null,
+    resizeInfeasible: /Infeasible$/.test(claim.status?.allocatedResourceStatuses?.storage ?? ''),
   };
 }
 

@@ -38,6 +38,12 @@ export interface ClaimObservation {
   capacityBytes: number;
   request: string;
   resizePending: boolean;
+  /** Since when the file system has waited for the node (FileSystemResizePending), in ms. */
+  resizePendingSince?: number | null;
+  /** The resizer's error (ControllerResizeError / NodeResizeError), while it tries again or after it gave up. */
+  resizeError?: string | null;
+  /** The storage refused the size for good (ControllerResizeInfeasible / NodeResizeInfeasible). */
+  resizeInfeasible?: boolean;
 }
 
 export interface HealthObservation {
