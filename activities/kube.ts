@@ -284,6 +284,27 @@ export async function deletePodByUid(kube: Kube, namespace: string, name: string
   }
 }
 
+/**
+ * Evicts a pod through the Eviction API, only if it still has this UID: the API server stops it as
+ * a delete would, but only when its disruption budget allows it, and counts it against the budget,
+ * so that a drain or another eviction at the same moment cannot take a second pod down.
+ * 'refused': the budget allows no disruption now (429).
+ */
+export async function evictPodByUid(kube: Kube, namespace: string, name: string, uid: string): Promise<'evicted' | 'gone' | 'refused'> {
+  try {
+    await kube.core.createNamespacedPodEviction({
+      namespace,
+      name,
+      body: { apiVersion: 'policy/v1', kind: 'Eviction', metadata: { name, namespace }, deleteOptions: { preconditions: { uid } } },
+    });
+    return 'evicted';
+  } catch (err) {
+    if (isNotFound(err) || isConflict(err)) return 'gone';
+    if (statusCode(err) === 429) return 'refused';
+    throw err;
+  }
+}
+
 /** Deletes a claim only if it is still the one that was recorded (UID precondition). */
 export async function deleteClaimByUid(kube: Kube, namespace: string, name: string, uid: string): Promise<boolean> {
   try {
