@@ -107,6 +107,17 @@ it('an eviction honours the disruption budget; kubectl drain evicts one pod at a
   await control.release(ns, 'queen-0');
   await until('the budget allows one', async () => (await client.kube().get<any>(`/apis/policy/v1/namespaces/${ns}/poddisruptionbudgets/queen`)).status?.disruptionsAllowed === 1, 60_000);
 
+  // An eviction is counted by the budget at once: another one right after it is refused, before
+  // any controller has seen the first pod go (a plain delete is counted only once the disruption
+  // controller sees it, which is why the operator restarts pods with evictions).
+  expect(await evict('queen-2')).toBe(201);
+  expect(await evict('queen-1')).toBe(429);
+  await until('queen-2 back and the budget allows one', async () => {
+    const ps = await listPods(client, ns, 'app=queen');
+    const pdb = await client.kube().get<any>(`/apis/policy/v1/namespaces/${ns}/poddisruptionbudgets/queen`);
+    return ps.length === 3 && ps.every((p) => isReady(p) && !p.metadata.deletionTimestamp) && pdb.status?.disruptionsAllowed === 1;
+  }, 120_000);
+
   const node = r.pods[1]!.node;
   const drain = await client.kubectl(['drain', node, '--ignore-daemonsets', '--delete-emptydir-data', '--timeout=180s'], { timeoutMs: 200_000 });
   cleanups.push(() => client.kubectl(['uncordon', node]));
