@@ -255,10 +255,11 @@ export const REALISTIC_SIM: Record<string, string> = { QUEEN_SIM_ENTRY_BYTES: '4
  * Messages of 16 KiB, a link of 3 MB/s to each follower and a replay of 4 MB/s (15 and 20 MB/s at
  * the time factor 0.2; the link carries 500 messages a second with room to spare): with
  * buildStore(s, 12000), about 200 MB, a restarted pod replays for about 10 s before it serves, and
- * a new learner's snapshot crosses the link in about 13 s, within the 60 s + size / 10 MB/s the
- * broker gives it.
+ * a new learner's snapshot (the log is kept for 1000 entries past the store, so a learner gets one)
+ * crosses the link in about 13 s, within the 60 s + size / 10 MB/s the broker gives it, then the
+ * learner restarts (exit 75) and replays it.
  */
-export const BIG_STORE: Record<string, string> = { QUEEN_SIM_ENTRY_BYTES: '16Ki', QUEEN_SIM_BANDWIDTH: '3M', QUEEN_SIM_REPLAY_RATE: '4M' };
+export const BIG_STORE: Record<string, string> = { QUEEN_SIM_ENTRY_BYTES: '16Ki', QUEEN_SIM_BANDWIDTH: '3M', QUEEN_SIM_REPLAY_RATE: '4M', QUEEN_RAFT_LOG_KEEP: '1000' };
 export const BIG_STORE_MESSAGES = 12_000;
 
 /**
