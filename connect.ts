@@ -10,6 +10,7 @@ import type { Logger } from 'pino';
 import { describeKubeError, networkWords, statusCode, type Kube } from './activities/kube.ts';
 import { GROUP } from './crd/schema.ts';
 import type { TemporalOptions } from './options.ts';
+import { SEARCH_ATTRIBUTES } from './workflows/search-attributes.ts';
 
 /** A Kubernetes cluster is configured: a kubeconfig file exists, or the process runs in a pod. */
 export function kubeConfigured(file: string | undefined, env: NodeJS.ProcessEnv = process.env): boolean {
@@ -126,7 +127,7 @@ export function describeTemporalError(err: unknown, t: Pick<TemporalOptions, 'tl
     if (!t.tlsCert) return 'the connection broke right after the TLS handshake: a frontend that asks for a client certificate does this (--temporal-tls-cert, --temporal-tls-key)';
     return 'the connection broke right after the TLS handshake: the frontend may not accept this client certificate';
   }
-  if (/Unauthenticated|unauthenticated|401/.test(text)) {
+  if (/Unauthenticated|unauthenticated|valid authentication credentials|\b401\b/.test(text)) {
     return t.apiKey ? 'it refused the API key' : 'it asks for credentials: give an API key (TEMPORAL_API_KEY) or a client certificate';
   }
   if (/PermissionDenied|permission denied/i.test(text)) return `these credentials may not use the namespace ${t.namespace}`;
@@ -154,4 +155,37 @@ export async function connectTemporal(t: TemporalOptions, log: Logger, signal: A
     log,
     signal,
   );
+}
+
+/**
+ * Registers the operator's search attributes in the Temporal namespace if they are missing.
+ * Returns whether they are there: a server that does not let this account register them (Temporal
+ * Cloud registers them through its console or tcld) is said once, and the workflows start without
+ * them (the operations work; the Web UI then finds them by workflow id only).
+ */
+export async function ensureSearchAttributes(connection: NativeConnection, namespace: string, log: Logger): Promise<boolean> {
+  const wanted = Object.values(SEARCH_ATTRIBUTES);
+  try {
+    const listed = await connection.operatorService.listSearchAttributes({ namespace });
+    const have = new Set(Object.keys(listed.customAttributes ?? {}));
+    const missing = wanted.filter((k) => !have.has(k.name));
+    if (missing.length === 0) return true;
+    const INDEXED_VALUE_TYPE_KEYWORD = 2;
+    await connection.operatorService.addSearchAttributes({
+      namespace,
+      searchAttributes: Object.fromEntries(missing.map((k) => [k.name, INDEXED_VALUE_TYPE_KEYWORD])),
+    });
+    log.info({ searchAttributes: missing.map((k) => k.name) }, 'registered the search attributes of the operations in Temporal');
+    return true;
+  } catch (err) {
+    const text = String((err as Error)?.message ?? err);
+    // Another replica registered them at the same moment.
+    if (/already exists/i.test(text)) return true;
+    log.warn(
+      { err: text.split('\n')[0] },
+      `could not register the search attributes ${wanted.map((k) => k.name).join(', ')} (Keyword) in Temporal namespace ${namespace}: ` +
+        'register them yourself (deploy/temporal.md); until then the operations start without them',
+    );
+    return false;
+  }
 }

@@ -11,7 +11,7 @@ import { pino, type Logger } from 'pino';
 import { loadKubeConfig, makeKube } from './activities/kube.ts';
 import { useResolver } from './activities/broker.ts';
 import { setOperatorNamespace } from './activities/resources.ts';
-import { apiServerOf, awaitKubernetes, connectTemporal, kubeConfigured, Stopped } from './connect.ts';
+import { apiServerOf, awaitKubernetes, connectTemporal, ensureSearchAttributes, kubeConfigured, Stopped } from './connect.ts';
 import { checksRoute, serve, type Check } from './health.ts';
 import { countApiServerRequests, exposition, registerClusterGauges } from './metrics.ts';
 import { OptionsError, parseOptions, type Options } from './options.ts';
@@ -202,7 +202,8 @@ export async function main(argv: string[]): Promise<number> {
     }
     if (opts.run.has('watcher')) {
       const temporal = new Client({ connection, namespace: opts.temporal.namespace });
-      const watcher = new Watcher({ kc, kube, temporal, taskQueue: opts.temporal.taskQueue, namespaces: opts.namespaces, log });
+      const searchAttributes = await ensureSearchAttributes(connection, opts.temporal.namespace, log);
+      const watcher = new Watcher({ kc, kube, temporal, taskQueue: opts.temporal.taskQueue, namespaces: opts.namespaces, log, searchAttributes });
       parts.watcher = watcher;
       registerClusterGauges(watcher);
       await watcher.start();

@@ -1,22 +1,34 @@
 // The Temporal worker: the workflows (bundled once, or read from a prebuilt bundle) and the
 // activities bound to the Kubernetes client and the settings.
+import { existsSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Worker, bundleWorkflowCode, type ActivityInterceptorsFactory, type NativeConnection, type WorkerOptions } from '@temporalio/worker';
 import { CancelledFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
+import { gatesHeld } from './activities/common.ts';
 import { createActivities } from './activities/index.ts';
 import type { Kube } from './activities/kube.ts';
 import type { Settings } from './activities/settings.ts';
 import { stepDuration } from './metrics.ts';
 
-/** Each attempt of a step, timed into queen_step_duration_seconds by its activity type and outcome. */
+/**
+ * Each attempt of a step, timed into queen_step_duration_seconds by its activity type and outcome;
+ * a wait's result says which named gates held it and how long each (`held`), so the Web UI's
+ * history answers "why did this take so long" (a result that is a value of its own is left as it is).
+ */
 const timeSteps: ActivityInterceptorsFactory = (ctx) => ({
   inbound: {
     async execute(input, next) {
       const began = performance.now();
       let outcome = 'completed';
       try {
-        return await next(input);
+        const result = await next(input);
+        const held = gatesHeld(ctx);
+        if (!held) return result;
+        if (result === undefined) return { held };
+        if (result !== null && typeof result === 'object' && !Array.isArray(result)) return { ...(result as object), held };
+        return result;
       } catch (err) {
         outcome = err instanceof CancelledFailure ? 'cancelled' : 'failed';
         throw err;
@@ -26,6 +38,41 @@ const timeSteps: ActivityInterceptorsFactory = (ctx) => ({
     },
   },
 });
+
+/**
+ * Crash points, for the chaos tests only (off unless QUEEN_CRASH_AT is set): `<workflow>:<activity
+ * id>[,...]`, e.g. `rollingUpgrade:7`. The first attempt of that activity of a run of that workflow
+ * kills the process (SIGKILL) right after its side effects are done and before Temporal hears it
+ * completed: the crash a step must survive without doing anything twice. It fires once per pod:
+ * a marker file in QUEEN_CRASH_MARKER_DIR (an emptyDir, which outlives the container) says it has.
+ */
+export function crashPoints(env: NodeJS.ProcessEnv = process.env): ActivityInterceptorsFactory | null {
+  const spec = env.QUEEN_CRASH_AT?.trim();
+  if (!spec) return null;
+  const points = spec.split(',').map((p) => {
+    const m = /^(\w+):(\d+)$/.exec(p.trim());
+    if (!m) throw new Error(`QUEEN_CRASH_AT: "${p}" is not <workflow>:<activity id>`);
+    return { workflow: m[1]!, activityId: m[2]! };
+  });
+  const markers = env.QUEEN_CRASH_MARKER_DIR ?? '/tmp';
+  return (ctx) => ({
+    inbound: {
+      async execute(input, next) {
+        const result = await next(input);
+        const { workflowType, activityId, attempt } = ctx.info;
+        const point = points.find((p) => p.workflow === workflowType && p.activityId === activityId);
+        const marker = join(markers, `queen-crashed-${workflowType}-${activityId}`);
+        if (point && attempt === 1 && !existsSync(marker)) {
+          writeFileSync(marker, new Date().toISOString());
+          process.stderr.write(`queen-operator: crash point ${workflowType}:${activityId} (${ctx.info.activityType}) reached: SIGKILL\n`);
+          process.kill(process.pid, 'SIGKILL');
+          await new Promise(() => undefined);
+        }
+        return result;
+      },
+    },
+  });
+}
 
 export const WORKFLOWS_PATH = fileURLToPath(new URL('./workflows/index.ts', import.meta.url));
 
@@ -60,6 +107,8 @@ export interface WorkerConfig {
 }
 
 export async function createWorker(cfg: WorkerConfig): Promise<Worker> {
+  const crash = crashPoints();
+  if (crash) cfg.log.warn({ crashAt: process.env.QUEEN_CRASH_AT }, 'crash points are set (QUEEN_CRASH_AT): this operator kills itself at them, for the chaos tests');
   const options: WorkerOptions = {
     connection: cfg.connection,
     namespace: cfg.namespace,
@@ -69,7 +118,7 @@ export async function createWorker(cfg: WorkerConfig): Promise<Worker> {
     // Waiting steps are long-running heartbeating activities: allow plenty at once.
     maxConcurrentActivityTaskExecutions: 200,
     shutdownGraceTime: cfg.shutdownGraceMs ?? 5000,
-    interceptors: { activity: [timeSteps] },
+    interceptors: { activity: [timeSteps, ...(crash ? [crash] : [])] },
   };
   return Worker.create(options);
 }

@@ -1,6 +1,6 @@
 // What every activity shares: loading the cluster it works on, writing the running operation's
 // step into status, waiting on a gate inside one heartbeating activity, and the write probe.
-import { activityInfo, heartbeat, sleep } from '@temporalio/activity';
+import { activityInfo, Context, heartbeat, sleep } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
 import { withDefaults } from '../crd/defaults.ts';
@@ -9,7 +9,8 @@ import type { Observation } from '../workflows/plan/observation.ts';
 import { probeWrite, type ProbeResult } from './broker.ts';
 import { brokerCredentials, forgetCredentials } from './credentials.ts';
 import { getCluster, patchClusterStatus, recordEvent, type Kube } from './kube.ts';
-import { readyCondition } from './status.ts';
+import { clusterConditions } from './status.ts';
+import { readAnnotations } from '../crd/annotations.ts';
 import { brokerBase, observe } from './observe.ts';
 import type { Settings } from './settings.ts';
 import { gateWait } from '../metrics.ts';
@@ -86,10 +87,21 @@ export interface StepStatus {
  */
 export async function writePhase(deps: ActivityDeps, ref: ClusterRef, phase: Phase, message: string, extra: Record<string, unknown> = {}) {
   const qc = await getCluster(deps.kube, ref.namespace, ref.name);
+  // The operation as it will stand after this write: the one given, or the one in status.
+  const given = extra.operation as { type?: string; step?: string | null } | null | undefined;
+  const current = given === null ? null : { ...(qc?.status?.operation ?? {}), ...(given ?? {}) };
+  const operation = current && current.type ? { type: current.type, step: current.step ?? null } : null;
   await patchClusterStatus(deps.kube, ref.namespace, ref.name, {
     phase,
     message,
-    conditions: readyCondition(qc?.status?.conditions, phase, message, qc?.metadata.generation, new Date()),
+    conditions: clusterConditions(qc?.status?.conditions, {
+      phase,
+      message,
+      operation,
+      paused: readAnnotations(qc?.metadata.annotations).pause,
+      generation: qc?.metadata.generation,
+      now: new Date(),
+    }),
     ...extra,
   });
 }
@@ -111,6 +123,28 @@ export async function stepEvent(deps: ActivityDeps, qc: QueenCluster, reason: st
 export type Hold = StepStatus;
 export type Check<T> = () => Promise<{ done: T } | { hold: Hold }>;
 
+/** The time each named gate held the running activity's waits (ms), read by the worker when it ends. */
+const heldByGate = new WeakMap<object, Map<string, number>>();
+
+function currentActivity(): object | null {
+  try {
+    return Context.current();
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Which named gates held the activity that just ran, and how long each, in words
+ * ("pod-ready-for-min-ready-seconds 25 s, write-commits 0.4 s"); null when none held it.
+ */
+export function gatesHeld(activity: object): string | null {
+  const held = heldByGate.get(activity);
+  if (!held || held.size === 0) return null;
+  const secs = (ms: number) => (ms >= 10_000 ? String(Math.round(ms / 1000)) : (Math.round(ms / 100) / 10).toString());
+  return [...held.entries()].map(([gate, ms]) => `${gate} ${secs(ms)} s`).join(', ');
+}
+
 /**
  * Waits inside one activity until `check` is done: it looks again every pollMs, heartbeats each
  * time (so a cancel reaches it, and a crashed worker is noticed), and writes the reason it waits
@@ -122,9 +156,15 @@ export async function holdUntil<T>(deps: ActivityDeps, ref: ClusterRef, check: C
   // The time since the last look goes to the gate that held the step then.
   let heldBy: string | null = null;
   let since = performance.now();
+  const activity = currentActivity();
+  const held = activity ? (heldByGate.get(activity) ?? new Map<string, number>()) : new Map<string, number>();
+  if (activity) heldByGate.set(activity, held);
   const account = () => {
     const now = performance.now();
-    if (heldBy) gateWait.inc({ namespace: ref.namespace, name: ref.name, gate: heldBy }, (now - since) / 1000);
+    if (heldBy) {
+      gateWait.inc({ namespace: ref.namespace, name: ref.name, gate: heldBy }, (now - since) / 1000);
+      held.set(heldBy, (held.get(heldBy) ?? 0) + (now - since));
+    }
     since = now;
   };
   for (;;) {

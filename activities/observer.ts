@@ -5,16 +5,18 @@
 // heartbeat and a restart of the operator in status.
 import { activityInfo, heartbeat } from '@temporalio/activity';
 import { annotationWarnings } from '../crd/annotations.ts';
-import { ANNOTATIONS, type Phase, type QueenCluster, type QueenClusterStatus } from '../crd/schema.ts';
+import type { Phase, QueenCluster, QueenClusterStatus } from '../crd/schema.ts';
 import { assess, type Assessment } from '../workflows/plan/assess.ts';
-import { decide } from '../workflows/plan/decide.ts';
+import { decide, neededOperation } from '../workflows/plan/decide.ts';
+import { readAnnotations } from '../crd/annotations.ts';
 import { answeringNodes, stallMemoryFromStatus, trackStalls, type StallMemory } from '../workflows/plan/stalls.ts';
 import { observeCluster, opLogger, pause, probeThrough, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
 import { getCluster, isConflict, patchClusterStatus } from './kube.ts';
 import { leaderChanges } from '../metrics.ts';
 import { canonicalJson } from './resources.ts';
-import { observedStatus, readyCondition, READY_MESSAGE } from './status.ts';
+import { clusterConditions, observedStatus, READY_MESSAGE } from './status.ts';
 import { clusterView } from './view.ts';
+import { planStatus } from './plan.ts';
 
 export interface ObserverState {
   memory: StallMemory | null;
@@ -78,7 +80,7 @@ async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: Observer
   if (Number.isFinite(statusProbeAt) && statusProbeAt > (lastProbe?.at ?? 0) && typeof qc.status?.commits === 'boolean') {
     lastProbe = { at: statusProbeAt, ok: qc.status.commits, ...(qc.status.lastProbeError ? { error: qc.status.lastProbeError } : {}) };
   }
-  const status: Partial<QueenClusterStatus> = { ...observedStatus(obs, memory), observedGeneration: qc.metadata.generation };
+  const status: Partial<QueenClusterStatus> = observedStatus(obs, memory);
   // While writes do not commit, look again sooner, so COMMITS turns true soon after they do.
   const interval = lastProbe && !lastProbe.ok ? Math.min(deps.settings.probeIntervalMs, 5000) : deps.settings.probeIntervalMs;
   if (!lastProbe || obs.at - lastProbe.at >= interval) {
@@ -90,11 +92,17 @@ async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: Observer
   }
 
   const warned = await warnAnnotations(deps, qc, obs, state.warned ?? []);
+  // The plan, while queenmq.com/plan or plan-only asks for it (removed once neither does).
+  const plan = planStatus(qc, obs, new Date());
+  if (plan !== undefined) status.plan = plan;
 
   const running = qc.status?.operation ?? null;
   let assessment: Assessment | null = null;
   if (!running) {
-    const decision = decide(clusterView(qc, obs), null, obs.at);
+    const view = clusterView(qc, obs);
+    // The spec is rolled out (nothing behind, no operation needed): observedGeneration catches up.
+    if (neededOperation(view) === null) status.observedGeneration = qc.metadata.generation;
+    const decision = decide(view, null, obs.at);
     const blockedBy = decision.action === 'stopped' || decision.action === 'refused' ? decision.message : null;
     assessment = assess({
       obs,
@@ -106,14 +114,21 @@ async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: Observer
       stoppedOperation: blockedBy,
     });
     if (decision.action === 'paused' && assessment.phase === 'Ready') {
-      assessment = { phase: 'Ready', message: `paused by the ${ANNOTATIONS.pause} annotation: ${decision.need.type} (${decision.need.target}) waits` };
+      assessment = { phase: 'Ready', message: decision.message };
     }
     status.phase = assessment.phase;
     status.message = assessment.message;
   }
   const phase = (status.phase ?? qc.status?.phase ?? 'Forming') as Phase;
   const message = status.message ?? qc.status?.message ?? '';
-  status.conditions = readyCondition(qc.status?.conditions, phase, message, qc.metadata.generation, new Date());
+  status.conditions = clusterConditions(qc.status?.conditions, {
+    phase,
+    message,
+    operation: running ? { type: running.type, step: running.step ?? null } : null,
+    paused: readAnnotations(qc.metadata.annotations).pause,
+    generation: qc.metadata.generation,
+    now: new Date(),
+  });
 
   const comparable = canonicalJson({ ...status, lastProbeTime: undefined, conditions: status.conditions.map((c) => ({ ...c, lastTransitionTime: undefined })) });
   if (comparable !== lastWritten || status.lastProbeTime) {

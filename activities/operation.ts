@@ -12,7 +12,7 @@ import { patchClusterAnnotations } from './kube.ts';
 import { operationDuration, operationsEnded, operationsStarted } from '../metrics.ts';
 import { observedStatus } from './status.ts';
 import { clusterView } from './view.ts';
-import { decide } from '../workflows/plan/decide.ts';
+import { decide, neededOperation } from '../workflows/plan/decide.ts';
 
 export interface OperationStart {
   type: OperationType;
@@ -45,7 +45,6 @@ export function operationActivities(deps: ActivityDeps) {
       const qc = await loadCluster(deps, ref);
       const startedAt = new Date().toISOString();
       await writePhase(deps, ref, start.phase, start.message, {
-        observedGeneration: qc.metadata.generation,
         operation: { type: start.type, ...execution(), target: start.target, step: start.message, gate: null, startedAt },
       });
       opLogger(deps, ref).info({ type: start.type, target: start.target }, `${start.type} started`);
@@ -79,7 +78,10 @@ export function operationActivities(deps: ActivityDeps) {
       try {
         const obs = await observeCluster(deps, qc);
         const afterwards = { ...qc, status: { ...qc.status, lastOperation, operation: null } };
-        const decision = decide(clusterView(afterwards, obs), null, Date.now());
+        const view = clusterView(afterwards, obs);
+        // The spec is rolled out: observedGeneration catches up (not before).
+        if (neededOperation(view) === null) observed.observedGeneration = qc.metadata.generation;
+        const decision = decide(view, null, Date.now());
         const a = assess({
           obs,
           memory: stallMemoryFromStatus(qc.status?.members, obs.at),
@@ -91,7 +93,7 @@ export function operationActivities(deps: ActivityDeps) {
         });
         phase = a.phase;
         message = a.message;
-        observed = observedStatus(obs, stallMemoryFromStatus(qc.status?.members, obs.at));
+        observed = { ...observed, ...observedStatus(obs, stallMemoryFromStatus(qc.status?.members, obs.at)) };
       } catch (err) {
         log.warn({ err: String(err) }, 'could not look at the cluster after the operation; the observer will');
       }

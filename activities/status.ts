@@ -16,16 +16,27 @@ export function podVersion(obs: Observation, ordinal: number): string | null {
   return image ? imageTag(image) : null;
 }
 
-/** status.version: the version every pod reports, empty while any pod is missing, silent or different. */
+/**
+ * status.version (the VERSION column): the version every pod reports. While the pods run two
+ * versions, both, old to new, with how many pods run the new one (`2.6.0→2.6.1 (1/3)`); the new one
+ * is the version of the pods on the wanted template. Empty while a pod is missing or silent and
+ * no two versions can be told apart.
+ */
 export function commonVersion(obs: Observation, podCount: number): string {
-  let version: string | null = null;
-  for (let i = 0; i < podCount; i++) {
-    const v = obs.health[i]?.version;
-    if (!v) return '';
-    if (version !== null && v !== version) return '';
-    version = v;
-  }
-  return version ?? '';
+  const versions: (string | null)[] = [];
+  for (let i = 0; i < podCount; i++) versions.push(obs.health[i]?.version || null);
+  const known = versions.filter((v): v is string => v !== null);
+  const distinct = [...new Set(known)];
+  if (distinct.length === 1 && known.length === podCount) return distinct[0]!;
+  if (distinct.length !== 2) return '';
+  // Which of the two is the new one: the one the pods of the wanted template report.
+  const onWanted = new Set(
+    obs.pods.filter((p) => p.ordinal < podCount && p.hash === obs.wantedHash && obs.health[p.ordinal]?.version).map((p) => obs.health[p.ordinal]!.version),
+  );
+  const next = distinct.find((v) => onWanted.has(v) && onWanted.size === 1);
+  if (!next) return '';
+  const old = distinct.find((v) => v !== next)!;
+  return `${old}→${next} (${known.filter((v) => v === next).length}/${podCount})`;
 }
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
@@ -79,19 +90,42 @@ export function observedStatus(obs: Observation, memory: StallMemory): Partial<Q
 
 export const READY_MESSAGE = 'every voter is in place and the cluster commits';
 
-/** The Ready condition for a phase and message; its transition time moves only when it flips. */
-export function readyCondition(prev: Condition[] | undefined, phase: Phase, message: string, generation: number | undefined, now: Date): Condition[] {
-  const ready = phase === 'Ready';
-  const old = prev?.find((c) => c.type === 'Ready');
-  const status = ready ? 'True' : 'False';
+export interface ConditionInput {
+  phase: Phase;
+  message: string;
+  /** The operation running, if one does: its type and the step it is on. */
+  operation: { type: string; step?: string | null } | null;
+  /** The pause annotation holds. */
+  paused: boolean;
+  generation: number | undefined;
+  now: Date;
+}
+
+/**
+ * The conditions tools read (kstatus conventions, as Flux and Argo CD read them), from the phase:
+ * - Ready: True only in phase Ready;
+ * - Progressing and Reconciling: True while an operation runs (reason: its type), or while the
+ *   cluster is Degraded and the operator waits for it to recover (reason: Degraded);
+ * - Stalled: True when Blocked (only a person can decide);
+ * - Paused: True while the queenmq.com/pause annotation holds.
+ * A condition's transition time moves only when its status flips.
+ */
+export function clusterConditions(prev: Condition[] | undefined, c: ConditionInput): Condition[] {
+  const at = c.now.toISOString();
+  const make = (type: string, on: boolean, reason: string, message: string): Condition => {
+    const old = prev?.find((x) => x.type === type);
+    const status = on ? 'True' : 'False';
+    return { type, status, reason, message, observedGeneration: c.generation, lastTransitionTime: old && old.status === status ? old.lastTransitionTime : at };
+  };
+  const operating = c.operation !== null;
+  const degraded = c.phase === 'Degraded';
+  const progressReason = operating ? c.operation!.type : degraded ? 'Degraded' : 'Idle';
+  const progressMessage = operating ? (c.operation!.step ?? c.message) : degraded ? c.message : 'no operation runs';
   return [
-    {
-      type: 'Ready',
-      status,
-      reason: phase,
-      message: ready ? READY_MESSAGE : message,
-      observedGeneration: generation,
-      lastTransitionTime: old && old.status === status ? old.lastTransitionTime : now.toISOString(),
-    },
+    make('Ready', c.phase === 'Ready', c.phase, c.phase === 'Ready' ? READY_MESSAGE : c.message),
+    make('Progressing', operating || degraded, progressReason, progressMessage),
+    make('Reconciling', operating || degraded, progressReason, progressMessage),
+    make('Stalled', c.phase === 'Blocked', c.phase === 'Blocked' ? 'Blocked' : 'NotStalled', c.phase === 'Blocked' ? c.message : ''),
+    make('Paused', c.paused, c.paused ? 'PauseAnnotation' : 'NotPaused', c.paused ? 'the queenmq.com/pause annotation holds the next disruptive step' : ''),
   ];
 }

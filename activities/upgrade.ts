@@ -1,28 +1,70 @@
 // The steps of RollingUpgrade: apply the new template (the StatefulSet is OnDelete, so that
-// restarts nothing), then one pod at a time: wait for the stop gate, restart the pod.
+// restarts nothing), then one pod at a time: wait for the stop gate, restart the pod. Before the
+// first pod moves, the template every pod ran is recorded in status.upgrade.previous; a new version
+// that fails (a pod on it crash-loops, is not Ready and live within progressDeadlineSeconds, or
+// fails its canary) holds the upgrade or, with spec.upgrade.onFailure Rollback, takes the pods it
+// moved back to that template, through the same stop gate, the leader last.
+import type { V1PodTemplateSpec, V1StatefulSet } from '@kubernetes/client-node';
 import { ApplicationFailure } from '@temporalio/common';
 import { withDefaults } from '../crd/defaults.ts';
-import { ANNOTATIONS } from '../crd/schema.ts';
-import { listText, podsText } from '../workflows/plan/format.ts';
+import { readAnnotations } from '../crd/annotations.ts';
+import { ANNOTATIONS, type QueenCluster, type StoredSpec, type UpgradeStatus } from '../crd/schema.ts';
+import { goDuration, listText, podsText } from '../workflows/plan/format.ts';
 import { stopGate } from '../workflows/plan/gates.ts';
-import type { Observation } from '../workflows/plan/observation.ts';
+import { podAt, type Observation, type PodObservation } from '../workflows/plan/observation.ts';
+import { canaryProblem, canaryUp, newVersionFailure, readyAndLive, timeLeftText, type CanaryStart, type ProgressWatch } from '../workflows/plan/progress.ts';
 import { nextRestart, outdatedPods, type RestartPick } from '../workflows/plan/restarts.ts';
-import { holdUntil, loadCluster, observeCluster, probeThrough, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
+import { probeWrite } from './broker.ts';
+import { holdUntil, loadCluster, observeCluster, probeThrough, stepEvent, type ActivityDeps, type ClusterRef, type Hold } from './common.ts';
 import { gateOptions, recordProbe, stallMemory, stopHold } from './gate.ts';
-import { applyObject, deleteOwnedNetworkPolicy, getStatefulSet } from './kube.ts';
-import { clusterObjects, imageRef, keptShape, names, networkPolicy, podTemplate, specHash, statefulSet } from './resources.ts';
+import { applyObject, deleteOwnedNetworkPolicy, getStatefulSet, listPods, patchClusterStatus, rawRequest } from './kube.ts';
+import { brokerBase, podObservation } from './observe.ts';
+import { CONTAINER, clusterObjects, imageRef, imageTag, keptShape, names, networkPolicy, peersFor, podTemplate, specHash, statefulSet } from './resources.ts';
 import { podVersion } from './status.ts';
+
+/** Where a rollback goes: the template recorded before the first pod moved. */
+export interface RollbackTarget {
+  templateHash: string;
+  version: string;
+  /** The version that failed, and why. */
+  failedVersion: string;
+  reason: string;
+}
 
 export interface AppliedTemplate {
   specHash: string;
   templateHash: string;
   version: string;
+  /** A rollback of this same request was under way (an earlier run stopped in it): it goes on. */
+  rollingBack?: RollbackTarget;
+}
+
+/** Why the new version failed, in words, and the version. */
+export interface UpgradeFailure {
+  reason: string;
+  failedVersion: string;
 }
 
 export type NextRestart =
   | { kind: 'done' }
   | { kind: 'retarget'; specHash: string }
-  | { kind: 'restart'; pick: RestartPick; specHash: string };
+  /** `canarySeconds`: the pick is the first pod to move to the new version, and it soaks this long. */
+  | { kind: 'restart'; pick: RestartPick; specHash: string; canarySeconds?: number }
+  /** The new version fails and spec.upgrade.onFailure is Rollback. */
+  | { kind: 'failed'; failure: UpgradeFailure };
+
+export type CanaryVerdict = { kind: 'passed' } | { kind: 'retarget' } | { kind: 'failed'; failure: UpgradeFailure };
+
+export interface CanaryInput {
+  ordinal: number;
+  /** The uid of the pod that was restarted: the canary is its successor. */
+  oldUid: string;
+  /** When the successor came (ms), for the progress deadline. */
+  since: number;
+  specHash: string;
+  version: string;
+  seconds: number;
+}
 
 /** Which pods run which version, e.g. "pod 2 runs 2.6.1, pods 0 and 1 run 2.6.0". */
 export function versionsText(obs: Observation): string {
@@ -35,49 +77,174 @@ export function versionsText(obs: Observation): string {
   return listText(parts);
 }
 
+/**
+ * With spec.upgrade.approval Manual, the leader waits for a person: the queenmq.com/approve
+ * annotation must name the version the upgrade goes to (another version, or none, holds it).
+ */
+export function approvalHold(qc: QueenCluster, pick: RestartPick): Hold | null {
+  const spec = withDefaults(qc.spec);
+  if (pick.why !== 'leader' || spec.upgrade.approval !== 'Manual') return null;
+  if (readAnnotations(qc.metadata.annotations).approve === spec.version) return null;
+  const { namespace, name } = qc.metadata;
+  return {
+    phase: 'Upgrading',
+    gate: 'approved',
+    message: `waiting for approval to restart the leader (pod ${pick.ordinal}): kubectl -n ${namespace} annotate queencluster ${name} ${ANNOTATIONS.approve}=${spec.version}`,
+  };
+}
+
+/** With spec.upgrade.onFailure Hold, a failed new version waits for a person, who is told what they can do. */
+export function failureHold(version: string, reason: string): Hold {
+  return {
+    phase: 'Blocked',
+    gate: 'new-version-healthy',
+    message: `the upgrade to ${version} holds: ${reason}; set spec.upgrade.onFailure to Rollback to roll it back, or change spec.version`,
+  };
+}
+
+/** Tracks whether the pod restarted last has come up on the new version, and judges the new version. */
+function progressJudge(watch: ProgressWatch | null | undefined) {
+  let progressed = false;
+  return (qc: QueenCluster, obs: Observation): { failed: UpgradeFailure } | { hold: Hold } | null => {
+    const spec = withDefaults(qc.spec);
+    if (watch && !progressed && podAt(obs, watch.ordinal)?.hash === obs.wantedHash && readyAndLive(obs, watch.ordinal)) progressed = true;
+    const reason = newVersionFailure({
+      obs,
+      version: spec.version,
+      watch: watch && !progressed ? watch : null,
+      deadlineMs: spec.upgrade.progressDeadlineSeconds * 1000,
+    });
+    if (!reason) return null;
+    if (spec.upgrade.onFailure === 'Rollback') return { failed: { reason, failedVersion: spec.version } };
+    return { hold: failureHold(spec.version, reason) };
+  };
+}
+
+const fingerprintOf = (qc: QueenCluster) => `spec:${specHash(qc)}`;
+
+/** The StatefulSet as the API server serves it (plain JSON, as it is stored). */
+async function rawStatefulSet(deps: ActivityDeps, ref: ClusterRef): Promise<V1StatefulSet | null> {
+  try {
+    return (await rawRequest(deps.kube.kc, 'GET', `/apis/apps/v1/namespaces/${ref.namespace}/statefulsets/${names.statefulSet(ref.name)}`)) as V1StatefulSet;
+  } catch (err) {
+    if ((err as { code?: number }).code === 404) return null;
+    throw err;
+  }
+}
+
+async function patchUpgradeStatus(deps: ActivityDeps, ref: ClusterRef, upgrade: Record<string, unknown>) {
+  await patchClusterStatus(deps.kube, ref.namespace, ref.name, { upgrade });
+}
+
+/**
+ * Before the first pod moves: the template every pod runs, as the StatefulSet has it, goes to
+ * status.upgrade.previous (where a rollback goes). While the pods run two templates (an earlier
+ * run stopped half-way), the record of the first one stays; one that no pod runs any more is of
+ * no use and goes.
+ */
+async function recordPrevious(deps: ActivityDeps, ref: ClusterRef, qc: QueenCluster, live: V1StatefulSet, newHash: string) {
+  const liveHash = live.spec?.template.metadata?.annotations?.[ANNOTATIONS.configHash];
+  if (!liveHash || liveHash === newHash) return;
+  const pods = (await listPods(deps.kube, ref.namespace, ref.name))
+    .map((p) => podObservation(ref.name, p))
+    .filter((p): p is PodObservation => p !== null && !p.terminating);
+  const prev = qc.status?.upgrade?.previous ?? null;
+  if (pods.length > 0 && pods.every((p) => p.hash === liveHash)) {
+    if (prev?.templateHash === liveHash && prev.template) return;
+    const image = live.spec?.template.spec?.containers.find((c) => c.name === CONTAINER)?.image ?? '';
+    const previous: NonNullable<UpgradeStatus['previous']> = {
+      version: imageTag(image) ?? image,
+      image,
+      templateHash: liveHash,
+      specHash: live.metadata?.annotations?.[ANNOTATIONS.specHash] ?? '',
+      recordedAt: new Date().toISOString(),
+      template: live.spec!.template as Record<string, unknown>,
+    };
+    // A merge patch would keep the keys of an older template that this one lacks: out first.
+    if (prev) await patchUpgradeStatus(deps, ref, { previous: null });
+    await patchUpgradeStatus(deps, ref, { previous });
+    return;
+  }
+  if (prev && !pods.some((p) => p.hash === prev.templateHash)) await patchUpgradeStatus(deps, ref, { previous: null });
+}
+
+/** The recorded template, with the peer list of the pod count the StatefulSet has now. */
+function previousTemplate(qc: QueenCluster, spec: StoredSpec, recorded: Record<string, unknown>, pods: number): V1PodTemplateSpec {
+  const template = structuredClone(recorded) as V1PodTemplateSpec;
+  for (const c of template.spec?.containers ?? []) {
+    for (const e of c.env ?? []) if (e.name === 'QUEEN_RAFT_PEERS') e.value = peersFor(qc, spec, pods);
+  }
+  return template;
+}
+
 export function upgradeActivities(deps: ActivityDeps) {
   return {
     /**
      * Applies the pod template of the spec as it is now to the StatefulSet (its pod count and claim
      * template stay as they are), and the Services and the budget. OnDelete: no pod restarts.
+     * First the template every pod runs is recorded (status.upgrade.previous). When a rollback of
+     * this same request is under way (an earlier run stopped in it), nothing is applied: the
+     * rollback goes on.
      */
     async applyPodTemplate(ref: ClusterRef): Promise<AppliedTemplate> {
       const qc = await loadCluster(deps, ref);
       const spec = withDefaults(qc.spec);
-      const live = await getStatefulSet(deps.kube, ref.namespace, names.statefulSet(ref.name));
+      const live = await rawStatefulSet(deps, ref);
       if (!live || live.metadata?.deletionTimestamp) {
         throw ApplicationFailure.nonRetryable(`the StatefulSet ${ref.name} is missing: the cluster has to be formed again`, 'NoStatefulSet');
       }
       const shape = keptShape(live, spec);
+      const { hash } = podTemplate(qc, shape.pods);
+      const applied = { specHash: specHash(qc), templateHash: hash, version: spec.version };
+      const rollback = qc.status?.upgrade?.rollback;
+      if (rollback?.templateHash && rollback.fingerprint === fingerprintOf(qc)) {
+        return {
+          ...applied,
+          rollingBack: { templateHash: rollback.templateHash, version: rollback.version ?? '', failedVersion: rollback.failedVersion ?? spec.version, reason: rollback.reason ?? '' },
+        };
+      }
+      // A rollback of another request is over: this one supersedes it.
+      if (rollback) await patchUpgradeStatus(deps, ref, { rollback: null });
+      await recordPrevious(deps, ref, qc, live, hash);
       const before = live.spec?.template.metadata?.annotations?.[ANNOTATIONS.configHash];
       for (const obj of clusterObjects(qc)) await applyObject(deps.kube, obj);
       if (!networkPolicy(qc)) await deleteOwnedNetworkPolicy(deps.kube, qc, names.networkPolicy(ref.name));
       await applyObject(deps.kube, statefulSet(qc, shape));
-      const { hash } = podTemplate(qc, shape.pods);
       if (before !== hash) {
         await stepEvent(deps, qc, 'UpdateTemplate', `the pod template now runs ${imageRef(spec)}; pods restart one at a time`);
       }
-      return { specHash: specHash(qc), templateHash: hash, version: spec.version };
+      return applied;
     },
 
     /**
      * Waits until the next pod may stop: the not-Ready one on an old template first, then the
      * highest ordinal that does not lead, the leader last; every other voter Ready for
      * minReadySeconds, live and caught up, no voter stalled, not paused, and a write committing
-     * through a pod that stays. Returns `done` when no pod runs an old template, and `retarget`
-     * when the spec changed since the template was applied.
+     * through a pod that stays. Returns `done` when no pod runs an old template, `retarget` when
+     * the spec changed since the template was applied, and `failed` when the new version fails
+     * (a pod on it crash-loops, or `watch`, the pod restarted last, is not Ready and live within
+     * the progress deadline) and spec.upgrade.onFailure is Rollback; with Hold it holds.
      */
-    async awaitNextRestart(ref: ClusterRef, applied: { specHash: string }): Promise<NextRestart> {
+    async awaitNextRestart(ref: ClusterRef, applied: { specHash: string; watch?: ProgressWatch | null }): Promise<NextRestart> {
+      const judge = progressJudge(applied.watch);
       return holdUntil<NextRestart>(deps, ref, async () => {
         const qc = await loadCluster(deps, ref);
+        const spec = withDefaults(qc.spec);
         const wanted = specHash(qc);
         if (wanted !== applied.specHash) return { done: { kind: 'retarget', specHash: wanted } };
         const obs = await observeCluster(deps, qc);
+        const verdict = judge(qc, obs);
+        if (verdict && 'failed' in verdict) return { done: { kind: 'failed', failure: verdict.failed } };
+        if (verdict) return verdict;
         const pick = nextRestart(obs);
         if (!pick) return { done: { kind: 'done' } };
+        const approval = approvalHold(qc, pick);
+        if (approval) return { hold: approval };
         const hold = await stopHold(deps, qc, obs, pick.ordinal, { phase: 'Upgrading', next: `pod ${pick.ordinal} is next` });
         if (hold) return { hold };
-        return { done: { kind: 'restart', pick, specHash: wanted } };
+        const first = !obs.pods.some((p) => !p.terminating && p.hash === obs.wantedHash);
+        const canary = first && spec.upgrade.canarySeconds > 0 ? { canarySeconds: spec.upgrade.canarySeconds } : {};
+        return { done: { kind: 'restart', pick, specHash: wanted, ...canary } };
       });
     },
 
@@ -85,15 +252,33 @@ export function upgradeActivities(deps: ActivityDeps) {
      * After the last restart: waits until every voter is Ready, live and caught up and a write
      * commits. `again` when the spec changed or a pod runs an old template meanwhile. With
      * `stopping` (a cancel), pods on an old template are expected: it only waits for the cluster
-     * to be whole again before the operation ends.
+     * to be whole again before the operation ends (not for a pod that crash-loops on the new
+     * version: it would not come back). With `wantedHash` (a rollback), the pods are
+     * to run that template, whatever the spec says. A new version that fails meanwhile is judged
+     * as in awaitNextRestart (`failure`).
      */
-    async awaitSettled(ref: ClusterRef, applied: { specHash: string; stopping?: boolean }): Promise<{ settled: boolean; again: boolean; reason?: string }> {
+    async awaitSettled(
+      ref: ClusterRef,
+      applied: { specHash: string; stopping?: boolean; watch?: ProgressWatch | null; wantedHash?: string },
+    ): Promise<{ settled: boolean; again: boolean; reason?: string; failure?: UpgradeFailure }> {
       const deadline = Date.now() + deps.settings.settleTimeoutMs;
-      return holdUntil<{ settled: boolean; again: boolean; reason?: string }>(deps, ref, async () => {
+      const rollback = applied.wantedHash !== undefined;
+      const judge = progressJudge(applied.watch);
+      return holdUntil<{ settled: boolean; again: boolean; reason?: string; failure?: UpgradeFailure }>(deps, ref, async () => {
         const qc = await loadCluster(deps, ref);
-        if (!applied.stopping && specHash(qc) !== applied.specHash) return { done: { settled: false, again: true } };
-        const obs = await observeCluster(deps, qc);
+        if (!applied.stopping && !rollback && specHash(qc) !== applied.specHash) return { done: { settled: false, again: true } };
+        const seen = await observeCluster(deps, qc);
+        const obs = rollback ? { ...seen, wantedHash: applied.wantedHash! } : seen;
         if (!applied.stopping && outdatedPods(obs).length > 0) return { done: { settled: false, again: true } };
+        if (applied.stopping) {
+          // A pod that crash-loops on the new version does not come back: nothing to wait for.
+          const loop = newVersionFailure({ obs, version: withDefaults(qc.spec).version, watch: null, deadlineMs: 0 });
+          if (loop) return { done: { settled: false, again: false, reason: loop } };
+        } else if (!rollback) {
+          const verdict = judge(qc, obs);
+          if (verdict && 'failed' in verdict) return { done: { settled: false, again: false, failure: verdict.failed } };
+          if (verdict) return verdict;
+        }
         const hold = stopGate({ obs, memory: stallMemory(qc, obs), target: null, opts: gateOptions(deps, obs, 0) });
         let reason = hold?.reason ?? null;
         if (!reason) {
@@ -103,9 +288,143 @@ export function upgradeActivities(deps: ActivityDeps) {
           reason = `a write does not commit: ${probe.error}`;
         }
         if (Date.now() > deadline) return { done: { settled: false, again: false, reason } };
-        const waiting = applied.stopping ? 'stopping the upgrade once the cluster is whole' : 'every pod restarted; waiting for the cluster to settle';
+        const waiting = applied.stopping
+          ? 'stopping the upgrade once the cluster is whole'
+          : rollback
+            ? 'every pod went back; waiting for the cluster to settle'
+            : 'every pod restarted; waiting for the cluster to settle';
         return { hold: { phase: 'Upgrading', message: `${waiting}: ${reason}`, gate: hold?.gate ?? 'write-commits' } };
       });
+    },
+
+    /**
+     * The canary: the first pod on the new version, once Ready, live and caught up, is watched
+     * for spec.upgrade.canarySeconds before the next pod moves: it has to stay the same pod, run,
+     * stay Ready, live and caught up, and a write has to commit through it (a problem that is
+     * not a restart has to be seen twice in a row). A failure fails the upgrade: `failed` with
+     * onFailure Rollback, a hold with Hold (until the spec changes, or onFailure becomes Rollback).
+     * An operator that restarts during the soak starts it again from its beginning.
+     */
+    async awaitCanary(ref: ClusterRef, c: CanaryInput): Promise<CanaryVerdict> {
+      const o = c.ordinal;
+      let start: CanaryStart | null = null;
+      let soakUntil = 0;
+      let strikes = 0;
+      let failure: string | null = null;
+      const failed = (qc: QueenCluster, reason: string): { done: CanaryVerdict } | { hold: Hold } => {
+        failure = reason;
+        const spec = withDefaults(qc.spec);
+        if (spec.upgrade.onFailure === 'Rollback') return { done: { kind: 'failed', failure: { reason, failedVersion: c.version } } };
+        return { hold: failureHold(c.version, reason) };
+      };
+      return holdUntil<CanaryVerdict>(deps, ref, async () => {
+        const qc = await loadCluster(deps, ref);
+        const spec = withDefaults(qc.spec);
+        if (specHash(qc) !== c.specHash) return { done: { kind: 'retarget' } };
+        // A verdict stands: it waits for a person (or for onFailure to become Rollback).
+        if (failure) return failed(qc, failure);
+        const obs = await observeCluster(deps, qc);
+        const caughtUp = gateOptions(deps, obs, 0).caughtUpEntries;
+        if (!start) {
+          const broken = newVersionFailure({ obs, version: c.version, watch: { ordinal: o, since: c.since }, deadlineMs: spec.upgrade.progressDeadlineSeconds * 1000 });
+          if (broken) return failed(qc, `the canary failed: ${broken}`);
+          const pod = podAt(obs, o);
+          if (!pod || pod.uid === c.oldUid || !canaryUp(obs, o, caughtUp)) {
+            return { hold: { phase: 'Upgrading', message: `pod ${o} is the canary: waiting for it to be Ready, live and caught up on ${c.version}`, gate: 'canary-soaked' } };
+          }
+          start = { ordinal: o, uid: pod.uid, restarts: pod.restarts };
+          soakUntil = Date.now() + c.seconds * 1000;
+          await stepEvent(deps, qc, 'Canary', `soaking pod ${o} on ${c.version} for ${goDuration(c.seconds * 1000)}`);
+        }
+        let problem = canaryProblem(obs, start, caughtUp);
+        if (!problem) {
+          const pod = podAt(obs, o)!;
+          const base = brokerBase(deps.settings.brokerAccess, qc, spec, pod);
+          const probe = base ? await probeWrite(base, `pod ${o}`) : { ok: false as const, error: `pod ${o} has no address` };
+          if (!probe.ok) problem = { reason: `a write through pod ${o} does not commit: ${probe.error}`, fatal: false };
+        }
+        if (problem) {
+          strikes++;
+          if (problem.fatal || strikes >= 2) return failed(qc, `the canary failed: ${problem.reason}`);
+        } else {
+          strikes = 0;
+        }
+        const left = soakUntil - Date.now();
+        if (left <= 0 && !problem) {
+          await stepEvent(deps, qc, 'CanaryPassed', `pod ${o} ran ${c.version} for ${goDuration(c.seconds * 1000)}: Ready, live, caught up, committing writes`);
+          return { done: { kind: 'passed' } };
+        }
+        const checking = problem ? `looking again: ${problem.reason}` : 'checking that it stays Ready, live and caught up and commits writes';
+        return {
+          hold: { phase: 'Upgrading', message: `pod ${o} is the canary on ${c.version}: ${checking}; ${timeLeftText(left)} left`, gate: 'canary-soaked' },
+        };
+      });
+    },
+
+    /**
+     * The first step of a rollback: the template recorded before the first pod moved goes back on
+     * the StatefulSet (OnDelete: no pod restarts yet), and status.upgrade.rollback says a rollback
+     * is under way, so a run that begins later (after a yield, a cancel and a retry, or a lost
+     * workflow) finishes it. `impossible` when no template was recorded.
+     */
+    async applyPreviousTemplate(ref: ClusterRef, failure: UpgradeFailure & { fingerprint: string }): Promise<RollbackTarget | { impossible: string }> {
+      const qc = await loadCluster(deps, ref);
+      const spec = withDefaults(qc.spec);
+      const prev = qc.status?.upgrade?.previous;
+      if (!prev?.template || !prev.templateHash) {
+        return { impossible: 'no pod template from before the upgrade is recorded (the upgrade began under an operator that did not record it)' };
+      }
+      const live = await getStatefulSet(deps.kube, ref.namespace, names.statefulSet(ref.name));
+      if (!live || live.metadata?.deletionTimestamp) {
+        throw ApplicationFailure.nonRetryable(`the StatefulSet ${ref.name} is missing: the cluster has to be formed again`, 'NoStatefulSet');
+      }
+      const underWay = qc.status?.upgrade?.rollback;
+      const target: RollbackTarget = {
+        templateHash: prev.templateHash,
+        version: prev.version ?? prev.templateHash,
+        failedVersion: underWay?.failedVersion ?? failure.failedVersion,
+        reason: underWay?.reason ?? failure.reason,
+      };
+      if (underWay?.templateHash !== target.templateHash || underWay.fingerprint !== failure.fingerprint) {
+        await patchUpgradeStatus(deps, ref, {
+          rollback: { ...target, fingerprint: failure.fingerprint, startedAt: new Date().toISOString() },
+        });
+      }
+      const shape = keptShape(live, spec);
+      const sts = statefulSet(qc, shape);
+      sts.spec!.template = previousTemplate(qc, spec, prev.template, shape.pods);
+      // Not the spec hash of either: the Services and the budget stay as the failed spec made them,
+      // so a spec put back as it was is applied again (its template restarts no pod).
+      sts.metadata!.annotations = { ...sts.metadata!.annotations, [ANNOTATIONS.specHash]: `rolled-back:${prev.specHash ?? ''}` };
+      const before = live.spec?.template.metadata?.annotations?.[ANNOTATIONS.configHash];
+      await applyObject(deps.kube, sts);
+      if (before !== target.templateHash) {
+        await stepEvent(deps, qc, 'RollBack', `rolling back to ${target.version}: ${target.reason}`, 'Warning');
+      }
+      return target;
+    },
+
+    /**
+     * Waits until the next pod may go back to the previous template: the one that is not Ready
+     * first, then those that do not lead from the highest ordinal, the leader last, through the
+     * same stop gate as the upgrade (no approval: the leader only moved forward with one).
+     */
+    async awaitRollbackRestart(ref: ClusterRef, back: RollbackTarget): Promise<{ kind: 'done' } | { kind: 'restart'; pick: RestartPick }> {
+      return holdUntil<{ kind: 'done' } | { kind: 'restart'; pick: RestartPick }>(deps, ref, async () => {
+        const qc = await loadCluster(deps, ref);
+        const obs = { ...(await observeCluster(deps, qc)), wantedHash: back.templateHash };
+        const pick = nextRestart(obs);
+        if (!pick) return { done: { kind: 'done' } };
+        const hold = await stopHold(deps, qc, obs, pick.ordinal, { phase: 'Upgrading', next: `rolling back to ${back.version}: pod ${pick.ordinal} is next` });
+        if (hold) return { hold };
+        return { done: { kind: 'restart', pick } };
+      });
+    },
+
+    /** The rollback is over: status.upgrade.rollback goes (the end of the operation says how it went). */
+    async endRollback(ref: ClusterRef): Promise<void> {
+      await loadCluster(deps, ref);
+      await patchUpgradeStatus(deps, ref, { rollback: null });
     },
 
     /** Which pods run which version now, for the status of a cancelled or yielded upgrade. */

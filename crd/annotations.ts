@@ -38,6 +38,29 @@ export const USER_ANNOTATIONS: readonly AnnotationDoc[] = [
     effect: 'starts again an operation that was cancelled or failed, for the same spec',
   },
   {
+    annotation: ANNOTATIONS.approve,
+    values: 'the version an upgrade goes to, such as `2.6.1`',
+    effect:
+      'with `spec.upgrade.approval: Manual`, lets the upgrade to that version restart the leader (it waits before the ' +
+      'leader until then); another version does nothing, and a new version needs a new approval',
+  },
+  {
+    annotation: ANNOTATIONS.plan,
+    values: '`true` or `false`',
+    effect:
+      '`true` writes `status.plan`: the operation the spec would start now and its steps in order, with the gates each ' +
+      'waits on, kept up to date while it is set; it changes nothing, and starts or holds nothing. `false`, or removing ' +
+      'it (and `plan-only`), removes `status.plan`',
+  },
+  {
+    annotation: ANNOTATIONS.planOnly,
+    values: '`true` or `false`',
+    effect:
+      '`true` writes `status.plan` as `plan` does and starts no operation while it is set (an operation already running ' +
+      'goes on: add `pause` to hold it too), so a spec change can be read as a plan before it runs; `false`, or removing ' +
+      'it, lets the planned operation start',
+  },
+  {
     annotation: ANNOTATIONS.pause,
     values: '`true` or `false`',
     effect:
@@ -61,6 +84,12 @@ export interface UserRequests {
   retry: string;
   cancel: boolean;
   pause: boolean;
+  /** The version approved for the leader's restart (spec.upgrade.approval: Manual), or null. */
+  approve: string | null;
+  /** status.plan is written (plan or plan-only). */
+  plan: boolean;
+  /** No operation starts: its plan is written instead. */
+  planOnly: boolean;
   /** Annotations of ours whose value (or name) is not one the operator takes: they act as unset. */
   problems: AnnotationProblem[];
 }
@@ -81,6 +110,8 @@ export function readAnnotations(annotations: Record<string, string> | undefined)
   const problems: AnnotationProblem[] = [];
   const cancel = flag(a, ANNOTATIONS.cancel, 'nothing is cancelled', problems);
   const pause = flag(a, ANNOTATIONS.pause, 'nothing is paused', problems);
+  const planOnly = flag(a, ANNOTATIONS.planOnly, 'operations start as they are needed', problems);
+  const plan = flag(a, ANNOTATIONS.plan, 'no plan is written', problems) || planOnly;
   let replacePod: string | null = a[ANNOTATIONS.replacePod] ?? null;
   if (replacePod === '') {
     problems.push({
@@ -98,7 +129,7 @@ export function readAnnotations(annotations: Record<string, string> | undefined)
       message: `${key} is not an annotation of this operator, which reads ${USER_ANNOTATIONS.map((d) => d.annotation).join(', ')}: it is ignored`,
     });
   }
-  return { replacePod, retry: a[ANNOTATIONS.retry] ?? '', cancel, pause, problems };
+  return { replacePod, retry: a[ANNOTATIONS.retry] ?? '', cancel, pause, approve: a[ANNOTATIONS.approve] || null, plan, planOnly, problems };
 }
 
 export type ReplaceRequest = { pod: string; ordinal: number; nodeId: number } | { pod: string; refused: string };

@@ -73,7 +73,7 @@ export function renderNamespacedYaml(): string {
     doc.directives!.docStart = null;
     out.push(doc.toString({ lineWidth: 0 }));
   }
-  return NAMESPACED_HEADER + out.join('---\n');
+  return NAMESPACED_HEADER + out.join('---\n').replace(/^#\s+namespace: queen-system\n/gm, '');
 }
 
 const cell = (text: string) => text.replaceAll('|', '\\|').replaceAll('\n', ' ');

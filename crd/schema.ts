@@ -168,6 +168,50 @@ export const specSchema = {
       default: 'cluster.local',
       description: 'Cluster DNS domain. Part of the peer addresses: fixed at creation.',
     },
+    upgrade: {
+      type: 'object',
+      default: {},
+      description: 'How a rolling upgrade goes.',
+      properties: {
+        approval: {
+          type: 'string',
+          enum: ['Automatic', 'Manual'],
+          default: 'Automatic',
+          description:
+            'Manual: the upgrade restarts every pod that does not lead, then waits before the leader until the ' +
+            'queenmq.com/approve annotation names the upgrade\'s version.',
+        },
+        onFailure: {
+          type: 'string',
+          enum: ['Hold', 'Rollback'],
+          default: 'Hold',
+          description:
+            'What the upgrade does when a pod on the new version crash-loops, does not become Ready and live within ' +
+            'progressDeadlineSeconds, or fails its canary: Hold (wait for a person) or Rollback (the pods already moved go ' +
+            'back to the previous pod template one at a time, through the same stop gate, the leader last; the status then ' +
+            'says RolledBack, and that spec is not tried again until it changes or queenmq.com/retry asks).',
+        },
+        progressDeadlineSeconds: {
+          type: 'integer',
+          format: 'int32',
+          minimum: 10,
+          maximum: 86400,
+          default: 600,
+          description: 'How long a restarted pod has to become Ready and live on the new version before the upgrade counts as failed.',
+        },
+        canarySeconds: {
+          type: 'integer',
+          format: 'int32',
+          minimum: 0,
+          maximum: 86400,
+          default: 0,
+          description:
+            'After the first pod runs the new version, the upgrade holds this long while it keeps checking that pod (Ready, ' +
+            'live, caught up, a write committing through it) before the next pod moves; a failure in that window is a failed ' +
+            'upgrade (see onFailure). 0: no canary.',
+        },
+      },
+    },
     minReadySeconds: {
       type: 'integer',
       format: 'int32',
@@ -260,6 +304,9 @@ const operationSchema = {
   },
 } as const;
 
+/** How an operation ended. */
+export const OPERATION_RESULTS = ['Succeeded', 'Failed', 'Cancelled', 'Yielded', 'RolledBack'] as const;
+
 const lastOperationSchema = {
   type: 'object',
   required: ['type', 'result'],
@@ -267,13 +314,80 @@ const lastOperationSchema = {
     type: { type: 'string' },
     workflowId: { type: 'string' },
     runId: { type: 'string' },
-    result: { type: 'string', enum: ['Succeeded', 'Failed', 'Cancelled', 'Yielded'] },
+    result: {
+      type: 'string',
+      enum: OPERATION_RESULTS,
+      description: 'RolledBack: an upgrade that failed and put the pods it had moved back on the previous pod template.',
+    },
     message: { type: 'string' },
     target: { type: 'string' },
     fingerprint: { type: 'string', description: 'What the operation was started for; not restarted for the same one.' },
     retryToken: { type: 'string', description: 'Value of the queenmq.com/retry annotation when it started.' },
     startedAt: { type: 'string', format: 'date-time' },
     finishedAt: { type: 'string', format: 'date-time' },
+  },
+} as const;
+
+/** What a rolling upgrade keeps so that it can go back, whatever happens to the operator meanwhile. */
+const upgradeStatusSchema = {
+  type: 'object',
+  properties: {
+    previous: {
+      type: 'object',
+      nullable: true,
+      description:
+        'The pod template every pod ran before the upgrade began, recorded before the first pod moved: where a rollback goes.',
+      properties: {
+        version: { type: 'string', description: 'The broker version of that template.' },
+        image: { type: 'string' },
+        templateHash: { type: 'string', description: 'Its hash (queenmq.com/config-hash on its pods).' },
+        specHash: { type: 'string', description: 'The spec hash the StatefulSet carried with it.' },
+        recordedAt: { type: 'string', format: 'date-time' },
+        template: {
+          type: 'object',
+          'x-kubernetes-preserve-unknown-fields': true,
+          description: 'The StatefulSet\'s pod template as it was.',
+        },
+      },
+    },
+    rollback: {
+      type: 'object',
+      nullable: true,
+      description: 'A rollback under way: an operator that restarts in its middle finishes it.',
+      properties: {
+        reason: { type: 'string', description: 'Why the upgrade failed.' },
+        failedVersion: { type: 'string', description: 'The version that failed.' },
+        version: { type: 'string', description: 'The version the pods go back to.' },
+        templateHash: { type: 'string', description: 'The pod template they go back to.' },
+        fingerprint: { type: 'string', description: 'The request (spec) that failed.' },
+        startedAt: { type: 'string', format: 'date-time' },
+      },
+    },
+  },
+} as const;
+
+const planStepSchema = {
+  type: 'object',
+  required: ['step'],
+  properties: {
+    step: { type: 'string', description: 'The step, in the words its Event and status.message use.' },
+    note: { type: 'string', description: 'Why this step comes here, when it is not obvious (the leader, last).' },
+    gates: { type: 'array', items: { type: 'string' }, description: 'The named gates the step waits on before it acts.' },
+  },
+} as const;
+
+const planSchema = {
+  type: 'object',
+  description:
+    'With queenmq.com/plan=true or queenmq.com/plan-only=true: the operation the spec would start now and its steps in ' +
+    'order, computed from the cluster as observed by the rules the operations run. Nothing is changed for it.',
+  properties: {
+    operation: { type: 'string', nullable: true, description: 'The operation the spec would start (null: none is needed).' },
+    target: { type: 'string' },
+    message: { type: 'string', description: 'One line: what would happen, and what it waits for before it starts.' },
+    generation: { type: 'integer', format: 'int64', description: 'The metadata.generation of the spec it was computed for.' },
+    computedAt: { type: 'string', format: 'date-time' },
+    steps: { type: 'array', items: planStepSchema },
   },
 } as const;
 
@@ -319,6 +433,8 @@ export const statusSchema = {
     lastProbeError: { type: 'string', nullable: true, description: 'Why the last write probe failed.' },
     operation: { ...operationSchema, nullable: true, description: 'The operation running now.' },
     lastOperation: { ...lastOperationSchema, description: 'How the last operation ended.' },
+    upgrade: { ...upgradeStatusSchema, description: 'What a rolling upgrade keeps so that it can go back.' },
+    plan: { ...planSchema, nullable: true },
     conditions: {
       type: 'array',
       items: conditionSchema,
@@ -334,6 +450,9 @@ export type QueenClusterStatus = FromSchema<typeof statusSchema>;
 export type MemberStatus = FromSchema<typeof memberSchema>;
 export type OperationStatus = FromSchema<typeof operationSchema>;
 export type LastOperationStatus = FromSchema<typeof lastOperationSchema>;
+export type UpgradeStatus = FromSchema<typeof upgradeStatusSchema>;
+export type PlanStatus = FromSchema<typeof planSchema>;
+export type PlanStep = FromSchema<typeof planStepSchema>;
 export type Condition = FromSchema<typeof conditionSchema>;
 export type Phase = (typeof PHASES)[number];
 
@@ -363,6 +482,9 @@ export const ANNOTATIONS = {
   retry: `${GROUP}/retry`,
   cancel: `${GROUP}/cancel`,
   pause: `${GROUP}/pause`,
+  approve: `${GROUP}/approve`,
+  plan: `${GROUP}/plan`,
+  planOnly: `${GROUP}/plan-only`,
   /** On the pod template and so on every pod: the hash of the template it was made from. */
   configHash: `${GROUP}/config-hash`,
   /** On the StatefulSet: the hash of everything the operator renders from the spec. */

@@ -25,8 +25,27 @@ import { clusterView } from '../activities/view.ts';
 import { readAnnotations } from '../crd/annotations.ts';
 import { ANNOTATIONS, GROUP, PLURAL, VERSION, type QueenCluster } from '../crd/schema.ts';
 import type { OperationInput } from '../workflows/operation.ts';
+import { searchAttributesOf } from '../workflows/search-attributes.ts';
 import { decide, OPERATION_TYPES, type Decision, type OperationType, type RunningOperation } from '../workflows/plan/decide.ts';
 import type { ClaimObservation, PodObservation } from '../workflows/plan/observation.ts';
+
+/** What the Web UI shows of an operation beside its steps: what it is for and where to look. */
+function operationDetails(type: string, ns: string, name: string, target: string): string {
+  return [
+    `**${type}** of the QueenCluster \`${ns}/${name}\`, towards: ${target}`,
+    '',
+    'Each step is an activity named by its line of the README; a waiting step names the gate that holds it in its heartbeat.',
+    `The same lines, as they happen: \`kubectl -n ${ns} describe queencluster ${name}\` (Events) and \`kubectl -n ${ns} get queencluster ${name} -o wide\` (status).`,
+    `Cancel: the Cancel button, or \`kubectl -n ${ns} annotate queencluster ${name} queenmq.com/cancel=true\`.`,
+  ].join('\n');
+}
+
+function observerDetails(ns: string, name: string): string {
+  return [
+    `The observer of the QueenCluster \`${ns}/${name}\`: health, membership and the write probe behind COMMITS into its status, as long as it exists.`,
+    `Its operations: \`QueenNamespace = "${ns}" AND QueenCluster = "${name}"\`.`,
+  ].join('\n');
+}
 
 export const operationWorkflowId = (ns: string, name: string) => `queencluster/${ns}/${name}`;
 export const observerWorkflowId = (ns: string, name: string) => `queencluster-observer/${ns}/${name}`;
@@ -54,6 +73,8 @@ export interface WatcherOptions {
   resyncMs?: number;
   /** Evaluations of one cluster are at least this far apart (events in between are folded). */
   settleMs?: number;
+  /** The operator's search attributes are registered: the workflows it starts carry them. */
+  searchAttributes?: boolean;
 }
 
 interface WatchState {
@@ -93,7 +114,7 @@ export class Watcher {
   private stopped = false;
 
   constructor(opts: WatcherOptions) {
-    this.opts = { resyncMs: 30_000, settleMs: 300, ...opts };
+    this.opts = { resyncMs: 30_000, settleMs: 300, searchAttributes: false, ...opts };
   }
 
   async start(): Promise<void> {
@@ -360,6 +381,8 @@ export class Watcher {
         args: [ref, null],
         workflowIdConflictPolicy: 'USE_EXISTING',
         staticSummary: `observes the QueenCluster ${namespace}/${name}`,
+        staticDetails: observerDetails(namespace, name),
+        ...(this.opts.searchAttributes ? { typedSearchAttributes: searchAttributesOf(namespace, name, 'Observer', '') } : {}),
       });
       this.observed.set(key, uid!);
       log.debug('observer running');
@@ -407,6 +430,8 @@ export class Watcher {
         taskQueue: this.opts.taskQueue,
         args: [input],
         staticSummary: `${decision.need.type} of ${namespace}/${name}: ${decision.need.target}`,
+        staticDetails: operationDetails(decision.need.type, namespace, name, decision.need.target),
+        ...(this.opts.searchAttributes ? { typedSearchAttributes: searchAttributesOf(namespace, name, decision.need.type, decision.need.target) } : {}),
       });
       log.info({ workflowId: handle.workflowId, runId: handle.firstExecutionRunId, type: decision.need.type, target: decision.need.target }, `started ${decision.need.type}`);
     } catch (err) {

@@ -8,6 +8,7 @@ import {
   defineSignal,
   isCancellation,
   proxyActivities,
+  setCurrentDetails,
   setHandler,
   type ActivityOptions,
 } from '@temporalio/workflow';
@@ -47,8 +48,12 @@ const WAIT: ActivityOptions = {
   cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
 };
 
-/** The activities of one step, with the step's line as its summary in the Temporal UI. */
+/**
+ * The activities of one step, with the step's line as its summary in the Temporal UI; the line is
+ * also the workflow's current details (what the UI shows it is doing now).
+ */
 export function step(summary: string, kind: 'quick' | 'wait' = 'quick') {
+  setCurrentDetails(summary);
   return proxyActivities<Activities>({ ...(kind === 'wait' ? WAIT : QUICK), summary });
 }
 
@@ -103,7 +108,8 @@ export function failureMessage(err: unknown): string {
   return msg;
 }
 
-export type Outcome = { result: 'Succeeded' | 'Failed' | 'Yielded'; message: string };
+/** How an operation's body ends (RolledBack: an upgrade that failed and put the pods it moved back). */
+export type Outcome = { result: 'Succeeded' | 'Failed' | 'Yielded' | 'RolledBack'; message: string };
 
 export interface OperationShape {
   type: OperationType;
@@ -130,7 +136,7 @@ export async function runOperation(input: OperationInput, shape: OperationShape,
     fingerprint: input.fingerprint,
     retryToken: input.retryToken,
   });
-  const end = (result: 'Succeeded' | 'Failed' | 'Cancelled' | 'Yielded', message: string) =>
+  const end = (result: Outcome['result'] | 'Cancelled', message: string) =>
     CancellationScope.nonCancellable(() =>
       step(message).endOperation(input.ref, {
         type: shape.type,

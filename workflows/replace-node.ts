@@ -20,11 +20,11 @@ export async function replaceNode(input: OperationInput): Promise<string> {
       failed: `the replacement of ${pod} failed`,
     },
     async () => {
-      const checked = await step(`check the request to replace ${pod}`, 'wait').checkReplacement(ref, pod);
+      const checked = await step(`replacing ${pod}`, 'wait').checkReplacement(ref, pod);
       if ('abandoned' in checked) return { result: 'Succeeded', message: `the replacement of ${pod} was called off: ${checked.abandoned}` };
       const r = checked.replacement;
       for (;;) {
-        const left = await step(`remove node ${r.nodeId} from the membership`, 'wait').leaveMembership(ref, r);
+        const left = await step(`removing node ${r.nodeId} from the membership`, 'wait').leaveMembership(ref, r);
         if (left === 'left') break;
         if (left === 'abandoned') {
           return {
@@ -45,10 +45,10 @@ export async function replaceNode(input: OperationInput): Promise<string> {
       }
       // Out of the membership: from here on the node is re-added whatever happens.
       await CancellationScope.nonCancellable(async () => {
-        await step(`delete the volume of pod ${r.ordinal}`, 'wait').wipeVolume(ref, r);
+        await step(`deleting the volume of pod ${r.ordinal}`, 'wait').wipeVolume(ref, r);
         await step(`wait for pod ${r.ordinal} to start empty`, 'wait').awaitEmptyNode(ref, r);
-        await step(`add node ${r.nodeId} as a learner`, 'wait').addLearnerNode(ref, r.nodeId, 'Replacing');
-        await step(`promote node ${r.nodeId} to voters`, 'wait').promoteNodes(ref, [r.nodeId], 'Replacing');
+        await step(`adding node ${r.nodeId} as a learner`, 'wait').addLearnerNode(ref, r.nodeId, 'Replacing');
+        await step(`promoting node ${r.nodeId} to voters`, 'wait').promoteNodes(ref, [r.nodeId], 'Replacing');
         await step(`pod ${r.ordinal} is a voter again`, 'wait').finishReplacement(ref, r);
       });
       return { result: 'Succeeded', message: `pod ${r.ordinal} is a voter again: node ${r.nodeId} left the membership, got an empty volume and caught up from the leader` };

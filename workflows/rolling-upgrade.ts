@@ -3,24 +3,88 @@
 // template restarts nothing, the workflow deletes the pods. Each step re-reads the spec, so a
 // second version change retargets the running upgrade; a yield stops it at its next safe point;
 // a cancel stops it between pods, never in the middle of one.
-import { CancellationScope } from '@temporalio/workflow';
+//
+// The new version is watched as it goes: a pod on it that crash-loops, or a restarted pod that is
+// not Ready and live within spec.upgrade.progressDeadlineSeconds, fails the upgrade; with
+// spec.upgrade.canarySeconds the first pod on it soaks that long, watched, before the next moves.
+// A failure holds the upgrade (onFailure Hold) or rolls it back (Rollback): the pods it moved go
+// back to the template recorded before the first one moved, through the same stop gate, the leader
+// last, and it ends RolledBack. The rollback is recorded in status, so a later run finishes it.
+import { CancellationScope, patched } from '@temporalio/workflow';
+import type { RollbackTarget, UpgradeFailure } from '../activities/upgrade.ts';
 import { podsText } from './plan/format.ts';
-import { resumeHint, runOperation, step, yieldable, YIELDED, type OperationInput } from './operation.ts';
+import type { ProgressWatch } from './plan/progress.ts';
+import { resumeHint, runOperation, step, yieldable, YIELDED, type OperationInput, type Outcome } from './operation.ts';
+
+/** Patches: the steps added to the sequence of a recorded upgrade (see test/workflows/replay.test.ts). */
+export const PATCHES = {
+  /** A failed new version rolls back (onFailure Rollback). */
+  rollback: 'upgrade-rollback',
+  /** The first pod on the new version soaks (canarySeconds). */
+  canary: 'upgrade-canary',
+} as const;
 
 export async function rollingUpgrade(input: OperationInput): Promise<string> {
   const { ref } = input;
   const yielding = yieldable();
   let version = input.target;
-  let applied: { specHash: string; templateHash: string; version: string } | null = null;
+  let applied: { specHash: string; templateHash: string; version: string; rollingBack?: RollbackTarget } | null = null;
   const restarted: number[] = [];
+  /** Set once a rollback began: where it goes, and the pods it moved back. */
+  let back: RollbackTarget | null = null;
+  const wentBack: number[] = [];
   const describe = () => step('which pods run which version').describeVersions(ref);
   const sofar = () => (restarted.length === 0 ? 'no restart' : `restarting ${podsText(restarted)}`);
-  /** A cancel ends the operation once the pod restarted last is back: the cluster is left whole. */
+  /**
+   * A cancel ends the operation once the pod restarted last is back: the cluster is left whole. Not
+   * in a rollback: the pods still on the failed version would not come back (a retry finishes it).
+   */
   const whole = async () => {
-    if (restarted.length > 0 && applied) {
+    if (restarted.length > 0 && !back && applied) {
       await step('wait for the cluster to be whole', 'wait').awaitSettled(ref, { specHash: applied.specHash, stopping: true });
     }
   };
+
+  /** Takes the pods the upgrade moved back to the template recorded before the first one moved. */
+  const rollBack = async (failure: UpgradeFailure): Promise<Outcome> => {
+    const target = await step(`rolling back from ${failure.failedVersion}`).applyPreviousTemplate(ref, { ...failure, fingerprint: input.fingerprint });
+    if ('impossible' in target) {
+      return { result: 'Failed', message: `the upgrade to ${failure.failedVersion} failed: ${failure.reason}; it cannot roll back: ${target.impossible}` };
+    }
+    back = target;
+    const to = target;
+    const yielded = () => ({
+      result: 'Yielded' as const,
+      message: `the rollback from ${to.failedVersion} to ${to.version} yielded to ${yielding.requested} after ${wentBack.length === 0 ? 'no restart' : `restarting ${podsText(wentBack)}`}; it goes on after`,
+    });
+    for (;;) {
+      const next = await yielding.run(() => step('wait until the next pod may go back', 'wait').awaitRollbackRestart(ref, to));
+      if (next === YIELDED) return yielded();
+      if (next.kind === 'restart') {
+        const pick = next.pick;
+        const r = await CancellationScope.nonCancellable(() =>
+          step(`rolling back pod ${pick.ordinal} to ${to.version}`, 'wait').restartPod(ref, pick, { phase: 'Upgrading', message: `rolling back pod ${pick.ordinal} to ${to.version}` }),
+        );
+        if (r.restarted) wentBack.push(pick.ordinal);
+        continue;
+      }
+      const settled = await yielding.run(() =>
+        step('wait for the cluster to settle', 'wait').awaitSettled(ref, { specHash: applied?.specHash ?? '', wantedHash: to.templateHash }),
+      );
+      if (settled === YIELDED) return yielded();
+      if (settled.again) continue;
+      await step('the rollback is over').endRollback(ref);
+      const moved = wentBack.length === 0 ? 'no pod had to go back' : `${podsText(wentBack)} went back to ${to.version}`;
+      const unsettled = settled.settled ? '' : ` (the cluster did not settle: ${settled.reason ?? 'unknown'})`;
+      return {
+        result: 'RolledBack',
+        message:
+          `rolled back to ${to.version}: the upgrade to ${to.failedVersion} failed: ${to.reason}; ${moved}${unsettled}; ` +
+          `${to.failedVersion} is not tried again until the spec changes, or: ${resumeHint(ref).replace(/^to resume: /, '')}`,
+      };
+    }
+  };
+
   return runOperation(
     input,
     {
@@ -29,19 +93,22 @@ export async function rollingUpgrade(input: OperationInput): Promise<string> {
       message: `applying the new pod template (${version})`,
       cancelled: async () => {
         await whole();
-        return (
-          `the upgrade to ${version} was cancelled after ${sofar()}: ` +
-          `${await describe()}; ${resumeHint(ref)}`
-        );
+        const what = back ? `the rollback from ${back.failedVersion} to ${back.version}` : `the upgrade to ${version}`;
+        const done = back ? (wentBack.length === 0 ? 'no restart' : `restarting ${podsText(wentBack)}`) : sofar();
+        return `${what} was cancelled after ${done}: ${await describe()}; ${resumeHint(ref)}`;
       },
       failed: `the upgrade to ${version} failed`,
     },
     async () => {
       applied = await step(`apply ${version} to the pod template`).applyPodTemplate(ref);
       version = applied.version;
+      const resumed = applied.rollingBack;
+      if (resumed && patched(PATCHES.rollback)) return rollBack({ reason: resumed.reason, failedVersion: resumed.failedVersion });
+      /** The pod restarted last, until it has come up on the new version (the progress deadline runs from its restart). */
+      let watch: ProgressWatch | null = null;
       for (;;) {
         const target = applied;
-        const next = await yielding.run(() => step('wait until the next pod may stop', 'wait').awaitNextRestart(ref, target));
+        const next = await yielding.run(() => step('wait until the next pod may stop', 'wait').awaitNextRestart(ref, { specHash: target.specHash, watch }));
         if (next === YIELDED) {
           return {
             result: 'Yielded',
@@ -53,18 +120,42 @@ export async function rollingUpgrade(input: OperationInput): Promise<string> {
           version = applied.version;
           continue;
         }
+        if (next.kind === 'failed') {
+          if (patched(PATCHES.rollback)) return rollBack(next.failure);
+          continue;
+        }
         if (next.kind === 'restart') {
           // A pod being stopped is finished before a cancel or a yield is honoured.
           const pick = next.pick;
-          const r = await CancellationScope.nonCancellable(() => step(`restart pod ${pick.ordinal}`, 'wait').restartPod(ref, pick));
+          const r = await CancellationScope.nonCancellable(() => step(`restarting pod ${pick.ordinal}`, 'wait').restartPod(ref, pick));
           if (r.restarted) restarted.push(pick.ordinal);
+          watch = r.restarted ? { ordinal: pick.ordinal, since: Date.now() } : watch;
+          const seconds = next.canarySeconds ?? 0;
+          if (r.restarted && seconds > 0 && patched(PATCHES.canary)) {
+            const since = Date.now();
+            const canary = await yielding.run(() =>
+              step(`soaking pod ${pick.ordinal} on ${version} for ${seconds}s`, 'wait').awaitCanary(ref, {
+                ordinal: pick.ordinal,
+                oldUid: pick.podUid,
+                since,
+                specHash: target.specHash,
+                version,
+                seconds,
+              }),
+            );
+            if (canary === YIELDED) {
+              return { result: 'Yielded', message: `the upgrade to ${version} yielded to ${yielding.requested} during the canary of pod ${pick.ordinal}: ${await describe()}` };
+            }
+            if (canary.kind === 'failed') return rollBack(canary.failure);
+          }
           continue;
         }
         // No pod runs an old template: the last restarted pod has to come back and the cluster commit.
-        const settled = await yielding.run(() => step('wait for the cluster to settle', 'wait').awaitSettled(ref, target));
+        const settled = await yielding.run(() => step('wait for the cluster to settle', 'wait').awaitSettled(ref, { ...target, watch }));
         if (settled === YIELDED) {
           return { result: 'Yielded', message: `the upgrade to ${version} yielded to ${yielding.requested} after ${sofar()}` };
         }
+        if (settled.failure && patched(PATCHES.rollback)) return rollBack(settled.failure);
         if (settled.again) continue;
         const done = restarted.length === 0 ? 'no pod needed a restart' : `restarted ${podsText(restarted)}, the leader last`;
         if (!settled.settled) {

@@ -58,6 +58,8 @@ export interface OperatorFlags {
   stallAfter?: string;
   settleTimeout?: string;
   extra?: string[];
+  /** Environment of an operator process, beside the test's own. */
+  env?: Record<string, string>;
 }
 
 /** The flags a scenario gives the operator, as command-line arguments (tests run on shorter intervals). */
@@ -84,12 +86,14 @@ export class OperatorProcess {
   private proc: ChildProcess | null = null;
   private exited: Promise<number | null> | null = null;
   private readonly args: string[];
+  private readonly env: Record<string, string>;
   readonly namespace: string;
   readonly label: string;
 
   constructor(namespace: string, label: string, taskQueue: string, flags: OperatorFlags = {}) {
     this.namespace = namespace;
     this.label = label;
+    this.env = flags.env ?? {};
     const dir = join(testbed().dir, 'operator', namespace);
     mkdirSync(dir, { recursive: true });
     this.logPath = join(dir, `${label}.log`);
@@ -109,7 +113,7 @@ export class OperatorProcess {
 
   start(): this {
     const fd = openSync(this.logPath, 'a');
-    this.proc = spawn(process.execPath, this.args, { stdio: ['ignore', fd, fd], env: { ...process.env, LOG_LEVEL: 'debug' } });
+    this.proc = spawn(process.execPath, this.args, { stdio: ['ignore', fd, fd], env: { ...process.env, LOG_LEVEL: 'debug', ...this.env } });
     closeSync(fd);
     const p = this.proc;
     live.add(p);

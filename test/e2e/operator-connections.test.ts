@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
 import { freePorts } from '../testbed/temporal.ts';
-import { makePki, startTcpProxy, startTlsTerminator, type Pki, type Proxy } from '../testbed/proxies.ts';
+import { makePki, startApiKeyGateway, startTcpProxy, startTlsTerminator, type Pki, type Proxy } from '../testbed/proxies.ts';
 import { createCluster, operatorSetup, scenario, seedSpec, testbed, waitFor, waitForCluster, type OperatorProcess, type Scenario } from './harness.ts';
 
 let s: Scenario;
@@ -132,5 +132,25 @@ describe('operator connections', () => {
     const withCert = await operator('mtls', [`--temporal-address=${mtls.address}`, `--temporal-tls-ca=${pki.caCert}`, `--temporal-tls-cert=${pki.clientCert}`, `--temporal-tls-key=${pki.clientKey}`]);
     await waitFor('ready through mutual TLS', async () => (await get(withCert.port, '/readyz')).status === 200, 60_000);
     await withCert.op.kill('SIGTERM');
+  });
+
+  it('an API key: a frontend that asks for one refuses a wrong one in words, takes the right one from TEMPORAL_API_KEY', async () => {
+    const gateway = await startApiKeyGateway(testbed().temporal.address, pki, 'the-right-key');
+    proxies.push(gateway);
+    const keyFile = join(testbed().dir, 'operator', s.ns, 'api-key');
+    writeFileSync(keyFile, 'a-wrong-key\n', { mode: 0o600 });
+    const wrong = await operator('apikey-wrong', [`--temporal-address=${gateway.address}`, `--temporal-tls-ca=${pki.caCert}`, `--temporal-api-key-file=${keyFile}`]);
+    const said = await waitFor('the refused key said', async () => lines(wrong.op, /connecting to the Temporal frontend/)[0], 30_000);
+    expect(said).toContain(`connecting to the Temporal frontend at ${gateway.address} with TLS failed: it refused the API key`);
+    expect(gateway.refused()).toBeGreaterThan(0);
+    await wrong.op.kill('SIGTERM');
+
+    const [port] = await freePorts(1);
+    const right = s.startOperator('apikey', {
+      extra: [`--health-port=${port}`, '--bind-address=127.0.0.1', `--temporal-address=${gateway.address}`, `--temporal-tls-ca=${pki.caCert}`],
+      env: { TEMPORAL_API_KEY: 'the-right-key' },
+    });
+    await waitFor('ready with the API key', async () => (await get(port!, '/readyz')).status === 200, 60_000);
+    await right.kill('SIGTERM');
   });
 });

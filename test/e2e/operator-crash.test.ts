@@ -30,7 +30,7 @@ it('operator-crash: FormCluster survives the forced deletion of the replica runn
   expect(runs.map((r) => [r.type, r.status])).toEqual([['formCluster', 'COMPLETED']]);
   const after = await apps.readNamespacedStatefulSet({ namespace: s.ns, name: 'queen' });
   expect(after.metadata?.uid).toBe(sts.metadata?.uid);
-  const services = await s.core.listNamespacedService({ namespace: s.ns });
+  const services = await s.core.listNamespacedService({ namespace: s.ns, labelSelector: 'app.kubernetes.io/instance=queen' });
   expect(services.items.map((x) => x.metadata?.name).sort()).toEqual(['queen', 'queen-headless']);
   // The Deployment made a new replica; the deleted one is gone.
   const now = await op.ready(s.core, 2);

@@ -82,3 +82,21 @@ export async function currentStep(s: Scenario, workflowId: string): Promise<{ ac
   }
   return null;
 }
+
+/** The results of a run's activities, in order, decoded (JSON payloads), with their activity type. */
+export async function activityResults(s: Scenario, run: Pick<Run, 'workflowId' | 'runId'>): Promise<{ type: string; result: unknown }[]> {
+  const events = await historyEvents(s, run);
+  const typeOf = new Map<string, string>();
+  const out: { type: string; result: unknown }[] = [];
+  for (const e of events) {
+    const scheduled = e.activityTaskScheduledEventAttributes;
+    if (scheduled) typeOf.set(String(e.eventId), scheduled.activityType?.name ?? '');
+    const done = e.activityTaskCompletedEventAttributes;
+    if (done) {
+      const payload = done.result?.payloads?.[0]?.data;
+      const result = payload && payload.length ? JSON.parse(Buffer.from(payload).toString('utf8')) : undefined;
+      out.push({ type: typeOf.get(String(done.scheduledEventId)) ?? '', result });
+    }
+  }
+  return out;
+}

@@ -22,6 +22,10 @@ export interface SimConfig {
   version: string;
   kinds: number;
   bootFail: boolean;
+  /** A build whose node never reports itself ready (`-unready` in the image tag): /health stays 503. */
+  neverReady: boolean;
+  /** A build that crashes (exit 1, no shutdown sequence) this long after it serves (`-crashafter<seconds>`), or null. */
+  crashAfterMs: number | null;
   timeFactor: number;
   dnsServer: string | null;
   heartbeatMs: number;
@@ -174,6 +178,8 @@ export function loadConfig(env: NodeJS.ProcessEnv): SimConfig {
   const image = env.QUEEN_SIM_IMAGE ?? 'ghcr.io/queen-mq/queen:latest';
   const version = versionFromImage(image);
   const bootFail = image.includes('-bootfail');
+  const neverReady = image.includes('-unready');
+  const crashAfter = /-crashafter([0-9]+)/.exec(image);
 
   // Node id: integer >= 1, or `ordinal` = trailing digits of HOSTNAME + 1.
   const rawId = (env.QUEEN_RAFT_NODE_ID ?? '1').trim();
@@ -257,6 +263,8 @@ export function loadConfig(env: NodeJS.ProcessEnv): SimConfig {
     version,
     kinds: kindsOf(version),
     bootFail,
+    neverReady,
+    crashAfterMs: crashAfter ? Number(crashAfter[1]) * 1000 : null,
     timeFactor: num(env, 'QUEEN_SIM_TIME_FACTOR', 1, 0),
     dnsServer: env.QUEEN_SIM_DNS && env.QUEEN_SIM_DNS.trim() !== '' ? env.QUEEN_SIM_DNS.trim() : null,
     heartbeatMs,

@@ -215,6 +215,12 @@ async function boot(): Promise<void> {
   api = new ClientApi(node, cfg, logger, { crash: (code) => setImmediate(() => exitNow(code)) });
   await listen(api.server, cfg.ip, cfg.httpPort, 'http');
   logger.info('serving', { http: `${cfg.ip}:${cfg.httpPort}`, raft: `${cfg.ip}:${cfg.raftPort}` });
+  if (cfg.crashAfterMs !== null) {
+    setTimeout(() => {
+      logger.fatal(`simulated crash: image ${cfg.image} exits ${cfg.crashAfterMs! / 1000} s after it serves (-crashafter)`, { image: cfg.image });
+      exitNow(1);
+    }, cfg.crashAfterMs);
+  }
 }
 
 boot().catch((e: unknown) => fatal(`boot failed: ${String(e)}`));

@@ -1302,7 +1302,7 @@ export class RaftNode {
     const lag = this.lag();
     const q = this.quorumAckMs();
     const quorumOk = this.cfg.readyQuorumMs === 0 || this.cfg.legacy || (q !== null && q <= this.cfg.readyQuorumMs);
-    const ready = leaderKnown && lag <= this.cfg.readyLagMs && quorumOk;
+    const ready = leaderKnown && lag <= this.cfg.readyLagMs && quorumOk && !this.cfg.neverReady;
     const body = {
       status: ready ? 'healthy' : 'settling',
       engine: 'raft',

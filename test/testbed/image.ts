@@ -10,7 +10,7 @@
 // cached by a hash of the Dockerfile, the list and every file it lets in.
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -176,7 +176,12 @@ export async function buildOperatorImage(opts: { projectDir?: string; cacheDir?:
   const key = imageKey(projectDir, files);
   const dir = join(cacheDir, `operator-${key}`);
   const metaPath = join(dir, 'image.json');
-  if (existsSync(metaPath)) return JSON.parse(readFileSync(metaPath, 'utf8')) as BuiltImage;
+  if (existsSync(metaPath)) {
+    // A pull marks the build as in use: builds are evicted only after hours without one.
+    const now = new Date();
+    utimesSync(dir, now, now);
+    return JSON.parse(readFileSync(metaPath, 'utf8')) as BuiltImage;
+  }
 
   log(`building the operator image ${key} from the Dockerfile (${files.length} files let in by .dockerignore)`);
   const began = Date.now();
@@ -259,13 +264,22 @@ export async function buildOperatorImage(opts: { projectDir?: string; cacheDir?:
   const image: BuiltImage = { ...final!, rootfs: join(dir, 'rootfs'), files, key };
   writeFileSync(metaPath, JSON.stringify(image, null, 2) + '\n');
   log(`built the operator image ${key} in ${((Date.now() - began) / 1000).toFixed(1)} s`);
-  // Older builds go; a few stay for test beds that may still run them.
+  evictOldBuilds(cacheDir, key);
+  return image;
+}
+
+/**
+ * Removes builds no test bed has pulled for two hours (several test beds, of several checkouts,
+ * may share the cache and run their builds at the same time), keeping the three newest anyway.
+ */
+function evictOldBuilds(cacheDir: string, keep: string): void {
   const builds = readdirSync(cacheDir)
-    .filter((d) => /^operator-[0-9a-f]{16}$/.test(d) && d !== `operator-${key}`)
+    .filter((d) => /^operator-[0-9a-f]{16}$/.test(d) && d !== `operator-${keep}`)
     .map((d) => ({ d, t: statSync(join(cacheDir, d)).mtimeMs }))
     .sort((a, b) => b.t - a.t);
-  for (const old of builds.slice(4)) rmSync(join(cacheDir, old.d), { recursive: true, force: true });
-  return image;
+  for (const old of builds.slice(3)) {
+    if (Date.now() - old.t > 2 * 3600_000) rmSync(join(cacheDir, old.d), { recursive: true, force: true });
+  }
 }
 
 /** Runs a command (without blocking the test bed's event loop), its output kept for an error. */

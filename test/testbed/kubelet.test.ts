@@ -249,7 +249,7 @@ spec:
     - name: main
       image: example.org/testbed-stand-in:1
       env: [{ name: PORT, value: "8080" }]
-      livenessProbe: { httpGet: { path: /health, port: 8080 }, periodSeconds: 1, failureThreshold: 2 }
+      livenessProbe: { httpGet: { path: /health, port: 8080 }, initialDelaySeconds: 15, periodSeconds: 1, failureThreshold: 2 }
 `);
   const pod = await running('lively');
   const ip = pod.status.podIP;

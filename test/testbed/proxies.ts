@@ -6,6 +6,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
+import { connect as http2Connect, createSecureServer, constants as h2, type ClientHttp2Session } from 'node:http2';
 import { createServer as createTlsServer } from 'node:tls';
 
 export interface Proxy {
@@ -131,4 +132,64 @@ export async function startTlsTerminator(target: string, pki: Pki, opts: { requi
   server.on('tlsClientError', () => undefined);
   const p = await listen(server as unknown as Server);
   return { address: `127.0.0.1:${p}`, port: p, ...controls(server as unknown as Server, p, open) };
+}
+
+/**
+ * A gRPC frontend that asks for an API key: TLS in front of the plaintext server at `target`, each
+ * call forwarded only with `authorization: Bearer <apiKey>`, answered UNAUTHENTICATED otherwise
+ * (as Temporal Cloud does), with the call's trailers passed back.
+ */
+export async function startApiKeyGateway(target: string, pki: Pki, apiKey: string): Promise<Proxy & { refused: () => number }> {
+  let upstream: ClientHttp2Session | null = null;
+  const session = () => {
+    if (!upstream || upstream.closed || upstream.destroyed) upstream = http2Connect(`http://${target}`);
+    return upstream;
+  };
+  let refused = 0;
+  // The compatibility API: it sends the trailers added before the end.
+  const server = createSecureServer({ key: readFileSync(pki.serverKey), cert: readFileSync(pki.serverCert), allowHTTP1: false }, (req, res) => {
+    if (req.headers.authorization !== `Bearer ${apiKey}`) {
+      refused++;
+      res.writeHead(200, { 'content-type': 'application/grpc', 'grpc-status': '16', 'grpc-message': 'Request unauthorized.' });
+      res.end();
+      return;
+    }
+    const forward: Record<string, string | string[]> = {};
+    for (const [k, v] of Object.entries(req.headers)) if (v !== undefined && k !== ':authority' && k !== ':scheme') forward[k] = v as string | string[];
+    const up = session().request(forward);
+    up.on('response', (h) => {
+      const out: Record<string, string | string[]> = {};
+      for (const [k, v] of Object.entries(h)) if (v !== undefined && !k.startsWith(':')) out[k] = v as string | string[];
+      res.writeHead(Number(h[':status'] ?? 200), out);
+    });
+    up.on('data', (d) => res.write(d));
+    up.on('trailers', (t) => {
+      const out: Record<string, string> = {};
+      for (const [k, v] of Object.entries(t)) if (v !== undefined) out[k] = String(v);
+      res.addTrailers(out);
+    });
+    up.on('end', () => res.end());
+    up.on('error', () => res.stream.close(h2.NGHTTP2_INTERNAL_ERROR));
+    req.on('data', (d) => up.write(d));
+    req.on('end', () => up.end());
+    req.on('error', () => up.close(h2.NGHTTP2_CANCEL));
+  });
+  server.on('sessionError', () => undefined);
+  const port = await listen(server as unknown as Server);
+  const open = new Set<Socket>();
+  server.on('connection', (s: Socket) => {
+    open.add(s);
+    s.on('close', () => open.delete(s));
+  });
+  const c = controls(server as unknown as Server, port, open);
+  return {
+    address: `127.0.0.1:${port}`,
+    port,
+    ...c,
+    close: async () => {
+      upstream?.close();
+      await c.close();
+    },
+    refused: () => refused,
+  };
 }

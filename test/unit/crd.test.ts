@@ -56,7 +56,7 @@ describe('the QueenCluster API', () => {
       version: true, image: true, imagePullPolicy: true, imagePullSecrets: true, replicas: true, secretName: true,
       storage: true, resources: true, podAntiAffinity: true, zoneSpread: true, nodeSelector: true, tolerations: true,
       priorityClassName: true, proxy: true, kafka: true, env: true, podLabels: true, podAnnotations: true, port: true,
-      raftPort: true, clusterDomain: true, minReadySeconds: true, terminationGracePeriodSeconds: true,
+      raftPort: true, clusterDomain: true, minReadySeconds: true, terminationGracePeriodSeconds: true, upgrade: true,
       adminTokenSecret: true, networkPolicy: true,
     };
     expect(Object.keys(typed).sort()).toEqual(specKeys);
@@ -97,7 +97,7 @@ describe('the QueenCluster API', () => {
       .split(/^---$/m)
       .map((d) => parse(d))
       .filter(Boolean);
-    expect(docs.map((d) => d.kind)).toEqual(['CustomResourceDefinition', 'ClusterRole', 'Namespace', 'ServiceAccount', 'ClusterRoleBinding', 'Deployment', 'PodDisruptionBudget']);
+    expect(docs.map((d) => d.kind)).toEqual(['CustomResourceDefinition', 'ClusterRole', 'Namespace', 'ServiceAccount', 'ClusterRoleBinding', 'Deployment', 'PodDisruptionBudget', 'Service']);
     const role = docs.find((d) => d.kind === 'ClusterRole');
     const resources = role.rules.flatMap((r: { resources: string[] }) => r.resources);
     expect(resources).not.toContain('secrets');
@@ -109,7 +109,7 @@ describe('the QueenCluster API', () => {
       .split(/^---$/m)
       .map((d) => parse(d))
       .filter(Boolean);
-    expect(docs.map((d) => d.kind)).toEqual(['ServiceAccount', 'RoleBinding', 'Deployment', 'PodDisruptionBudget']);
+    expect(docs.map((d) => d.kind)).toEqual(['ServiceAccount', 'RoleBinding', 'Deployment', 'PodDisruptionBudget', 'Service']);
     expect(docs.every((d) => d.metadata.namespace === undefined)).toBe(true);
     expect(docs[1].roleRef).toEqual({ apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'queen-operator' });
     const container = docs[2].spec.template.spec.containers[0];

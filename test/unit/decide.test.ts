@@ -101,6 +101,30 @@ describe('what the watcher does', () => {
     expect(decide(v, null, T0).action).toBe('none');
     expect(decide(v, null, T0 + 60_000).action).toBe('start');
   });
+  it('does not start an upgrade again after it rolled back, until the spec changes or a retry is asked', () => {
+    const rolledBack = { type: 'RollingUpgrade', result: 'RolledBack' as const, fingerprint: 'spec:spec2', retryToken: '', message: 'rolled back to 2.5.0: ...' };
+    const v = upgrade(view({ status: { voters: [1, 2, 3], lastOperation: rolledBack } }));
+    expect(decide(v, null, T0)).toMatchObject({ action: 'stopped', message: 'rolled back to 2.5.0: ...' });
+    v.qc.metadata.annotations = { 'queenmq.com/retry': '7' };
+    expect(decide(v, null, T0)).toMatchObject({ action: 'start', retryToken: '7' });
+    v.qc.metadata.annotations = {};
+    v.wantedSpecHash = 'spec3';
+    expect(decide(v, null, T0)).toMatchObject({ action: 'start', need: { fingerprint: 'spec:spec3' } });
+  });
+  it('plan-only: starts nothing and says so; asks no running operation to yield; cancels what it is asked to', () => {
+    const v = upgrade(view({ annotations: { 'queenmq.com/plan-only': 'true' } }));
+    expect(decide(v, null, T0)).toEqual({
+      action: 'paused',
+      need: expect.objectContaining({ type: 'RollingUpgrade' }),
+      message: 'plan only (queenmq.com/plan-only): RollingUpgrade (2.6.0) would start; its steps are in status.plan',
+    });
+    const r = view({ annotations: { 'queenmq.com/plan-only': 'true', 'queenmq.com/replace-pod': 'queen-1' } });
+    expect(decide(r, running('RollingUpgrade'), T0)).toEqual({ action: 'none', why: 'RollingUpgrade runs' });
+    r.qc.metadata.annotations!['queenmq.com/cancel'] = 'true';
+    expect(decide(r, running('RollingUpgrade'), T0)).toMatchObject({ action: 'cancel' });
+    // plan=true writes a plan and holds nothing.
+    expect(decide(upgrade(view({ annotations: { 'queenmq.com/plan': 'true' } })), null, T0)).toMatchObject({ action: 'start' });
+  });
   it('paused: starts nothing', () => {
     expect(decide(upgrade(view({ annotations: { 'queenmq.com/pause': 'true' } })), null, T0)).toMatchObject({ action: 'paused', need: { type: 'RollingUpgrade' } });
   });

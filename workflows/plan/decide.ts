@@ -4,7 +4,7 @@
 // cluster; replace a node (annotation); change the voters; grow the volumes; roll pods whose
 // template is out of date.
 import { readAnnotations, replaceRequest } from '../../crd/annotations.ts';
-import type { QueenCluster } from '../../crd/schema.ts';
+import { ANNOTATIONS, type QueenCluster } from '../../crd/schema.ts';
 import { parseQuantity } from './format.ts';
 import type { ClaimObservation, PodObservation, StatefulSetObservation } from './observation.ts';
 
@@ -75,10 +75,14 @@ export type Decision =
   | { action: 'start'; need: Need; retryToken: string }
   | { action: 'yield'; running: RunningOperation; need: Need }
   | { action: 'cancel'; running: RunningOperation }
-  | { action: 'paused'; need: Need }
+  /** A need that waits for the pause or the plan-only annotation; `message` says which, in status words. */
+  | { action: 'paused'; need: Need; message: string }
   /** A request that cannot be done (a replacement of no voter's pod): Blocked with the reason, nothing new starts. */
   | { action: 'refused'; message: string }
   | { action: 'stopped'; need: Need; message: string };
+
+/** The ends after which the same request is not started again by itself. */
+export const STOPPED_RESULTS: readonly string[] = ['Cancelled', 'Failed', 'RolledBack'];
 
 /** How long a succeeded operation's request is not started again, whatever a stale cache says. */
 export const SUCCEEDED_GRACE_MS = 30_000;
@@ -88,18 +92,23 @@ export function decide(v: ClusterView, running: RunningOperation | null, now: nu
   if (running && asked.cancel) return { action: 'cancel', running };
   const need = neededOperation(v);
   if (running) {
-    if (need && priority(need.type) < priority(running.type)) return { action: 'yield', running, need };
+    // plan-only starts nothing: not even the more urgent operation a yield would make way for.
+    if (need && priority(need.type) < priority(running.type) && !asked.planOnly) return { action: 'yield', running, need };
     return { action: 'none', why: `${running.type} runs` };
   }
   // Forming the cluster comes first; anything after a replacement waits for the refused one to be fixed.
   const replace = v.statefulSet ? replaceRequest(v.qc, v.statefulSet.replicas) : null;
   if (replace && 'refused' in replace && (!need || priority(need.type) > priority('ReplaceNode'))) return { action: 'refused', message: replace.refused };
   if (!need) return { action: 'none', why: 'the cluster is as specified' };
-  if (asked.pause) return { action: 'paused', need };
+  if (asked.pause) return { action: 'paused', need, message: `paused by the ${ANNOTATIONS.pause} annotation: ${need.type} (${need.target}) waits` };
+  if (asked.planOnly) {
+    return { action: 'paused', need, message: `plan only (${ANNOTATIONS.planOnly}): ${need.type} (${need.target}) would start; its steps are in status.plan` };
+  }
   const retryToken = asked.retry;
   const last = v.qc.status?.lastOperation;
   if (last && last.type === need.type && last.fingerprint === need.fingerprint) {
-    if ((last.result === 'Cancelled' || last.result === 'Failed') && (last.retryToken ?? '') === retryToken) {
+    // Not again for the same request: a cancel, a failure, a rollback (until the spec changes or a retry asks).
+    if (STOPPED_RESULTS.includes(last.result) && (last.retryToken ?? '') === retryToken) {
       return { action: 'stopped', need, message: last.message ?? `${need.type} ${last.result.toLowerCase()}` };
     }
     const finished = last.finishedAt ? Date.parse(last.finishedAt) : NaN;

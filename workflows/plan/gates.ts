@@ -38,6 +38,17 @@ export const GATE_NAMES = [
   'voter-caught-up',
   'write-commits',
   'not-paused',
+  'approved',
+  // An upgrade's new version: the canary's soak, and the hold after a failure (onFailure: Hold).
+  'canary-soaked',
+  'new-version-healthy',
+  // Waits of the voter, replacement and volume steps that a plan names too.
+  'learner-caught-up',
+  'pod-gone',
+  'claim-exists',
+  'old-volume-gone',
+  'volume-grown',
+  'statefulset-deleted',
 ] as const;
 export type GateName = (typeof GATE_NAMES)[number];
 

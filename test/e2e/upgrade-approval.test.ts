@@ -1,0 +1,50 @@
+// e2e `upgrade-approval`: spec.upgrade.approval Manual. The upgrade restarts every pod that does
+// not lead, then holds before the leader on the named gate `approved`, saying the command that
+// approves it; VERSION shows the two versions meanwhile, Progressing is True and observedGeneration
+// stays behind. An approval of another version does nothing; the right one lets the leader go
+// last. The wait's result in the Temporal history says which gates held it and how long.
+import { afterAll, expect, it } from 'vitest';
+import { annotate, clusterEvents, formed, getCluster, patchSpec, scenario, seedSpec, sleep, waitForCluster, type Scenario } from './harness.ts';
+import { activityResults, settledRuns } from './temporal.ts';
+
+let s: Scenario;
+afterAll(() => s?.close());
+
+it('upgrade-approval: holds before the leader until the version is approved', async () => {
+  s = await scenario('approval');
+  const before = await formed(s, { ...seedSpec({ minReadySeconds: 3 }), upgrade: { approval: 'Manual' } });
+  const leaderPod = before.status!.leader! - 1;
+  const generation = before.metadata.generation!;
+  expect(before.status?.observedGeneration).toBe(generation);
+  await patchSpec(s, { version: '2.6.1' });
+  const command = `kubectl -n ${s.ns} annotate queencluster queen queenmq.com/approve=2.6.1`;
+  // (VERSION is the observer's, a moment after the restarted pod answers.)
+  const held = await waitForCluster(s, 'held before the leader', (q) => q.status?.operation?.gate === 'approved' && q.status?.version === '2.6.0→2.6.1 (2/3)', 180_000);
+  expect(held.status?.message).toBe(`waiting for approval to restart the leader (pod ${leaderPod}): ${command}`);
+  expect(held.status?.observedGeneration).toBe(generation);
+  expect(held.metadata.generation).toBe(generation + 1);
+  const cond = (t: string) => held.status?.conditions?.find((c) => c.type === t);
+  expect(cond('Progressing')).toMatchObject({ status: 'True', reason: 'RollingUpgrade' });
+  expect(cond('Ready')).toMatchObject({ status: 'False', reason: 'Upgrading' });
+  const restarted = (await clusterEvents(s)).filter((e) => e.reason === 'RestartPod').map((e) => e.message);
+  expect(restarted.sort()).toEqual([0, 1, 2].filter((o) => o !== leaderPod).map((o) => `restarting pod ${o}`).sort());
+
+  // Another version does nothing.
+  await annotate(s, { 'queenmq.com/approve': '2.6.0' });
+  await sleep(5000);
+  expect((await getCluster(s)).status?.operation?.gate).toBe('approved');
+
+  await annotate(s, { 'queenmq.com/approve': '2.6.1' });
+  const after = await waitForCluster(s, 'every pod on 2.6.1', (q) => q.status?.version === '2.6.1' && q.status?.phase === 'Ready' && q.status?.lastOperation?.result === 'Succeeded', 180_000);
+  const events = (await clusterEvents(s)).filter((e) => e.reason === 'RestartPod').map((e) => e.message);
+  expect(events.at(-1)).toBe(`restarting pod ${leaderPod}`);
+  expect(events).toHaveLength(3);
+  await waitForCluster(s, 'observedGeneration caught up', (q) => q.status?.observedGeneration === generation + 1, 30_000);
+  expect(after.status?.conditions?.find((c) => c.type === 'Progressing')).toMatchObject({ status: 'False' });
+
+  // The wait that held for the approval says so in its result, as the Web UI shows it.
+  const run = (await settledRuns(s, `queencluster/${s.ns}/queen`)).find((r) => r.type === 'rollingUpgrade')!;
+  const waits = (await activityResults(s, run)).filter((a) => a.type === 'awaitNextRestart').map((a) => (a.result as { held?: string }).held ?? '');
+  expect(waits.some((h) => /(^|, )approved \d+(\.\d)? s/.test(h))).toBe(true);
+  expect(waits.some((h) => /pod-ready-for-min-ready-seconds \d+(\.\d)? s/.test(h))).toBe(true);
+});

@@ -1,0 +1,143 @@
+// Plans: the operation the spec would start and its steps, computed by the rules the operations
+// run, on a fixture cluster. The e2e scenario `plan` compares plans with the runs that follow.
+import { describe, expect, it } from 'vitest';
+import { withDefaults } from '../../crd/defaults.ts';
+import type { QueenCluster, QueenClusterSpec } from '../../crd/schema.ts';
+import type { ClusterView } from '../../workflows/plan/decide.ts';
+import type { Observation } from '../../workflows/plan/observation.ts';
+import { planOperation, STOP_GATE_NAMES } from '../../workflows/plan/preview.ts';
+import { cluster, pod } from './fixture.ts';
+
+function planOf(obs: Observation, spec: Partial<QueenClusterSpec> = {}, annotations: Record<string, string> = {}, wantedTemplateHash = 'new') {
+  const qc: QueenCluster = {
+    apiVersion: 'queenmq.com/v1alpha1',
+    kind: 'QueenCluster',
+    metadata: { name: 'queen', namespace: 'queen', uid: 'u1', annotations },
+    spec: { version: '2.6.1', secretName: 'queen', replicas: 3, storage: { size: '50Gi' }, ...spec },
+    status: { voters: obs.membership?.voters ?? [] },
+  };
+  const view: ClusterView = {
+    qc,
+    wantedSpecHash: 'spec',
+    wantedTemplateHash,
+    statefulSet: obs.statefulSet,
+    servicesPresent: true,
+    pods: obs.pods,
+    claims: obs.claims,
+  };
+  return planOperation({ view, obs, spec: withDefaults(qc.spec), image: 'ghcr.io/queen-mq/queen:2.6.1' });
+}
+
+/** A cluster whose pods and StatefulSet carry the old template. */
+function behind(obs: Observation): Observation {
+  for (const p of obs.pods) p.hash = 'old';
+  obs.statefulSet!.templateHash = 'old';
+  return obs;
+}
+
+const steps = (p: ReturnType<typeof planOf>) => p.steps.map((s) => s.step);
+
+describe('a plan', () => {
+  it('of a cluster as specified: no operation', () => {
+    expect(planOf(cluster(3, 3, 2))).toEqual({ operation: null, target: '', steps: [], message: 'the cluster is as specified: no operation would start' });
+  });
+
+  it('of an upgrade: the template, the pods that do not lead from the highest ordinal, the leader last, each through the stop gate', () => {
+    const p = planOf(behind(cluster(3, 3, 2)));
+    expect(p.operation).toBe('RollingUpgrade');
+    expect(p.target).toBe('2.6.1');
+    expect(steps(p)).toEqual(['the pod template now runs ghcr.io/queen-mq/queen:2.6.1; pods restart one at a time', 'restarting pod 2', 'restarting pod 0', 'restarting pod 1']);
+    expect(p.steps[3]).toMatchObject({ note: 'the leader, last' });
+    for (const s of p.steps.slice(1)) expect(s.gates).toEqual(STOP_GATE_NAMES);
+    expect(STOP_GATE_NAMES).toEqual(expect.arrayContaining(['not-paused', 'pod-ready-for-min-ready-seconds', 'voter-caught-up', 'voter-not-stalled', 'write-commits']));
+    expect(p.message).toBe('RollingUpgrade (2.6.1): the pod template now runs ghcr.io/queen-mq/queen:2.6.1; pods restart one at a time, restarting pod 2, restarting pod 0, restarting pod 1');
+  });
+
+  it('of an upgrade with a pod that is not Ready: that pod first, whatever its ordinal', () => {
+    const obs = behind(cluster(3, 3, 3));
+    pod(obs, 0).ready = false;
+    const p = planOf(obs);
+    expect(steps(p).slice(1)).toEqual(['restarting pod 0', 'restarting pod 1', 'restarting pod 2']);
+    expect(p.steps[1]).toMatchObject({ note: 'not Ready on the old template: it goes first' });
+  });
+
+  it('of an upgrade with a canary and an approval: the soak after the first pod, the approval before the leader', () => {
+    const p = planOf(behind(cluster(3, 3, 1)), { upgrade: { canarySeconds: 90, approval: 'Manual' } });
+    expect(steps(p).slice(1)).toEqual(['restarting pod 2', 'soaking pod 2 on 2.6.1 for 1m30s', 'restarting pod 1', 'restarting pod 0']);
+    expect(p.steps[2]!.gates).toEqual(['canary-soaked']);
+    expect(p.steps[4]!.gates).toEqual([...STOP_GATE_NAMES, 'approved']);
+  });
+
+  it('of an upgrade half done: what is left (no canary once a pod runs the new version)', () => {
+    const obs = behind(cluster(5, 5, 3));
+    obs.statefulSet!.templateHash = 'new';
+    pod(obs, 4).hash = 'new';
+    expect(steps(planOf(obs, { replicas: 5, upgrade: { canarySeconds: 60 } }))).toEqual(['restarting pod 3', 'restarting pod 1', 'restarting pod 0', 'restarting pod 2']);
+  });
+
+  it('of 3 to 5 voters: pods, each learner, one promotion (the README\'s lines)', () => {
+    const p = planOf(cluster(3, 3, 1), { replicas: 5 });
+    expect(p.operation).toBe('ScaleVoters');
+    expect(steps(p)).toEqual(['adding pods for 5 voters', 'adding node 4 as a learner', 'adding node 5 as a learner', 'promoting nodes 4 and 5 to voters']);
+    expect(p.steps[3]!.gates).toEqual(['learner-caught-up', 'no-change-in-flight']);
+  });
+
+  it('of 5 to 3 voters with node 5 leading: the hand-off first, then members, pods and claims', () => {
+    const p = planOf(cluster(5, 5, 5), { replicas: 3 });
+    expect(steps(p)).toEqual([
+      'node 5 leads: stopping its pod once so it hands leadership away before it is removed',
+      'removing node 5 from the membership',
+      'removing the pods above node 4',
+      'removing node 4 from the membership',
+      'removing the pods above node 3',
+      'deleting the volume claim of pod 3',
+      'deleting the volume claim of pod 4',
+    ]);
+    expect(p.steps[0]!.gates).toEqual(STOP_GATE_NAMES);
+  });
+
+  it('of voters while a membership change is in flight: the wait, and no guess past it', () => {
+    const obs = cluster(3, 3, 1);
+    obs.membership!.changeInFlight = true;
+    const p = planOf(obs, { replicas: 5 });
+    expect(p.steps).toEqual([{ step: 'a membership change is in flight', gates: ['no-change-in-flight'], note: 'it waits for this first; the steps after depend on how it clears' }]);
+  });
+
+  it('of a replacement: out of the membership, the volume, back as a learner, promoted; a leader hands off first', () => {
+    const follower = planOf(cluster(3, 3, 1), {}, { 'queenmq.com/replace-pod': 'queen-1' });
+    expect(follower.operation).toBe('ReplaceNode');
+    expect(steps(follower)).toEqual([
+      'replacing pod 1',
+      'removing node 2 from the membership',
+      'deleting the volume of pod 1',
+      'adding node 2 as a learner',
+      'promoting node 2 to voters',
+      'pod 1 is a voter again',
+    ]);
+    const leader = planOf(cluster(3, 3, 2), {}, { 'queenmq.com/replace-pod': 'queen-1' });
+    expect(steps(leader).slice(0, 3)).toEqual([
+      'replacing pod 1',
+      'pod 1 leads: stopping it once so it hands leadership away before it is removed',
+      'removing node 2 from the membership',
+    ]);
+  });
+
+  it('of bigger volumes: each claim, then the StatefulSet again', () => {
+    const p = planOf(cluster(3, 3, 1), { storage: { size: '100Gi' } });
+    expect(p.operation).toBe('GrowVolumes');
+    expect(steps(p)).toEqual([
+      'growing the volume of pod 0 to 100Gi',
+      'growing the volume of pod 1 to 100Gi',
+      'growing the volume of pod 2 to 100Gi',
+      'recreating the StatefulSet with 100Gi volumes; its pods keep running',
+    ]);
+  });
+
+  it('does not change the observation it is computed from', () => {
+    const obs = behind(cluster(3, 3, 2));
+    const copy = structuredClone(obs);
+    planOf(obs, { replicas: 5 });
+    planOf(obs);
+    expect(obs).toEqual(copy);
+  });
+});

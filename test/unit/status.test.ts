@@ -1,0 +1,92 @@
+// What status says: the VERSION column while pods run two versions, and the conditions tools
+// read, checked for each phase against the kstatus rules Flux and Argo CD apply (observedGeneration
+// first, then Reconciling and Stalled, then Ready).
+import { describe, expect, it } from 'vitest';
+import { PHASES, type Condition, type Phase } from '../../crd/schema.ts';
+import { clusterConditions, commonVersion } from '../../activities/status.ts';
+import { cluster } from './fixture.ts';
+
+describe('the VERSION column', () => {
+  it('one version on every pod: that version', () => {
+    expect(commonVersion(cluster(3, 3, 1), 3)).toBe('2.6.0');
+  });
+  it('two versions: old to new, and how many pods run the new one', () => {
+    const obs = cluster(3, 3, 1);
+    obs.wantedHash = 'next';
+    obs.pods[2]!.hash = 'next';
+    obs.health[2]!.version = '2.6.1';
+    expect(commonVersion(obs, 3)).toBe('2.6.0→2.6.1 (1/3)');
+    obs.pods[1]!.hash = 'next';
+    obs.health[1]!.version = '2.6.1';
+    expect(commonVersion(obs, 3)).toBe('2.6.0→2.6.1 (2/3)');
+  });
+  it('a pod silent while it restarts: still both, counting the pods that answer', () => {
+    const obs = cluster(3, 3, 1);
+    obs.wantedHash = 'next';
+    obs.pods[2]!.hash = 'next';
+    obs.health[2]!.version = '2.6.1';
+    obs.pods[1]!.hash = 'next';
+    delete obs.health[1];
+    expect(commonVersion(obs, 3)).toBe('2.6.0→2.6.1 (1/3)');
+  });
+  it('one version but a pod silent, or versions it cannot order: empty', () => {
+    const obs = cluster(3, 3, 1);
+    delete obs.health[0];
+    expect(commonVersion(obs, 3)).toBe('');
+    const three = cluster(3, 3, 1);
+    three.health[1]!.version = '2.6.1';
+    three.health[2]!.version = '2.6.2';
+    expect(commonVersion(three, 3)).toBe('');
+  });
+});
+
+type Health = 'Current' | 'InProgress' | 'Failed';
+
+/** kstatus's generic rules for a custom resource (sigs.k8s.io/cli-utils/pkg/kstatus). */
+function kstatus(generation: number, observedGeneration: number | undefined, conditions: Condition[]): Health {
+  if (observedGeneration !== undefined && observedGeneration !== generation) return 'InProgress';
+  const c = (t: string) => conditions.find((x) => x.type === t)?.status;
+  if (c('Reconciling') === 'True') return 'InProgress';
+  if (c('Stalled') === 'True') return 'Failed';
+  return 'Current';
+}
+
+describe('the conditions, by kstatus', () => {
+  const now = new Date('2026-12-01T00:00:00Z');
+  const operations: Partial<Record<Phase, string>> = { Forming: 'FormCluster', Upgrading: 'RollingUpgrade', Scaling: 'ScaleVoters', Replacing: 'ReplaceNode', Resizing: 'GrowVolumes' };
+  const expected: Record<Phase, Health> = {
+    Forming: 'InProgress',
+    Upgrading: 'InProgress',
+    Scaling: 'InProgress',
+    Replacing: 'InProgress',
+    Resizing: 'InProgress',
+    Ready: 'Current',
+    Degraded: 'InProgress',
+    Blocked: 'Failed',
+  };
+  it.each(PHASES)('%s', (phase) => {
+    const type = operations[phase];
+    const conditions = clusterConditions(undefined, { phase, message: 'why', operation: type ? { type, step: 'a step' } : null, paused: false, generation: 4, now });
+    expect(kstatus(4, 4, conditions)).toBe(expected[phase]);
+    const byType = Object.fromEntries(conditions.map((c) => [c.type, c]));
+    expect(byType.Ready!.status).toBe(phase === 'Ready' ? 'True' : 'False');
+    expect(byType.Progressing!.status).toBe(type || phase === 'Degraded' ? 'True' : 'False');
+    if (type) expect(byType.Progressing!.reason).toBe(type);
+    expect(byType.Stalled!.status).toBe(phase === 'Blocked' ? 'True' : 'False');
+    expect(byType.Paused!.status).toBe('False');
+    // Every condition carries what a condition must (metav1.Condition).
+    for (const c of conditions) expect(c.reason).toMatch(/^[A-Za-z]+$/);
+  });
+  it('a spec not rolled out yet is in progress whatever the phase says', () => {
+    const conditions = clusterConditions(undefined, { phase: 'Ready', message: '', operation: null, paused: false, generation: 5, now });
+    expect(kstatus(5, 4, conditions)).toBe('InProgress');
+  });
+  it('Paused while the annotation holds; a transition time moves only when a status flips', () => {
+    const first = clusterConditions(undefined, { phase: 'Ready', message: '', operation: null, paused: true, generation: 1, now });
+    expect(first.find((c) => c.type === 'Paused')).toMatchObject({ status: 'True', reason: 'PauseAnnotation' });
+    const later = new Date(now.getTime() + 60_000);
+    const second = clusterConditions(first, { phase: 'Upgrading', message: 'm', operation: { type: 'RollingUpgrade' }, paused: true, generation: 1, now: later });
+    expect(second.find((c) => c.type === 'Paused')!.lastTransitionTime).toBe(now.toISOString());
+    expect(second.find((c) => c.type === 'Ready')!.lastTransitionTime).toBe(later.toISOString());
+  });
+});
