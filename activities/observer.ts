@@ -10,7 +10,7 @@ import type { Phase, QueenCluster, QueenClusterStatus } from '../crd/schema.ts';
 import { assess, type Assessment } from '../workflows/plan/assess.ts';
 import { decide, neededOperation } from '../workflows/plan/decide.ts';
 import { readAnnotations } from '../crd/annotations.ts';
-import { stallMemoryFromStatus, trackStalls, type StallMemory } from '../workflows/plan/stalls.ts';
+import { answeringNodes, stallMemoryFromStatus, trackStalls, type StallMemory } from '../workflows/plan/stalls.ts';
 import { setVoters } from './broker.ts';
 import { beat, observeCluster, opLogger, pause, probeThrough, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
 import { changeThroughLeader } from './membership.ts';
@@ -80,7 +80,7 @@ async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: Observer
   const term = obs.membership?.term ?? null;
   if (term !== null && typeof state.lastTerm === 'number' && term !== state.lastTerm) leaderChanges.inc({ namespace: ref.namespace, name: ref.name });
   const lastTerm = term ?? state.lastTerm ?? null;
-  const memory = trackStalls(state.memory ?? stallMemoryFromStatus(qc.status?.members, obs.at), obs.membership, obs.at);
+  const memory = trackStalls(state.memory ?? stallMemoryFromStatus(qc.status?.members, obs.at), obs.membership, obs.at, answeringNodes(obs));
   // The last probe is the newest of this observer's and any other's (an operation's gate probes
   // write status too): a formation that ended with a committed write is not "no pod answers".
   let lastProbe = state.lastProbe;
@@ -212,7 +212,7 @@ async function finishJointLeftBehind(
   const voters = sets[sets.length - 1]!;
   const what = `finishing a voter change left half done: voters [${voters.join(',')}]`;
   const log = opLogger(deps, { namespace: qc.metadata.namespace, name: qc.metadata.name, uid: qc.metadata.uid ?? '' });
-  const r = await changeThroughLeader(deps, qc, obs, qc.status?.phase ?? 'Degraded', what, voters[0] ?? 0, (base) => setVoters(base, voters));
+  const r = await changeThroughLeader(deps, qc, obs, qc.status?.phase ?? 'Degraded', what, voters[0] ?? 0, (base, token) => setVoters(base, voters, token));
   if ('hold' in r) {
     log.warn({ joint: sets }, r.hold.message);
     return { sets, since };
