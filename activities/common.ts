@@ -6,6 +6,7 @@ import type { Logger } from 'pino';
 import { withDefaults } from '../crd/defaults.ts';
 import type { Phase, QueenCluster } from '../crd/schema.ts';
 import type { Observation } from '../workflows/plan/observation.ts';
+import type { GateName } from '../workflows/plan/gates.ts';
 import { probeWrite, type ProbeResult } from './broker.ts';
 import { brokerCredentials, forgetCredentials } from './credentials.ts';
 import { getCluster, patchClusterStatus, recordEvent, type Kube } from './kube.ts';
@@ -114,7 +115,7 @@ export interface StepStatus {
   phase: Phase;
   message: string;
   /** The named gate that holds the step back, if any. */
-  gate?: string | null;
+  gate?: GateName | null;
 }
 
 /**

@@ -10,7 +10,7 @@ export interface Assessment {
   phase: Phase;
   message: string;
   /** The named gate or check behind a Degraded or Blocked phase. */
-  reason?: GateName | 'pod-config' | 'crash-loop' | 'image-pull' | 'broker-credentials' | 'unschedulable' | 'forming' | 'last-operation';
+  reason?: GateName;
 }
 
 export interface AssessInput {

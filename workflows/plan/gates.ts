@@ -59,6 +59,23 @@ export const GATE_NAMES = [
   'statefulset-present',
   'statefulset-recreated',
   'worker-polling',
+  // Evictions the PodDisruptionBudget refuses for now (another disruption is under way).
+  'disruption-budget',
+  // Holds only a person can lift (the phase is Blocked): objects someone else owns, a
+  // replacement whose annotation changed, a membership change the leader refuses, a volume the
+  // storage cannot grow, the Admin token the brokers want.
+  'objects-ours',
+  'replace-target',
+  'membership-change',
+  'volume-can-grow',
+  'broker-credentials',
+  // What the phase at rest names when it is Degraded or Blocked (status.operation is not set).
+  'pod-config',
+  'crash-loop',
+  'image-pull',
+  'unschedulable',
+  'forming',
+  'last-operation',
 ] as const;
 export type GateName = (typeof GATE_NAMES)[number];
 

@@ -5,10 +5,11 @@
 // Every step carries the size it works towards, read from the spec at that step: a second raise
 // during a grow retargets it. The re-creation carries the pod count of the StatefulSet it replaces.
 import type { Observation } from './observation.ts';
+import type { GateName } from './gates.ts';
 
 export type VolumeStep =
   | { kind: 'done'; size: string }
-  | { kind: 'wait'; message: string; gate: string; phase?: 'Blocked' }
+  | { kind: 'wait'; message: string; gate: GateName; phase?: 'Blocked' }
   | { kind: 'expand'; ordinal: number; claimName: string; claimUid: string; size: string; message: string }
   | { kind: 'restart'; ordinal: number; message: string; next: string }
   | { kind: 'recreate'; pods: number; size: string; message: string };

@@ -6,10 +6,11 @@
 // a pod whose node is not a member but holds data gets an empty volume before it is added.
 import { idsText, lagText } from './format.ts';
 import type { Observation } from './observation.ts';
+import type { GateName } from './gates.ts';
 
 export type VoterStep =
   | { kind: 'done' }
-  | { kind: 'wait'; message: string; gate: string }
+  | { kind: 'wait'; message: string; gate: GateName }
   | { kind: 'scale-pods'; pods: number; message: string }
   | { kind: 'add-learner'; nodeId: number; message: string }
   | { kind: 'promote'; nodeIds: number[]; message: string }
