@@ -4,7 +4,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { withDefaults } from '../crd/defaults.ts';
 import type { QueenCluster } from '../crd/schema.ts';
 import { assess } from '../workflows/plan/assess.ts';
-import type { Observation } from '../workflows/plan/observation.ts';
+import { memberOf, type Observation, podAt } from '../workflows/plan/observation.ts';
 import { stallMemoryFromStatus } from '../workflows/plan/stalls.ts';
 import {
   holdUntil,
@@ -134,9 +134,9 @@ export function formActivities(deps: ActivityDeps) {
         if (!m) return { hold: { phase: 'Forming', message: 'waiting for the pods to start and elect a leader', gate: 'leader-known' } };
         if (m.changeInFlight || m.joint) return { hold: { phase: 'Forming', message: 'a membership change is in flight', gate: 'no-change-in-flight' } };
         for (const id of m.voters) {
-          const member = m.members.find((x) => x.nodeId === id);
+          const member = memberOf(m, id);
           if (!member?.live) return { hold: { phase: 'Forming', message: `waiting for the voters: the leader has not heard from node ${id}`, gate: 'voter-live' } };
-          const pod = obs.pods.find((p) => p.ordinal === id - 1);
+          const pod = podAt(obs, id - 1);
           if (!pod?.ready) return { hold: { phase: 'Forming', message: `waiting for the voters: pod ${id - 1} is not Ready`, gate: 'pod-ready' } };
         }
         await patchClusterStatus(deps.kube, ref.namespace, ref.name, observedStatus(obs, stallMemoryFromStatus(undefined, obs.at)));

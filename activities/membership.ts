@@ -8,7 +8,7 @@ import { withDefaults } from '../crd/defaults.ts';
 import { ANNOTATIONS, type Phase, type QueenCluster } from '../crd/schema.ts';
 import { idsText, lagText } from '../workflows/plan/format.ts';
 import { stopGate } from '../workflows/plan/gates.ts';
-import { memberOf, type Observation } from '../workflows/plan/observation.ts';
+import { memberOf, type Observation, podAt } from '../workflows/plan/observation.ts';
 import { holdsOldData } from '../workflows/plan/voters.ts';
 import { addLearner, promote, refusalAdvice, removeMember, type ChangeResult } from './broker.ts';
 import { brokerToken, holdUntil, loadCluster, observeCluster, opLogger, stepEvent, type ActivityDeps, type ClusterRef, type Hold } from './common.ts';
@@ -28,7 +28,7 @@ export async function changeThroughLeader(
 ): Promise<{ ok: true } | { hold: Hold }> {
   const spec = withDefaults(qc.spec);
   const leader = obs.membership?.leader;
-  const pod = leader != null ? obs.pods.find((p) => p.ordinal === leader - 1) : undefined;
+  const pod = leader != null ? podAt(obs, leader - 1) : undefined;
   const base = pod ? brokerBase(deps.settings.brokerAccess, qc, spec, pod) : null;
   if (!base) return { hold: { phase, message: `${what}: waiting for the leader's pod to answer`, gate: 'leader-known' } };
   const r = await change(base, await brokerToken(deps, qc));
@@ -97,13 +97,13 @@ export function membershipActivities(deps: ActivityDeps) {
         const m = obs.membership;
         const what = `promoting ${idsText(nodeIds)} to voters`;
         if (!m) return { hold: { phase, message: `${what}: waiting for a leader's view of the membership`, gate: 'leader-known' } };
-        const pending = nodeIds.filter((id) => !m.members.find((x) => x.nodeId === id)?.voter);
+        const pending = nodeIds.filter((id) => !memberOf(m, id)?.voter);
         if (pending.length === 0) {
           if (sent) await stepEvent(deps, qc, 'Promote', what);
           return { done: true };
         }
         for (const id of pending) {
-          const member = m.members.find((x) => x.nodeId === id);
+          const member = memberOf(m, id);
           if (!member || !member.live || member.lag === null || member.lag > m.promoteMaxLag) {
             return { hold: { phase, message: `learner ${id} is catching up${lagText(member?.lag)}`, gate: 'learner-caught-up' } };
           }

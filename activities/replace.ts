@@ -9,6 +9,7 @@ import { holdUntil, loadCluster, observeCluster, stepEvent, type ActivityDeps, t
 import { deleteClaimByUid, deletePodByUid, patchClusterAnnotations } from './kube.ts';
 import { changeThroughLeader, removalHold } from './membership.ts';
 import { names, nodeIdOf } from './resources.ts';
+import { liveClaimAt, memberOf, podAt } from '../workflows/plan/observation.ts';
 
 export interface Replacement {
   pod: string;
@@ -42,7 +43,7 @@ export function replaceActivities(deps: ActivityDeps) {
         }
         const { ordinal } = asked;
         if (!obs.membership) return { hold: { phase: 'Replacing', message: `replacing pod ${ordinal}: waiting for a leader's view of the membership`, gate: 'leader-known' } };
-        const claim = obs.claims.find((c) => c.ordinal === ordinal && !c.terminating);
+        const claim = liveClaimAt(obs, ordinal);
         if (!claim) return { hold: { phase: 'Replacing', message: `pod ${ordinal} has no volume claim to replace yet`, gate: 'claim-exists' } };
         await stepEvent(deps, qc, 'ReplaceStarted', `replacing pod ${ordinal}`);
         return { done: { replacement: { pod, ordinal, nodeId: nodeIdOf(ordinal), claimUid: claim.uid } } };
@@ -95,7 +96,7 @@ export function replaceActivities(deps: ActivityDeps) {
         // running or not (one still waiting for the volume to be attached to its node holds it as
         // well, and could never mount a claim being deleted). A successor the scheduler cannot
         // place, for its claim is being deleted, holds nothing.
-        const pod = obs.pods.find((p) => p.ordinal === r.ordinal);
+        const pod = podAt(obs, r.ordinal);
         if (pod && !pod.terminating && !pod.unschedulable) await deletePodByUid(deps.kube, ref.namespace, pod.name, pod.uid);
         return { hold: { phase: 'Replacing', message: `waiting for the old volume of pod ${r.ordinal} to go`, gate: 'old-volume-gone' } };
       });
@@ -106,8 +107,8 @@ export function replaceActivities(deps: ActivityDeps) {
       await holdUntil<true>(deps, ref, async () => {
         const qc = await loadCluster(deps, ref);
         const obs = await observeCluster(deps, qc);
-        const pod = obs.pods.find((p) => p.ordinal === r.ordinal);
-        const claim = obs.claims.find((c) => c.ordinal === r.ordinal && !c.terminating);
+        const pod = podAt(obs, r.ordinal);
+        const claim = liveClaimAt(obs, r.ordinal);
         if (!obs.statefulSet || obs.statefulSet.terminating) {
           return { hold: { phase: 'Replacing', message: `the StatefulSet ${ref.name} is gone: the cluster has to be formed again before node ${r.nodeId} is added`, gate: 'statefulset-present' } };
         }
@@ -121,8 +122,8 @@ export function replaceActivities(deps: ActivityDeps) {
       await holdUntil<true>(deps, ref, async () => {
         const qc = await loadCluster(deps, ref);
         const obs = await observeCluster(deps, qc);
-        const member = obs.membership?.members.find((x) => x.nodeId === r.nodeId);
-        const pod = obs.pods.find((p) => p.ordinal === r.ordinal);
+        const member = memberOf(obs.membership, r.nodeId);
+        const pod = podAt(obs, r.ordinal);
         if (!member?.voter || !member.live || !pod?.ready) {
           return { hold: { phase: 'Replacing', message: `waiting for pod ${r.ordinal} to be a Ready voter`, gate: 'pod-ready' } };
         }

@@ -4,7 +4,7 @@
 // A node about to leave the membership passes the same gate (`removing`): the voters that stay
 // must carry the cluster without it, so a removal never leaves two voters that cannot commit.
 import { goDuration, lagText } from './format.ts';
-import type { Observation, PodObservation } from './observation.ts';
+import { memberOf, type Observation, podAt, type PodObservation } from './observation.ts';
 import { isStalled, type StallMemory } from './stalls.ts';
 
 export interface GateOptions {
@@ -142,7 +142,7 @@ export const STOP_GATES: readonly Gate[] = [
     name: 'pod-running',
     check: (c) => {
       for (const id of otherVoters(c)) {
-        const pod = c.obs.pods.find((p) => p.ordinal === id - 1);
+        const pod = podAt(c.obs, id - 1);
         if (!pod || pod.terminating || !pod.running) return (pod && !pod.terminating && imagePullProblem(pod)) || `pod ${id - 1} is not running`;
       }
       return null;
@@ -157,7 +157,7 @@ export const STOP_GATES: readonly Gate[] = [
       for (const id of voterIds(c.obs)) {
         if (c.removing && c.target !== null && id === c.target + 1) continue;
         if (isStalled(c.obs, c.memory, id, c.opts.stallAfterMs)) {
-          const m = c.obs.membership?.members.find((x) => x.nodeId === id);
+          const m = memberOf(c.obs.membership, id);
           return `node ${id} is behind the leader and does not catch up${lagText(m?.lag)}: if its volume was wiped or put back from a copy, it has to be replaced`;
         }
       }
@@ -168,7 +168,7 @@ export const STOP_GATES: readonly Gate[] = [
     name: 'pod-ready',
     check: (c) => {
       for (const id of otherVoters(c)) {
-        const pod = c.obs.pods.find((p) => p.ordinal === id - 1);
+        const pod = podAt(c.obs, id - 1);
         if (pod && !pod.ready) return imagePullProblem(pod) ?? `pod ${id - 1} is not Ready`;
       }
       return null;
@@ -179,7 +179,7 @@ export const STOP_GATES: readonly Gate[] = [
     check: (c) => {
       if (c.opts.minReadyMs <= 0) return null;
       for (const id of otherVoters(c)) {
-        const pod = c.obs.pods.find((p) => p.ordinal === id - 1);
+        const pod = podAt(c.obs, id - 1);
         // A Ready time in the future (clock skew) counts as just now, never as a negative wait.
         const readyFor = pod?.readySince === null || pod?.readySince === undefined ? 0 : Math.max(0, c.obs.at - pod.readySince);
         if (readyFor < c.opts.minReadyMs) return `pod ${id - 1} has been Ready for less than ${goDuration(c.opts.minReadyMs)}`;
@@ -191,7 +191,7 @@ export const STOP_GATES: readonly Gate[] = [
     name: 'voter-live',
     check: (c) => {
       for (const id of otherVoters(c)) {
-        const m = c.obs.membership?.members.find((x) => x.nodeId === id);
+        const m = memberOf(c.obs.membership, id);
         if (!m || !m.live) return `the leader has not heard from node ${id}`;
       }
       return null;
@@ -201,7 +201,7 @@ export const STOP_GATES: readonly Gate[] = [
     name: 'voter-caught-up',
     check: (c) => {
       for (const id of otherVoters(c)) {
-        const m = c.obs.membership?.members.find((x) => x.nodeId === id);
+        const m = memberOf(c.obs.membership, id);
         if (m && (m.lag === null || m.lag > c.opts.caughtUpEntries)) return `node ${id} is behind the leader${lagText(m.lag)}`;
       }
       return null;

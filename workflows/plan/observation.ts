@@ -132,6 +132,14 @@ export interface Observation {
   brokerAuth?: string | null;
 }
 
+// The one place a pod, a claim or a member is looked up by its pod ordinal or node id. A node's id
+// is its pod's ordinal + 1 (queen-0 is node 1), fixed at formation by the StatefulSet's order.
+
+/** The pod of an ordinal, Terminating or not. */
 export const podAt = (obs: Observation, ordinal: number) => obs.pods.find((p) => p.ordinal === ordinal);
+/** The claim of an ordinal, being deleted or not. */
 export const claimAt = (obs: Observation, ordinal: number) => obs.claims.find((c) => c.ordinal === ordinal);
-export const memberOf = (m: MembershipObservation | null, nodeId: number) => m?.members.find((x) => x.nodeId === nodeId);
+/** The claim of an ordinal that is not being deleted: the one its pod mounts next. */
+export const liveClaimAt = (obs: Observation, ordinal: number) => obs.claims.find((c) => c.ordinal === ordinal && !c.terminating);
+/** The member of a node id in a membership view. */
+export const memberOf = (m: MembershipObservation | null | undefined, nodeId: number) => m?.members.find((x) => x.nodeId === nodeId);

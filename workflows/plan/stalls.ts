@@ -5,7 +5,7 @@
 //
 // The memory (per node: the last `matched` seen and since when) is plain data: the observer keeps
 // it across operator restarts (in status.members) and every gate starts from it.
-import type { MembershipObservation, Observation, PodObservation } from './observation.ts';
+import { memberOf, type MembershipObservation, type Observation, podAt, type PodObservation } from './observation.ts';
 
 export interface StallEntry {
   matched: number | null;
@@ -45,11 +45,11 @@ export function answeringNodes(obs: Pick<Observation, 'health'>): Set<number> {
  * unknown (null) while the snapshot is in flight, and it restarts once with exit code 75 to load it.
  */
 export function isStalled(obs: Observation, memory: StallMemory, nodeId: number, stallAfterMs: number): boolean {
-  const member = obs.membership?.members.find((m) => m.nodeId === nodeId);
+  const member = memberOf(obs.membership, nodeId);
   if (!member || !member.voter || member.matched === null) return false;
   if (member.lag === null || member.lag <= 0) return false;
   if (obs.membership?.leader === nodeId) return false;
-  const pod = obs.pods.find((p) => p.ordinal === nodeId - 1);
+  const pod = podAt(obs, nodeId - 1);
   if (!pod || !pod.running || pod.terminating) return false;
   // A node that does not answer cannot be judged: it may be booting (replaying its store) or down,
   // which the other gates say.
