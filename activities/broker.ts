@@ -4,7 +4,7 @@ import { Resolver } from 'node:dns';
 import type { LookupFunction } from 'node:net';
 import { Agent, request } from 'undici';
 import { brokerCallFailures } from '../metrics.ts';
-import type { HealthObservation, MembershipObservation, MemberObservation } from '../workflows/plan/observation.ts';
+import type { HealthObservation, MembershipObservation, MemberObservation } from '../plan/observation.ts';
 
 let agent = new Agent({ keepAliveTimeout: 10_000, connections: 16 });
 

@@ -3,9 +3,9 @@ import type { KubernetesObject, V1Pod } from '@kubernetes/client-node';
 import { ApplicationFailure } from '@temporalio/common';
 import { withDefaults } from '../crd/defaults.ts';
 import type { QueenCluster } from '../crd/schema.ts';
-import { assess } from '../workflows/plan/assess.ts';
-import { memberOf, type Observation, podAt } from '../workflows/plan/observation.ts';
-import { stallMemoryFromStatus } from '../workflows/plan/stalls.ts';
+import { assess } from '../plan/assess.ts';
+import { memberOf, type Observation, podAt } from '../plan/observation.ts';
+import { stallMemoryFromStatus } from '../plan/stalls.ts';
 import {
   holdUntil,
   loadCluster,

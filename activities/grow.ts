@@ -1,8 +1,8 @@
 // The steps of GrowVolumes: each claim asks for the new size; the StatefulSet, whose claim template
 // cannot be edited, is deleted without its pods (orphan) and created again with the new size.
 import { withDefaults } from '../crd/defaults.ts';
-import { parseQuantity } from '../workflows/plan/format.ts';
-import { nextVolumeStep, type VolumeStep } from '../workflows/plan/volumes.ts';
+import { parseQuantity } from '../plan/format.ts';
+import { nextVolumeStep, type VolumeStep } from '../plan/volumes.ts';
 import { holdUntil, loadCluster, observeCluster, stepEvent, writeStep, type ActivityDeps, type ClusterRef } from './common.ts';
 import { apiErrorMessage, applyObject, getStatefulSet, isConflict, isNotFound, statusCode } from './kube.ts';
 import { names, statefulSet } from './resources.ts';

@@ -5,7 +5,7 @@ import { activityInfo } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { getCluster, apiErrorMessage, describeKubeError, patchClusterStatus, statusCode } from './kube.ts';
 import { keepAlive, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
-import { idsText } from '../workflows/plan/format.ts';
+import { idsText } from '../plan/format.ts';
 
 /**
  * Answers of the API server that a retry of the same request cannot change: a bad request, a

@@ -6,10 +6,10 @@
 import { ApplicationFailure } from '@temporalio/common';
 import { withDefaults } from '../crd/defaults.ts';
 import { ANNOTATIONS, type Phase, type QueenCluster } from '../crd/schema.ts';
-import { idsText, lagText } from '../workflows/plan/format.ts';
-import { stopGate } from '../workflows/plan/gates.ts';
-import { memberOf, type Observation, podAt } from '../workflows/plan/observation.ts';
-import { holdsOldData } from '../workflows/plan/voters.ts';
+import { idsText, lagText } from '../plan/format.ts';
+import { stopGate } from '../plan/gates.ts';
+import { memberOf, type Observation, podAt } from '../plan/observation.ts';
+import { holdsOldData } from '../plan/voters.ts';
 import { addLearner, promote, refusalAdvice, removeMember, type ChangeResult } from './broker.ts';
 import { brokerToken, holdUntil, loadCluster, observeCluster, opLogger, stepEvent, type ActivityDeps, type ClusterRef, type Hold } from './common.ts';
 import { gateOptions, stallMemory, stopHold } from './gate.ts';

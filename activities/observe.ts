@@ -3,7 +3,7 @@
 import type { V1PersistentVolumeClaim, V1Pod, V1StatefulSet } from '@kubernetes/client-node';
 import { withDefaults } from '../crd/defaults.ts';
 import { ANNOTATIONS, type QueenCluster, type StoredSpec } from '../crd/schema.ts';
-import { parseQuantity } from '../workflows/plan/format.ts';
+import { parseQuantity } from '../plan/format.ts';
 import type {
   ClaimObservation,
   HealthObservation,
@@ -11,7 +11,7 @@ import type {
   Observation,
   PodObservation,
   StatefulSetObservation,
-} from '../workflows/plan/observation.ts';
+} from '../plan/observation.ts';
 import { freshestView, readHealth, readMembershipAnswer } from './broker.ts';
 import { refusedWords, type BrokerCredentials } from './credentials.ts';
 import { getStatefulSet, listClaims, listPods, listServices, toMs, type Kube } from './kube.ts';

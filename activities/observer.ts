@@ -7,10 +7,10 @@
 import { activityInfo, heartbeat } from '@temporalio/activity';
 import { annotationWarnings } from '../crd/annotations.ts';
 import type { Phase, QueenCluster, QueenClusterStatus } from '../crd/schema.ts';
-import { assess, type Assessment } from '../workflows/plan/assess.ts';
-import { decide, neededOperation } from '../workflows/plan/decide.ts';
+import { assess, type Assessment } from '../plan/assess.ts';
+import { decide, neededOperation } from '../plan/decide.ts';
 import { readAnnotations } from '../crd/annotations.ts';
-import { answeringNodes, stallMemoryFromStatus, trackStalls, type StallMemory } from '../workflows/plan/stalls.ts';
+import { answeringNodes, stallMemoryFromStatus, trackStalls, type StallMemory } from '../plan/stalls.ts';
 import { setVoters } from './broker.ts';
 import { beat, observeCluster, opLogger, pause, probeThrough, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
 import { changeThroughLeader } from './membership.ts';

@@ -4,15 +4,15 @@
 import { activityInfo } from '@temporalio/activity';
 import { readAnnotations } from '../crd/annotations.ts';
 import { ANNOTATIONS, type LastOperationStatus, type Phase } from '../crd/schema.ts';
-import { assess } from '../workflows/plan/assess.ts';
-import type { OperationType } from '../workflows/plan/decide.ts';
-import { stallMemoryFromStatus } from '../workflows/plan/stalls.ts';
+import { assess } from '../plan/assess.ts';
+import type { OperationType } from '../plan/decide.ts';
+import { stallMemoryFromStatus } from '../plan/stalls.ts';
 import { loadCluster, observeCluster, opLogger, stepEvent, writePhase, type ActivityDeps, type ClusterRef } from './common.ts';
 import { patchClusterAnnotations } from './kube.ts';
 import { operationDuration, operationsEnded, operationsStarted } from '../metrics.ts';
 import { observedStatus } from './status.ts';
 import { clusterView } from './view.ts';
-import { decide, neededOperation } from '../workflows/plan/decide.ts';
+import { decide, neededOperation } from '../plan/decide.ts';
 
 export interface OperationStart {
   type: OperationType;

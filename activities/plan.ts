@@ -1,12 +1,12 @@
 // status.plan: while queenmq.com/plan or queenmq.com/plan-only asks for it, the observer writes the
-// operation the spec would start and its steps (workflows/plan/preview.ts), from the observation
+// operation the spec would start and its steps (plan/preview.ts), from the observation
 // it has just taken, and says what the operation waits for before it starts. It changes nothing.
 import { readAnnotations } from '../crd/annotations.ts';
 import { withDefaults } from '../crd/defaults.ts';
 import type { PlanStatus, QueenCluster } from '../crd/schema.ts';
-import { decide } from '../workflows/plan/decide.ts';
-import type { Observation } from '../workflows/plan/observation.ts';
-import { planOperation } from '../workflows/plan/preview.ts';
+import { decide } from '../plan/decide.ts';
+import type { Observation } from '../plan/observation.ts';
+import { planOperation } from '../plan/preview.ts';
 import { canonicalJson, imageRef } from './resources.ts';
 import { clusterView } from './view.ts';
 

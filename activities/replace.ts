@@ -9,7 +9,7 @@ import { holdUntil, loadCluster, observeCluster, stepEvent, type ActivityDeps, t
 import { deleteClaimByUid, deletePodByUid, patchClusterAnnotations } from './kube.ts';
 import { changeThroughLeader, removalHold } from './membership.ts';
 import { names, nodeIdOf } from './resources.ts';
-import { liveClaimAt, memberOf, podAt } from '../workflows/plan/observation.ts';
+import { liveClaimAt, memberOf, podAt } from '../plan/observation.ts';
 
 export interface Replacement {
   pod: string;

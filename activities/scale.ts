@@ -4,7 +4,7 @@
 // data of a node that left the membership.
 import { ApplicationFailure } from '@temporalio/common';
 import { withDefaults } from '../crd/defaults.ts';
-import { nextVoterStep, type VoterStep } from '../workflows/plan/voters.ts';
+import { nextVoterStep, type VoterStep } from '../plan/voters.ts';
 import { holdUntil, loadCluster, observeCluster, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
 import { applyObject, deleteClaimByUid, deletePodByUid, getStatefulSet } from './kube.ts';
 import { removalHold } from './membership.ts';

@@ -1,8 +1,8 @@
 // What the observation says in status: leader, term, voters, members, version. Pure functions,
 // written by the observer with a merge patch.
 import type { Condition, MemberStatus, Phase, QueenClusterStatus } from '../crd/schema.ts';
-import { memberOf, type Observation, podAt } from '../workflows/plan/observation.ts';
-import { behindSince, type StallMemory } from '../workflows/plan/stalls.ts';
+import { memberOf, type Observation, podAt } from '../plan/observation.ts';
+import { behindSince, type StallMemory } from '../plan/stalls.ts';
 import { imageTag } from './resources.ts';
 
 /**

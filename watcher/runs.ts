@@ -5,8 +5,8 @@
 import type { Client, WorkflowExecutionDescription } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { LastOperationStatus, OperationStatus, Phase } from '../crd/schema.ts';
-import type { OperationType } from '../workflows/plan/decide.ts';
-import { resumeHint } from '../workflows/plan/format.ts';
+import type { OperationType } from '../plan/decide.ts';
+import { resumeHint } from '../plan/format.ts';
 
 /** HistoryEventFilterType.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT (temporal.api.enums.v1). */
 const CLOSE_EVENT_ONLY = 2;

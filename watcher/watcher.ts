@@ -1,5 +1,5 @@
 // The thin watcher: informers on QueenClusters and the objects they own. On every event (and on a
-// resync) it looks at one cluster, decides which operation it needs (workflows/plan/decide.ts) and
+// resync) it looks at one cluster, decides which operation it needs (plan/decide.ts) and
 // starts it under the cluster's workflow id, so Temporal itself refuses a second one while one
 // runs; it signals a running operation to yield to a more urgent one (once per run), and cancels
 // one when asked. It also keeps the cluster's observer running (one per object, by its uid), and
@@ -29,8 +29,8 @@ import { readAnnotations } from '../crd/annotations.ts';
 import { ANNOTATIONS, GROUP, PLURAL, VERSION, type QueenCluster } from '../crd/schema.ts';
 import type { OperationInput } from '../workflows/operation.ts';
 import { searchAttributesOf } from '../workflows/search-attributes.ts';
-import { decide, OPERATION_TYPES, type Decision, type OperationType, type RunningOperation } from '../workflows/plan/decide.ts';
-import type { ClaimObservation, PodObservation } from '../workflows/plan/observation.ts';
+import { decide, OPERATION_TYPES, type Decision, type OperationType, type RunningOperation } from '../plan/decide.ts';
+import type { ClaimObservation, PodObservation } from '../plan/observation.ts';
 import { endedOutside, noWorkerStatus, Runs, waitingForWorker } from './runs.ts';
 
 /** What the Web UI shows of an operation beside its steps: what it is for and where to look. */

@@ -14,8 +14,8 @@ import {
   type ActivityOptions,
 } from '@temporalio/workflow';
 import type { Activities, ClusterRef } from '../activities/index.ts';
-import type { OperationType } from './plan/decide.ts';
-import { resumeHint } from './plan/format.ts';
+import type { OperationType } from '../plan/decide.ts';
+import { resumeHint } from '../plan/format.ts';
 
 export { resumeHint };
 

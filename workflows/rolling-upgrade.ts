@@ -12,8 +12,8 @@
 // last, and it ends RolledBack. The rollback is recorded in status, so a later run finishes it.
 import { CancellationScope, patched } from '@temporalio/workflow';
 import type { RollbackTarget, UpgradeFailure } from '../activities/upgrade.ts';
-import { podsText } from './plan/format.ts';
-import type { ProgressWatch } from './plan/progress.ts';
+import { podsText } from '../plan/format.ts';
+import type { ProgressWatch } from '../plan/progress.ts';
 import { resumeHint, runOperation, step, yieldable, YIELDED, type OperationInput, type Outcome } from './operation.ts';
 
 /** Patches: the steps added to the sequence of a recorded upgrade (see test/workflows/replay.test.ts). */

@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { annotationWarnings, readAnnotations, replaceRequest } from '../../crd/annotations.ts';
 import type { QueenCluster } from '../../crd/schema.ts';
-import { decide, type ClusterView, type RunningOperation } from '../../workflows/plan/decide.ts';
+import { decide, type ClusterView, type RunningOperation } from '../../plan/decide.ts';
 import { cluster, T0 } from './fixture.ts';
 
 function view(annotations: Record<string, string>, over: { replicas?: 1 | 3 | 5; newTemplate?: boolean; formed?: boolean } = {}): ClusterView {

@@ -2,7 +2,7 @@
 // the most urgent first, no hot loop after a cancel, a retry when a person asks.
 import { describe, expect, it } from 'vitest';
 import type { QueenCluster } from '../../crd/schema.ts';
-import { decide, neededOperation, type ClusterView, type RunningOperation } from '../../workflows/plan/decide.ts';
+import { decide, neededOperation, type ClusterView, type RunningOperation } from '../../plan/decide.ts';
 import { cluster, T0 } from './fixture.ts';
 
 function view(over: { annotations?: Record<string, string>; status?: QueenCluster['status']; spec?: Partial<QueenCluster['spec']> } = {}): ClusterView {

@@ -1,8 +1,8 @@
 // An observation of a cluster for the planning rules' table tests: `cluster(pods, voters, leader)`
 // as the reference operator's tests build it. Every pod exists, runs and has been Ready for an
 // hour on the wanted template; nodes 1..voters are live voters, 5000 entries matched, lag 0.
-import type { MemberObservation, Observation, PodObservation } from '../../workflows/plan/observation.ts';
-import type { StallMemory } from '../../workflows/plan/stalls.ts';
+import type { MemberObservation, Observation, PodObservation } from '../../plan/observation.ts';
+import type { StallMemory } from '../../plan/stalls.ts';
 
 export const T0 = Date.parse('2026-11-29T12:00:00Z');
 

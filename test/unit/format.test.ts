@@ -1,6 +1,6 @@
 // The words users read are formatted one way everywhere.
 import { describe, expect, it } from 'vitest';
-import { goDuration, idsText, lagText, parseQuantity, podsText, quantityText } from '../../workflows/plan/format.ts';
+import { goDuration, idsText, lagText, parseQuantity, podsText, quantityText } from '../../plan/format.ts';
 
 describe('formatting', () => {
   it.each([

@@ -1,11 +1,11 @@
 // The planning rules as table tests: the reference operator's scenarios (its section 6) for the
 // rolling upgrade, the stop gate and the cluster's phase, and the gaps this project closes.
 import { describe, expect, it } from 'vitest';
-import { assess } from '../../workflows/plan/assess.ts';
-import { stopGate, type GateOptions } from '../../workflows/plan/gates.ts';
-import type { Observation } from '../../workflows/plan/observation.ts';
-import { nextRestart } from '../../workflows/plan/restarts.ts';
-import { answeringNodes, isStalled, stallMemoryFromStatus, trackStalls, type StallMemory } from '../../workflows/plan/stalls.ts';
+import { assess } from '../../plan/assess.ts';
+import { stopGate, type GateOptions } from '../../plan/gates.ts';
+import type { Observation } from '../../plan/observation.ts';
+import { nextRestart } from '../../plan/restarts.ts';
+import { answeringNodes, isStalled, stallMemoryFromStatus, trackStalls, type StallMemory } from '../../plan/stalls.ts';
 import { cluster, member, pod, setMember, stalledSince, T0 } from './fixture.ts';
 
 const OPTS: GateOptions = { minReadyMs: 30_000, stallAfterMs: 10_000, caughtUpEntries: 1000 };

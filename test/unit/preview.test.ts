@@ -3,9 +3,9 @@
 import { describe, expect, it } from 'vitest';
 import { withDefaults } from '../../crd/defaults.ts';
 import type { QueenCluster, QueenClusterSpec } from '../../crd/schema.ts';
-import type { ClusterView } from '../../workflows/plan/decide.ts';
-import type { Observation } from '../../workflows/plan/observation.ts';
-import { planOperation, STOP_GATE_NAMES } from '../../workflows/plan/preview.ts';
+import type { ClusterView } from '../../plan/decide.ts';
+import type { Observation } from '../../plan/observation.ts';
+import { planOperation, STOP_GATE_NAMES } from '../../plan/preview.ts';
 import { cluster, pod } from './fixture.ts';
 
 function planOf(obs: Observation, spec: Partial<QueenClusterSpec> = {}, annotations: Record<string, string> = {}, wantedTemplateHash = 'new') {

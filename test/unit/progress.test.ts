@@ -1,8 +1,8 @@
 // Whether an upgrade's new version works: a crash loop on it, a restarted pod that is not Ready
 // and live by the progress deadline, and what a canary is checked for during its soak.
 import { describe, expect, it } from 'vitest';
-import type { Observation } from '../../workflows/plan/observation.ts';
-import { canaryProblem, canaryUp, newVersionFailure, readyAndLive, timeLeftText } from '../../workflows/plan/progress.ts';
+import type { Observation } from '../../plan/observation.ts';
+import { canaryProblem, canaryUp, newVersionFailure, readyAndLive, timeLeftText } from '../../plan/progress.ts';
 import { cluster, member, pod, setMember, T0 } from './fixture.ts';
 
 /** Pod 2 moved to the new template (the others are on the old one). */

@@ -3,7 +3,7 @@
 // server's side of the same forms runs in test/e2e/quantities.test.ts.
 import { describe, expect, it } from 'vitest';
 import { parseQuantity, QUANTITY_PATTERN } from '../../crd/quantity.ts';
-import { neededOperation } from '../../workflows/plan/decide.ts';
+import { neededOperation } from '../../plan/decide.ts';
 import { cluster } from './fixture.ts';
 
 describe('quantities', () => {

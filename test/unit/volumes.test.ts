@@ -2,8 +2,8 @@
 // new size, one at a time; a file system that waits for a restart gets one; then the StatefulSet
 // is created again with the new claim template.
 import { describe, expect, it } from 'vitest';
-import type { Observation } from '../../workflows/plan/observation.ts';
-import { nextVolumeStep } from '../../workflows/plan/volumes.ts';
+import type { Observation } from '../../plan/observation.ts';
+import { nextVolumeStep } from '../../plan/volumes.ts';
 import { cluster } from './fixture.ts';
 
 const GI = 1024 ** 3;

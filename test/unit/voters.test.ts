@@ -1,8 +1,8 @@
 // The voter changes as table tests: the reference operator's scenarios S3 (3 to 5), S4 (5 to 3)
 // and S5 (3 to 1), and the gaps closed (G5: never fewer pods than members; G8: claims deleted).
 import { describe, expect, it } from 'vitest';
-import type { Observation } from '../../workflows/plan/observation.ts';
-import { nextVoterStep } from '../../workflows/plan/voters.ts';
+import type { Observation } from '../../plan/observation.ts';
+import { nextVoterStep } from '../../plan/voters.ts';
 import { cluster, member, pod, setMember } from './fixture.ts';
 
 function removeMember(obs: Observation, id: number) {

@@ -3,8 +3,8 @@
 // depends on seeing a particular event. One operation at a time, in this priority: form the
 // cluster; replace a node (annotation); change the voters; grow the volumes; roll pods whose
 // template is out of date.
-import { readAnnotations, replaceRequest } from '../../crd/annotations.ts';
-import { ANNOTATIONS, type QueenCluster } from '../../crd/schema.ts';
+import { readAnnotations, replaceRequest } from '../crd/annotations.ts';
+import { ANNOTATIONS, type QueenCluster } from '../crd/schema.ts';
 import { parseQuantity } from './format.ts';
 import type { ClaimObservation, PodObservation, StatefulSetObservation } from './observation.ts';
 

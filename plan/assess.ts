@@ -1,7 +1,7 @@
 // The cluster's state in one phase and one line, when no operation runs: Ready, Degraded with the
 // reason when a pod is down or a voter is behind, Blocked when only a person can decide, Forming
 // before the first leader. Phases are not sticky: this is computed afresh from every observation.
-import type { Phase } from '../../crd/schema.ts';
+import type { Phase } from '../crd/schema.ts';
 import { imagePullProblem, stopGate, type GateName } from './gates.ts';
 import type { Observation, PodObservation } from './observation.ts';
 import type { StallMemory } from './stalls.ts';

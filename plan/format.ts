@@ -46,7 +46,7 @@ export function quantityText(bytes: number): string {
 }
 
 /** Quantities are read with the API's one grammar (crd/quantity.ts). */
-export { parseQuantity } from '../../crd/quantity.ts';
+export { parseQuantity } from '../crd/quantity.ts';
 
 /** The command a stopped operation's message ends with: a new retry token starts it again. */
 export const resumeHint = (ref: { namespace: string; name: string }) =>

@@ -3,8 +3,8 @@
 // computed by the rules the operations run (neededOperation, nextRestart, nextVoterStep,
 // nextVolumeStep) applied to the cluster as observed, then to the cluster as each step would leave
 // it, so a plan and the run that follows it say the same steps. Nothing is changed for it.
-import { replaceRequest } from '../../crd/annotations.ts';
-import type { StoredSpec } from '../../crd/schema.ts';
+import { replaceRequest } from '../crd/annotations.ts';
+import type { StoredSpec } from '../crd/schema.ts';
 import { neededOperation, type ClusterView, type Need, type OperationType } from './decide.ts';
 import { goDuration, parseQuantity } from './format.ts';
 import { STOP_GATES, type GateName } from './gates.ts';
