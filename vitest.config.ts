@@ -5,6 +5,9 @@ import { defineConfig } from 'vitest/config';
 // Kubernetes control plane, a Temporal server, simulated nodes) started once by its global setup.
 // Temporal workers and the simulator run in forked processes: vitest's thread pool and the
 // Temporal worker do not mix.
+/** Scenarios that act on a whole test bed node (see the `testbed-alone` project). */
+const ALONE = ['test/testbed/nodes.test.ts', 'test/e2e/upgrade-drain.test.ts'];
+
 export default defineConfig({
   test: {
     pool: 'forks',
@@ -21,9 +24,21 @@ export default defineConfig({
         test: {
           name: 'testbed',
           include: ['test/testbed/**/*.test.ts', 'test/e2e/**/*.test.ts'],
-          // The cluster-wide install acts on every namespace: it has a test bed of its own.
-          exclude: ['test/e2e/install.test.ts'],
+          // The cluster-wide install acts on every namespace: it has a test bed of its own. The
+          // scenarios that act on a whole node run in `testbed-alone`.
+          exclude: ['test/e2e/install.test.ts', ...ALONE],
           // The test bed first, then what the operator needs in it (CRD, RBAC, the workflow bundle).
+          globalSetup: ['test/testbed/global-setup.ts', 'test/e2e/global-setup.ts'],
+          testTimeout: 600_000,
+          hookTimeout: 300_000,
+        },
+      },
+      {
+        // Scenarios that stop, cordon or drain a test bed node, which every other scenario's pods
+        // may run on: npm test runs them after the others, one at a time.
+        test: {
+          name: 'testbed-alone',
+          include: ALONE,
           globalSetup: ['test/testbed/global-setup.ts', 'test/e2e/global-setup.ts'],
           testTimeout: 600_000,
           hookTimeout: 300_000,

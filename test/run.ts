@@ -52,9 +52,6 @@ function runVitest(label: string, args: string[]): void {
   }
 }
 
-/** Scenarios that act on a test bed node every other scenario's pods may run on. */
-const ALONE = ['test/testbed/nodes.test.ts', 'test/e2e/upgrade-drain.test.ts'];
-
 // The benchmarks are not tests: `npm run bench` runs them.
 const args = process.argv.slice(2);
 if (args.some((a) => a.startsWith('--project'))) {
@@ -65,11 +62,9 @@ if (args.some((a) => a.startsWith('--project'))) {
   runVitest('unit', ['--project', 'unit', ...filtered, ...args]);
   // The scenarios run two at a time: most of their time is spent waiting for pods, elections and
   // gates, not computing. Those that act on a whole test bed node (stop it, cordon or drain it)
-  // would disrupt the scenario beside them: they run afterwards, alone.
-  runVitest('testbed', ['--project', 'testbed', '--maxWorkers=2', ...ALONE.flatMap((f) => ['--exclude', f]), ...filtered, ...args]);
-  const filters = args.filter((a) => !a.startsWith('-'));
-  const alone = filters.length > 0 ? ALONE.filter((f) => filters.some((x) => f.includes(x))) : ALONE;
-  if (alone.length > 0) runVitest('testbed-alone', ['--project', 'testbed', '--maxWorkers=1', ...args.filter((a) => a.startsWith('-')), ...alone]);
+  // would disrupt the scenario beside them: they run afterwards, alone (vitest.config.ts).
+  runVitest('testbed', ['--project', 'testbed', '--maxWorkers=2', ...filtered, ...args]);
+  runVitest('testbed-alone', ['--project', 'testbed-alone', '--maxWorkers=1', ...filtered, ...args]);
   // The cluster-wide install, in a test bed of its own (it would act on the other scenarios' clusters).
   runVitest('install', ['--project', 'install', ...filtered, ...args]);
 }
