@@ -2,13 +2,13 @@
 // then one closing line `N passed, N failed` (type checking counts as one test).
 // Arguments go to vitest, e.g. `npm test -- --project unit`.
 //
-// The `unit` project runs first and alone, then the `testbed` project (two scenarios at a time,
-// then those that act on a whole node, alone), then `install` (the
-// README's cluster-wide install, in a test bed of its own): the simulator's own tests
+// The `unit` project runs first and alone, then the `testbed` project (two scenarios at a time),
+// then those that act on a whole node one at a time beside `install` (the README's cluster-wide
+// install, in a test bed of its own): the simulator's own tests
 // time a protocol of 300 ms elections, and the end-to-end scenarios put a control plane, a Temporal
 // server and clusters of simulated nodes on the same two cores. Run side by side, each slows the
 // other down in ways that say nothing about the code under test.
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -26,15 +26,20 @@ let failed = typesOk ? 0 : 1;
 let skipped = 0;
 let exitOk = typesOk;
 
-/** One vitest run; its counts are added to the totals. */
-function runVitest(label: string, args: string[]): void {
+/** One vitest run; its counts are added to the totals. With `quiet`, its output is kept and printed once it ends. */
+async function runVitest(label: string, args: string[], quiet = false): Promise<void> {
   const out = join(root, '.cache', `test-results${label ? `-${label}` : ''}.json`);
   rmSync(out, { force: true });
-  const vitest = spawnSync('vitest', ['run', '--reporter=default', '--reporter=json', `--outputFile.json=${out}`, ...args], {
+  const child = spawn('vitest', ['run', '--reporter=default', '--reporter=json', `--outputFile.json=${out}`, ...args], {
     cwd: root,
-    stdio: 'inherit',
+    stdio: quiet ? ['ignore', 'pipe', 'pipe'] : 'inherit',
   });
-  if (vitest.status !== 0) exitOk = false;
+  const kept: Buffer[] = [];
+  child.stdout?.on('data', (b: Buffer) => kept.push(b));
+  child.stderr?.on('data', (b: Buffer) => kept.push(b));
+  const status = await new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+  if (quiet) process.stdout.write(Buffer.concat(kept));
+  if (status !== 0) exitOk = false;
   try {
     const report = JSON.parse(readFileSync(out, 'utf8')) as {
       numPassedTests: number;
@@ -44,7 +49,7 @@ function runVitest(label: string, args: string[]): void {
       numFailedTestSuites: number;
     };
     passed += report.numPassedTests;
-    failed += report.numFailedTests + (report.numFailedTests === 0 && vitest.status !== 0 ? Math.max(1, report.numFailedTestSuites) : 0);
+    failed += report.numFailedTests + (report.numFailedTests === 0 && status !== 0 ? Math.max(1, report.numFailedTestSuites) : 0);
     skipped += report.numPendingTests + report.numTodoTests;
   } catch {
     failed += 1;
@@ -55,18 +60,21 @@ function runVitest(label: string, args: string[]): void {
 // The benchmarks are not tests: `npm run bench` runs them.
 const args = process.argv.slice(2);
 if (args.some((a) => a.startsWith('--project'))) {
-  runVitest('', args);
+  await runVitest('', args);
 } else {
   // A file filter may match files of one project only: the other then has nothing to run.
   const filtered = args.length > 0 ? ['--passWithNoTests'] : [];
-  runVitest('unit', ['--project', 'unit', ...filtered, ...args]);
+  await runVitest('unit', ['--project', 'unit', ...filtered, ...args]);
   // The scenarios run two at a time: most of their time is spent waiting for pods, elections and
   // gates, not computing. Those that act on a whole test bed node (stop it, cordon or drain it)
-  // would disrupt the scenario beside them: they run afterwards, alone (vitest.config.ts).
-  runVitest('testbed', ['--project', 'testbed', '--maxWorkers=2', ...filtered, ...args]);
-  runVitest('testbed-alone', ['--project', 'testbed-alone', '--maxWorkers=1', ...filtered, ...args]);
-  // The cluster-wide install, in a test bed of its own (it would act on the other scenarios' clusters).
-  runVitest('install', ['--project', 'install', ...filtered, ...args]);
+  // would disrupt the scenario beside them: they run afterwards, one at a time (vitest.config.ts),
+  // beside the cluster-wide install, which has a test bed of its own (it would act on the other
+  // scenarios' clusters); the install's output follows once it ends.
+  await runVitest('testbed', ['--project', 'testbed', '--maxWorkers=2', ...filtered, ...args]);
+  await Promise.all([
+    runVitest('testbed-alone', ['--project', 'testbed-alone', '--maxWorkers=1', ...filtered, ...args]),
+    runVitest('install', ['--project', 'install', ...filtered, ...args], true),
+  ]);
 }
 
 console.log(`tests took ${Math.round((Date.now() - started) / 1000)}s`);
