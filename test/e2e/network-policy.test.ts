@@ -5,11 +5,11 @@
 // each other); a client pod with the label gets its pushes acknowledged, one without it gets no
 // answer, and no pod outside the cluster reaches the raft port. Turned off in the spec, the
 // policy goes, and everyone gets in again.
-import { request } from 'node:http';
 import { afterEach, expect, it } from 'vitest';
 import { startLoad, verifyAcknowledged } from '../testbed/load.ts';
 import { applyManifest } from '../testbed/client.ts';
 import { formed, kubectl, patchSpec, pods, scenario, seedSpec, voterIps, waitFor, waitForCluster, type Scenario } from './harness.ts';
+import { requestFrom } from '../testbed/request-from.ts';
 
 let s: Scenario | null = null;
 const extra: string[] = [];
@@ -18,22 +18,6 @@ afterEach(async () => {
   s = null;
   for (const ns of extra.splice(0)) await kubectl(['delete', 'namespace', ns, '--wait=false']);
 });
-
-/** A request from a chosen source address: the HTTP status, or 'timeout'. */
-function from(source: string, ip: string, port: number, path: string, timeoutMs = 2000): Promise<number | string> {
-  return new Promise((resolve) => {
-    const req = request({ host: ip, port, path, method: port === 7400 ? 'POST' : 'GET', localAddress: source, agent: false }, (res) => {
-      res.resume();
-      res.on('end', () => resolve(res.statusCode ?? 0));
-    });
-    req.setTimeout(timeoutMs, () => {
-      req.destroy();
-      resolve('timeout');
-    });
-    req.on('error', (e: NodeJS.ErrnoException) => resolve(e.code ?? 'error'));
-    req.end();
-  });
-}
 
 async function clientPod(sc: Scenario, ns: string, name: string, labels: Record<string, string>): Promise<string> {
   const r = await applyManifest(
@@ -76,10 +60,10 @@ it('network-policy: rendered per cluster and enforced: the cluster works behind 
   const client = await clientPod(s, elsewhere, 'client', { 'queenmq.com/client': 'true' });
   const stranger = await clientPod(s, elsewhere, 'stranger', { app: 'other' });
   const ips = await voterIps(s);
-  await waitFor('the policy enforced on every broker', async () => (await Promise.all(ips.map((ip) => from(stranger, ip, 6632, '/health', 1000)))).every((r) => r === 'timeout'), 30_000);
+  await waitFor('the policy enforced on every broker', async () => (await Promise.all(ips.map((ip) => requestFrom(stranger, ip, 6632, '/health', 1000)))).every((r) => r === 'timeout'), 30_000);
   for (const ip of ips) {
-    expect(await from(client, ip, 6632, '/health')).toBe(200);
-    expect(await from(client, ip, 7400, '/raft/v1/state')).toBe('timeout');
+    expect(await requestFrom(client, ip, 6632, '/health')).toBe(200);
+    expect(await requestFrom(client, ip, 7400, '/raft/v1/state')).toBe('timeout');
   }
   // Behind the policy the cluster goes on: the operator sees it Ready and committing.
   await waitForCluster(s, 'Ready and committing behind the policy', (q) => q.status?.phase === 'Ready' && q.status?.commits === true && (q.status?.members ?? []).every((m) => m.live), 60_000);
@@ -94,7 +78,7 @@ it('network-policy: rendered per cluster and enforced: the cluster works behind 
   // Turned off: the operator deletes it, and the stranger gets in.
   await patchSpec(s, { networkPolicy: { enabled: false } });
   await waitFor('the policy deleted', async () => (await kubectl(['-n', s!.ns, 'get', 'networkpolicy', 'queen'])).code !== 0, 120_000);
-  await waitFor('the stranger let in', async () => (await from(stranger, ips[0]!, 6632, '/health', 1000)) === 200, 30_000);
+  await waitFor('the stranger let in', async () => (await requestFrom(stranger, ips[0]!, 6632, '/health', 1000)) === 200, 30_000);
   const after = await waitForCluster(s, 'Ready', (q) => q.status?.phase === 'Ready' && q.status?.lastOperation?.type === 'RollingUpgrade', 120_000);
   // Applying it restarted no pod.
   expect((await pods(s)).every((p) => (p.status?.containerStatuses?.[0]?.restartCount ?? 0) === 0)).toBe(true);

@@ -3,10 +3,10 @@
 // NetworkPolicy refuses, per port. Requests that are dropped are never answered: the caller times
 // out, as with packets lost on the way. Calls leave from the node's own address.
 import * as fs from 'node:fs';
-import * as http from 'node:http';
 import * as path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { dumpLogsIfFailed, SimCluster, sleep, statusOf, waitFor } from './harness.ts';
+import { requestFrom } from '../testbed/request-from.ts';
 
 let cluster: SimCluster | null = null;
 afterEach(async (ctx) => {
@@ -14,22 +14,6 @@ afterEach(async (ctx) => {
   await cluster?.close();
   cluster = null;
 });
-
-/** A GET from a chosen source address: the status, or 'timeout'. */
-function getFrom(source: string, ip: string, port: number, pth: string, timeoutMs = 1500): Promise<number | 'timeout' | string> {
-  return new Promise((resolve) => {
-    const req = http.request({ host: ip, port, path: pth, method: port === 7400 ? 'POST' : 'GET', localAddress: source, agent: false }, (res) => {
-      res.resume();
-      res.on('end', () => resolve(res.statusCode ?? 0));
-    });
-    req.setTimeout(timeoutMs, () => {
-      req.destroy();
-      resolve('timeout');
-    });
-    req.on('error', (e: NodeJS.ErrnoException) => resolve(e.code ?? 'error'));
-    req.end();
-  });
-}
 
 function netFile(c: SimCluster, id: number): string {
   return path.join(c.root, `net-${id}.json`);
@@ -51,17 +35,17 @@ describe('the network file', () => {
     const client = `${c.subnet}.201`;
     writeNet(c, L, { refuse: { '6632': [intruder], '7400': [client, intruder] } });
     await sleep(400);
-    expect(await getFrom(intruder, c.ip(L), 6632, '/health')).toBe('timeout');
-    expect(await getFrom(client, c.ip(L), 6632, '/health')).toBe(200);
-    expect(await getFrom('127.0.0.1', c.ip(L), 6632, '/health')).toBe(200);
+    expect(await requestFrom(intruder, c.ip(L), 6632, '/health')).toBe('timeout');
+    expect(await requestFrom(client, c.ip(L), 6632, '/health')).toBe(200);
+    expect(await requestFrom('127.0.0.1', c.ip(L), 6632, '/health')).toBe(200);
     // The raft port: only the cluster's own pods (here, a client is refused; the peers go on).
-    expect(await getFrom(client, c.ip(L), 7400, '/raft/v1/state')).toBe('timeout');
+    expect(await requestFrom(client, c.ip(L), 7400, '/raft/v1/state')).toBe('timeout');
     expect(statusOf(await c.put(L, 'still', 1))).toBe(200);
     const m = await c.membership(L);
     expect(m.members.every((x: { live: boolean }) => x.live)).toBe(true);
     writeNet(c, L, {});
     await sleep(400);
-    expect(await getFrom(intruder, c.ip(L), 6632, '/health')).toBe(200);
+    expect(await requestFrom(intruder, c.ip(L), 6632, '/health')).toBe(200);
   });
 
   it('a node cut off the network: nothing reaches it, it reaches nothing, the others go on; back, it catches up', async () => {
@@ -72,7 +56,7 @@ describe('the network file', () => {
     const F = [1, 2, 3].find((id) => id !== L)!;
     writeNet(c, F, { cutOff: true });
     await waitFor('F not live on the leader', async () => (await c.membership(L)).members.find((x: { nodeId: number }) => x.nodeId === F).live === false, 10_000);
-    expect(await getFrom('127.0.0.1', c.ip(F), 6632, '/health')).toBe('timeout');
+    expect(await requestFrom('127.0.0.1', c.ip(F), 6632, '/health')).toBe('timeout');
     expect(c.node(F).running).toBe(true);
     await c.writeMany(L, 20);
     writeNet(c, F, {});

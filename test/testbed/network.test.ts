@@ -3,11 +3,11 @@
 // pods can be cut from each other. The policy here is the shape the operator renders: the raft
 // port from the cluster's own pods only, the broker port from a chosen namespace and from pods
 // labelled as clients.
-import { request } from 'node:http';
 import { afterAll, expect, it } from 'vitest';
 import { checkSeedCluster, getJson, isReady, listPods, membership, sendJson, until } from './checks.ts';
 import { connect, control } from './client.ts';
 import { startLoad } from './load.ts';
+import { requestFrom } from './request-from.ts';
 
 const client = connect();
 const namespaces: string[] = [];
@@ -15,22 +15,6 @@ const namespaces: string[] = [];
 afterAll(async () => {
   for (const ns of namespaces) await client.deleteNamespace(ns);
 });
-
-/** A request from a chosen source address: the HTTP status, or 'timeout'. */
-function from(source: string, ip: string, port: number, path: string, timeoutMs = 2000): Promise<number | string> {
-  return new Promise((resolve) => {
-    const req = request({ host: ip, port, path, method: port === 7400 ? 'POST' : 'GET', localAddress: source, agent: false }, (res) => {
-      res.resume();
-      res.on('end', () => resolve(res.statusCode ?? 0));
-    });
-    req.setTimeout(timeoutMs, () => {
-      req.destroy();
-      resolve('timeout');
-    });
-    req.on('error', (e: NodeJS.ErrnoException) => resolve(e.code ?? 'error'));
-    req.end();
-  });
-}
 
 /** A pod that stands for a client (it only needs an address of its own). */
 async function clientPod(ns: string, name: string, labels: Record<string, string>): Promise<string> {
@@ -63,8 +47,8 @@ it('a NetworkPolicy is enforced on the Queen pods: raft from the cluster only, t
   const ip0 = pods[0]!.status.podIP as string;
 
   // Before any policy, everyone gets in.
-  expect(await from(stranger, ip0, 6632, '/health')).toBe(200);
-  expect(await from(stranger, ip0, 7400, '/raft/v1/state')).toBe(401); // answered (no raft token)
+  expect(await requestFrom(stranger, ip0, 6632, '/health')).toBe(200);
+  expect(await requestFrom(stranger, ip0, 7400, '/raft/v1/state')).toBe(401); // answered (no raft token)
 
   const policy = {
     apiVersion: 'networking.k8s.io/v1',
@@ -93,13 +77,13 @@ it('a NetworkPolicy is enforced on the Queen pods: raft from the cluster only, t
     return infos.every((i) => i.body.net?.refuse?.['6632']?.includes(stranger));
   }, 10_000);
 
-  expect(await from(stranger, ip0, 6632, '/health')).toBe('timeout');
-  expect(await from(stranger, ip0, 7400, '/raft/v1/state')).toBe('timeout');
-  expect(await from(labelled, ip0, 6632, '/health')).toBe(200);
-  expect(await from(labelled, ip0, 7400, '/raft/v1/state')).toBe('timeout');
-  expect(await from(operator, ip0, 6632, '/api/v1/system/raft/membership')).toBe(200);
+  expect(await requestFrom(stranger, ip0, 6632, '/health')).toBe('timeout');
+  expect(await requestFrom(stranger, ip0, 7400, '/raft/v1/state')).toBe('timeout');
+  expect(await requestFrom(labelled, ip0, 6632, '/health')).toBe(200);
+  expect(await requestFrom(labelled, ip0, 7400, '/raft/v1/state')).toBe('timeout');
+  expect(await requestFrom(operator, ip0, 6632, '/api/v1/system/raft/membership')).toBe(200);
   // This machine (the kubelet's probes, the test itself) is the node's: let in, as most plugins do.
-  expect(await from('127.0.0.1', ip0, 6632, '/health')).toBe(200);
+  expect(await requestFrom('127.0.0.1', ip0, 6632, '/health')).toBe(200);
   // The cluster itself goes on: peers reach each other, writes commit, pods stay Ready.
   const view = await membership(ip0);
   expect(view.members.every((m) => m.live)).toBe(true);
@@ -117,7 +101,7 @@ it('a NetworkPolicy is enforced on the Queen pods: raft from the cluster only, t
 
   // The policy removed: everyone again.
   expect((await client.kubectl(['-n', ns, 'delete', 'networkpolicy', 'queen'])).code).toBe(0);
-  await until('the policy gone from the pods', async () => (await from(stranger, ip0, 6632, '/health', 1000)) === 200, 10_000);
+  await until('the policy gone from the pods', async () => (await requestFrom(stranger, ip0, 6632, '/health', 1000)) === 200, 10_000);
 });
 
 it('two pods cut from each other: the leader no longer hears the cut follower, which settles; healed, it is back', async () => {
