@@ -4,6 +4,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { ClusterDns } from './dns.ts';
 import type { Kubelet } from './kubelet.ts';
 import type { Nodes } from './nodes.ts';
+import type { RestartableProcess } from './restartable.ts';
 import type { Storage } from './storage.ts';
 
 export interface ControlDeps {
@@ -11,6 +12,8 @@ export interface ControlDeps {
   storage: Storage;
   nodes: Nodes;
   dns: ClusterDns;
+  /** Control-plane processes that may be killed and started again (kube-apiserver, temporal). */
+  processes?: RestartableProcess[];
   info: () => unknown;
 }
 
@@ -78,6 +81,23 @@ export async function startControlServer(d: ControlDeps, host = '127.0.0.1'): Pr
       await d.nodes.setUp(node, action === 'start');
       if (action === 'start') d.kubelet.resyncNode(node);
       return { node, up: d.nodes.isUp(node) };
+    }
+    if (method === 'GET' && path === '/processes') {
+      return (d.processes ?? []).map((p) => ({ name: p.name, pid: p.current().pid, running: p.running() }));
+    }
+    if ((m = /^\/processes\/([^/]+)\/(kill|start)$/.exec(path)) && method === 'POST') {
+      const [, name, action] = m as unknown as [string, string, string];
+      const p = (d.processes ?? []).find((x) => x.name === name);
+      if (!p) throw new HttpError(404, `no process ${name}; there are: ${(d.processes ?? []).map((x) => x.name).join(', ')}`);
+      if (action === 'kill') {
+        const b = await body();
+        const signal = String(b.signal ?? 'SIGKILL').toUpperCase();
+        if (!SIGNALS.has(signal)) throw new HttpError(400, `unknown signal ${signal}`);
+        const exit = await p.kill(signal as NodeJS.Signals);
+        return { name, running: p.running(), exitCode: exit.exitCode };
+      }
+      await p.start();
+      return { name, running: p.running(), pid: p.current().pid };
     }
     if (method === 'GET' && path === '/dns') {
       const name = query.get('name');
