@@ -7,7 +7,7 @@ import { withDefaults } from '../crd/defaults.ts';
 import type { Phase, QueenCluster } from '../crd/schema.ts';
 import type { Observation } from '../workflows/plan/observation.ts';
 import { probeWrite, type ProbeResult } from './broker.ts';
-import { getCluster, patchClusterStatus, recordEvent, type Kube } from './kube.ts';
+import { getCluster, patchClusterStatus, recordEvent, type EventStep, type Kube } from './kube.ts';
 import { clusterConditions } from './status.ts';
 import { readAnnotations } from '../crd/annotations.ts';
 import { brokerBase, observe } from './observe.ts';
@@ -146,10 +146,28 @@ export async function writeStep(deps: ActivityDeps, ref: ClusterRef, step: StepS
   await writePhase(deps, ref, step.phase, step.message, { operation: { step: step.message, gate: step.gate ?? null } });
 }
 
-/** Records a completed step as an Event on the QueenCluster. */
-export async function stepEvent(deps: ActivityDeps, qc: QueenCluster, reason: string, message: string, type: 'Normal' | 'Warning' = 'Normal') {
+/**
+ * The step of an operation that runs now (its run and activity), for its Events; none for the
+ * observer, whose Events are the cluster's phase changes, nor outside an activity.
+ */
+function eventStep(): EventStep | undefined {
   try {
-    await recordEvent(deps.kube, qc, reason, message, type);
+    const info = activityInfo();
+    if (info.workflowType === 'clusterObserver') return undefined;
+    const runId = info.workflowExecution?.runId;
+    return runId ? { key: `${runId}/${info.activityId}`, retried: info.attempt > 1 } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Records a completed step as an Event on the QueenCluster, once per step whatever its attempts
+ * (`perAttempt`: an Event about the attempt itself, such as a step that keeps failing).
+ */
+export async function stepEvent(deps: ActivityDeps, qc: QueenCluster, reason: string, message: string, type: 'Normal' | 'Warning' = 'Normal', perAttempt = false) {
+  try {
+    await recordEvent(deps.kube, qc, reason, message, type, perAttempt ? undefined : eventStep());
   } catch (err) {
     deps.log.warn({ namespace: qc.metadata.namespace, name: qc.metadata.name, err: String(err) }, 'could not record an Event');
   }
