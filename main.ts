@@ -10,6 +10,7 @@ import { Runtime, makeTelemetryFilterString, type LogLevel as TemporalLogLevel, 
 import { pino, type Logger } from 'pino';
 import { loadKubeConfig, makeKube } from './activities/kube.ts';
 import { useResolver } from './activities/broker.ts';
+import { setOperatorNamespace } from './activities/resources.ts';
 import { apiServerOf, awaitKubernetes, connectTemporal, ensureSearchAttributes, kubeConfigured, Stopped } from './connect.ts';
 import { checksRoute, serve, type Check } from './health.ts';
 import { countApiServerRequests, exposition, registerClusterGauges } from './metrics.ts';
@@ -110,6 +111,7 @@ export async function main(argv: string[]): Promise<number> {
   const sdkMetricsPort = opts.metricsPort !== null ? await freeLoopbackPort() : null;
   installTemporalRuntime(log, sdkMetricsPort);
   if (opts.resolver) useResolver(opts.resolver);
+  setOperatorNamespace(opts.operatorNamespace);
 
   if (!kubeConfigured(opts.kubeconfig)) {
     log.error(

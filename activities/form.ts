@@ -17,8 +17,8 @@ import {
   type ClusterRef,
 } from './common.ts';
 import { recordProbe } from './gate.ts';
-import { applyObject, getStatefulSet, listPods, patchClusterStatus, readObject } from './kube.ts';
-import { disruptionBudget, keptShape, names, parseOrdinal, services, statefulSet } from './resources.ts';
+import { applyObject, deleteOwnedNetworkPolicy, getStatefulSet, listPods, patchClusterStatus, readObject } from './kube.ts';
+import { clusterObjects, keptShape, names, networkPolicy, parseOrdinal, statefulSet } from './resources.ts';
 import { observedStatus } from './status.ts';
 
 /** An object of ours must carry a controller reference to this QueenCluster; anything else is someone else's. */
@@ -59,7 +59,7 @@ export function formActivities(deps: ActivityDeps) {
       return holdUntil<AppliedObjects>(deps, ref, async () => {
         const qc = await loadCluster(deps, ref);
         const spec = withDefaults(qc.spec);
-        const wanted: KubernetesObject[] = [...services(qc), disruptionBudget(qc)];
+        const wanted: KubernetesObject[] = clusterObjects(qc);
         const existingSts = await getStatefulSet(deps.kube, ref.namespace, names.statefulSet(ref.name));
         for (const obj of [...wanted, { kind: 'StatefulSet', metadata: { name: names.statefulSet(ref.name) } }]) {
           const live = obj.kind === 'StatefulSet' ? existingSts : await readObject(deps.kube, obj.apiVersion!, obj.kind!, ref.namespace, obj.metadata!.name!);
@@ -77,6 +77,7 @@ export function formActivities(deps: ActivityDeps) {
           return { hold: { phase: 'Forming', gate: 'statefulset-deleted', message: `waiting for the old StatefulSet ${ref.name} to be deleted` } };
         }
         for (const obj of wanted) await applyObject(deps.kube, obj);
+        if (!networkPolicy(qc)) await deleteOwnedNetworkPolicy(deps.kube, qc, names.networkPolicy(ref.name));
         const shape = existingSts
           ? keptShape(existingSts, spec)
           : { pods: podsAtCreation(qc, await listPods(deps.kube, ref.namespace, ref.name)), claimSize: spec.storage.size };

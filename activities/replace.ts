@@ -67,7 +67,7 @@ export function replaceActivities(deps: ActivityDeps) {
         // The voters that stay must carry the cluster: the stop gate, the node's own stall excepted.
         const hold = await removalHold(deps, qc, obs, r.nodeId, 'Replacing');
         if (hold) return { hold };
-        const c = await changeThroughLeader(deps, qc, obs, 'Replacing', what, r.nodeId, (base) => removeMember(base, r.nodeId));
+        const c = await changeThroughLeader(deps, qc, obs, 'Replacing', what, r.nodeId, (base, token) => removeMember(base, r.nodeId, token));
         if ('hold' in c) return c;
         await stepEvent(deps, qc, 'RemoveMember', what);
         return { done: 'left' };
@@ -91,9 +91,12 @@ export function replaceActivities(deps: ActivityDeps) {
           await stepEvent(deps, qc, 'WipeVolume', message);
           said = true;
         }
-        // The claim is held (pvc-protection) while a pod uses it: the pod that runs on it goes too.
+        // The claim is held (pvc-protection) while a pod scheduled with it exists: that pod goes too,
+        // running or not (one still waiting for the volume to be attached to its node holds it as
+        // well, and could never mount a claim being deleted). A successor the scheduler cannot
+        // place, for its claim is being deleted, holds nothing.
         const pod = obs.pods.find((p) => p.ordinal === r.ordinal);
-        if (pod && !pod.terminating && pod.running) await deletePodByUid(deps.kube, ref.namespace, pod.name, pod.uid);
+        if (pod && !pod.terminating && !pod.unschedulable) await deletePodByUid(deps.kube, ref.namespace, pod.name, pod.uid);
         return { hold: { phase: 'Replacing', message: `waiting for the old volume of pod ${r.ordinal} to go`, gate: 'old-volume-gone' } };
       });
     },

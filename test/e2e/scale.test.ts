@@ -4,7 +4,7 @@
 // volume claims (the operator deletes them itself). Nothing acknowledged is lost.
 import { afterEach, expect, it } from 'vitest';
 import { startLoad, verifyAcknowledged } from '../testbed/load.ts';
-import { clusterEvents, formed, getCluster, monitor, patchSpec, pods, scenario, seedSpec, sleep, voterIps, waitFor, waitForCluster, type Scenario } from './harness.ts';
+import { BIG_STORE, BIG_STORE_MESSAGES, buildStore, clusterEvents, formed, getCluster, monitor, patchSpec, pods, scenario, seedSpec, sleep, voterIps, waitFor, waitForCluster, type Scenario } from './harness.ts';
 import { recordHistory, workflowRuns } from './temporal.ts';
 
 let s: Scenario | null = null;
@@ -16,8 +16,10 @@ afterEach(async () => {
 const SCALE_STEPS = ['ScalePods', 'AddLearner', 'Promote', 'RemoveMember', 'DeleteClaim', 'RestartPod'];
 
 it('scale: 3 to 5 voters and back to 3 under load', async () => {
-  s = await scenario('scale');
+  // A store of about 200 MB: each new learner's snapshot takes about 13 s to cross the link.
+  s = await scenario('scale', { sim: BIG_STORE });
   await formed(s, seedSpec());
+  await buildStore(s, BIG_STORE_MESSAGES);
   const load = startLoad({ kubeConfig: s.kc, namespace: s.ns, service: 'queen', rate: 50 });
   // The voter counts status shows, in order, going up and then going down.
   const voterCounts: { up: number[]; down: number[] } = { up: [], down: [] };

@@ -4,7 +4,7 @@
 // A node about to leave the membership passes the same gate (`removing`): the voters that stay
 // must carry the cluster without it, so a removal never leaves two voters that cannot commit.
 import { goDuration, lagText } from './format.ts';
-import type { Observation } from './observation.ts';
+import type { Observation, PodObservation } from './observation.ts';
 import { isStalled, type StallMemory } from './stalls.ts';
 
 export interface GateOptions {
@@ -69,6 +69,24 @@ export function voterIds(obs: Observation): number[] {
   return [...ids].sort((a, b) => a - b);
 }
 
+/**
+ * A pod whose image the node cannot pull (ErrImagePull, ImagePullBackOff), in one line with the
+ * registry's cause when the kubelet gives it (not found, access denied); null otherwise.
+ */
+export function imagePullProblem(pod: PodObservation): string | null {
+  const reason = pod.waitingReason;
+  if (reason !== 'ErrImagePull' && reason !== 'ImagePullBackOff' && reason !== 'InvalidImageName' && reason !== 'ErrImageNeverPull') return null;
+  const msg = pod.waitingMessage ?? '';
+  const cause = /not ?found|manifest unknown/i.test(msg)
+    ? 'not found'
+    : /unauthorized|denied|forbidden|\b40[13]\b/i.test(msg)
+      ? 'access denied'
+      : /timeout|i\/o|connection/i.test(msg)
+        ? 'the registry does not answer'
+        : '';
+  return `pod ${pod.ordinal} cannot pull its image ${pod.image ?? ''} (${reason}${cause ? `: ${cause}` : ''})`.replace('image  (', 'image (');
+}
+
 const otherVoters = (c: GateContext) => voterIds(c.obs).filter((id) => c.target === null || id !== c.target + 1);
 
 type Gate = { name: GateName; check: (c: GateContext) => string | null };
@@ -80,7 +98,9 @@ export const STOP_GATES: readonly Gate[] = [
     check: ({ obs }) =>
       obs.membership && obs.membership.leader !== null
         ? null
-        : 'no pod answers with a leader\'s view of the membership: an election is under way, or the cluster lost its majority',
+        : !obs.membership && obs.brokerAuth
+          ? obs.brokerAuth
+          : 'no pod answers with a leader\'s view of the membership: an election is under way, or the cluster lost its majority',
   },
   {
     // Without its StatefulSet a stopped pod never comes back: the cluster has to be formed again first.
@@ -106,7 +126,7 @@ export const STOP_GATES: readonly Gate[] = [
     check: (c) => {
       for (const id of otherVoters(c)) {
         const pod = c.obs.pods.find((p) => p.ordinal === id - 1);
-        if (!pod || pod.terminating || !pod.running) return `pod ${id - 1} is not running`;
+        if (!pod || pod.terminating || !pod.running) return (pod && !pod.terminating && imagePullProblem(pod)) || `pod ${id - 1} is not running`;
       }
       return null;
     },
@@ -132,7 +152,7 @@ export const STOP_GATES: readonly Gate[] = [
     check: (c) => {
       for (const id of otherVoters(c)) {
         const pod = c.obs.pods.find((p) => p.ordinal === id - 1);
-        if (pod && !pod.ready) return `pod ${id - 1} is not Ready`;
+        if (pod && !pod.ready) return imagePullProblem(pod) ?? `pod ${id - 1} is not Ready`;
       }
       return null;
     },

@@ -38,6 +38,12 @@ export interface ClaimObservation {
   capacityBytes: number;
   request: string;
   resizePending: boolean;
+  /** Since when the file system has waited for the node (FileSystemResizePending), in ms. */
+  resizePendingSince?: number | null;
+  /** The resizer's error (ControllerResizeError / NodeResizeError), while it tries again or after it gave up. */
+  resizeError?: string | null;
+  /** The storage refused the size for good (ControllerResizeInfeasible / NodeResizeInfeasible). */
+  resizeInfeasible?: boolean;
 }
 
 export interface HealthObservation {
@@ -119,6 +125,11 @@ export interface Observation {
   membership: MembershipObservation | null;
   /** The ordinal of the pod that gave it. */
   membershipVia: number | null;
+  /**
+   * Why the brokers refuse the operator on their system routes (JWT_ENABLED: no token, a token
+   * refused, a Secret that cannot be read), in one line; null or absent when they do not.
+   */
+  brokerAuth?: string | null;
 }
 
 export const podAt = (obs: Observation, ordinal: number) => obs.pods.find((p) => p.ordinal === ordinal);
