@@ -9,6 +9,7 @@ import { holdUntil, loadCluster, observeCluster, stepEvent, type ActivityDeps, t
 import { deleteClaimByUid, deletePodByUid, patchClusterAnnotations } from './kube.ts';
 import { changeThroughLeader, removalHold } from './membership.ts';
 import { names, nodeIdOf } from './resources.ts';
+import { podStartProblem } from '../workflows/plan/assess.ts';
 
 export interface Replacement {
   pod: string;
@@ -112,7 +113,8 @@ export function replaceActivities(deps: ActivityDeps) {
           return { hold: { phase: 'Replacing', message: `the StatefulSet ${ref.name} is gone: the cluster has to be formed again before node ${r.nodeId} is added`, gate: 'statefulset-present' } };
         }
         if (pod && pod.running && !pod.terminating && obs.health[r.ordinal] && claim && claim.uid !== r.claimUid) return { done: true };
-        return { hold: { phase: 'Replacing', message: `waiting for pod ${r.ordinal} to start before node ${r.nodeId} is added`, gate: 'pod-running' } };
+        const why = podStartProblem(pod);
+        return { hold: { phase: 'Replacing', message: `waiting for pod ${r.ordinal} to start before node ${r.nodeId} is added${why ? `: ${why}` : ''}`, gate: 'pod-running' } };
       });
     },
 
