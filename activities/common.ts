@@ -9,7 +9,7 @@ import type { Observation } from '../plan/observation.ts';
 import type { GateName } from '../plan/gates.ts';
 import { probeWrite, type ProbeResult } from './broker.ts';
 import { brokerCredentials, forgetCredentials } from './credentials.ts';
-import { getCluster, patchClusterStatus, recordEvent, type Kube } from './kube.ts';
+import { getCluster, patchClusterStatus, recordEvent, statusCode, type EventStep, type Kube } from './kube.ts';
 import { clusterConditions } from './status.ts';
 import { readAnnotations } from '../crd/annotations.ts';
 import { brokerBase, observe } from './observe.ts';
@@ -148,14 +148,51 @@ export async function writeStep(deps: ActivityDeps, ref: ClusterRef, step: StepS
   await writePhase(deps, ref, step.phase, step.message, { operation: { step: step.message, gate: step.gate ?? null } });
 }
 
-/** Records a completed step as an Event on the QueenCluster. */
-export async function stepEvent(deps: ActivityDeps, qc: QueenCluster, reason: string, message: string, type: 'Normal' | 'Warning' = 'Normal') {
+/**
+ * The step of an operation that runs now (its run and activity), for its Events; none for the
+ * observer, whose Events are the cluster's phase changes, nor outside an activity.
+ */
+function eventStep(): EventStep | undefined {
   try {
-    await recordEvent(deps.kube, qc, reason, message, type);
-  } catch (err) {
-    deps.log.warn({ namespace: qc.metadata.namespace, name: qc.metadata.name, err: String(err) }, 'could not record an Event');
+    const info = activityInfo();
+    if (info.workflowType === 'clusterObserver') return undefined;
+    const runId = info.workflowExecution?.runId;
+    return runId ? { key: `${runId}/${info.activityId}`, retried: info.attempt > 1 } : undefined;
+  } catch {
+    return undefined;
   }
 }
+
+/**
+ * Records a completed step as an Event on the QueenCluster, once per step whatever its attempts
+ * (`perAttempt`: an Event about the attempt itself, such as a step that keeps failing).
+ */
+export async function stepEvent(deps: ActivityDeps, qc: QueenCluster, reason: string, message: string, type: 'Normal' | 'Warning' = 'Normal', perAttempt = false) {
+  let step = perAttempt ? undefined : eventStep();
+  const giveUpAt = Date.now() + EVENT_RETRY_MS;
+  for (let tries = 1; ; tries++) {
+    try {
+      await recordEvent(deps.kube, qc, reason, message, type, step);
+      return;
+    } catch (err) {
+      // The API server away (restarted, overloaded): the step happened, and kubectl describe is
+      // where a person looks for it, so it is recorded once the API server answers again. An
+      // answer that refuses it (forbidden, invalid) will not change: it is logged.
+      const code = statusCode(err);
+      const transient = code === null || code === 429 || code >= 500;
+      if (!transient || Date.now() >= giveUpAt || deps.stopping?.aborted) {
+        deps.log.warn({ namespace: qc.metadata.namespace, name: qc.metadata.name, reason, err: String(err) }, 'could not record an Event');
+        return;
+      }
+      // The create may have reached the API server before its answer was lost: look for it first.
+      if (step) step = { ...step, retried: true };
+      await sleep(Math.min(1000 * tries, 5000));
+    }
+  }
+}
+
+/** How long a step keeps trying to record its Event while the API server does not answer. */
+const EVENT_RETRY_MS = 90_000;
 
 export type Hold = StepStatus;
 export type Check<T> = () => Promise<{ done: T } | { hold: Hold }>;

@@ -107,7 +107,7 @@ async function tellFailing(deps: ActivityDeps, target: ClusterRef, words: string
     message,
     ...(qc.status?.operation ? { operation: { step: words } } : {}),
   });
-  if (attempt === TELL_FROM_ATTEMPT || attempt % 10 === 0) await stepEvent(deps, qc, 'StepFailing', message, 'Warning');
+  if (attempt === TELL_FROM_ATTEMPT || attempt % 10 === 0) await stepEvent(deps, qc, 'StepFailing', message, 'Warning', true);
 }
 
 /** Every activity of `steps`, kept alive by heartbeats, its failures classified and told. */

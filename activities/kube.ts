@@ -13,6 +13,7 @@ import {
   KubernetesObjectApi,
   PatchStrategy,
   setHeaderOptions,
+  type CoreV1Event,
   type KubernetesObject,
   type V1PersistentVolumeClaim,
   type V1Pod,
@@ -326,7 +327,20 @@ export function labelSelector(clusterName: string): string {
  * The Events this process wrote lately, by what they say, so a repeat is counted on the same Event
  * (as the Kubernetes event recorder does) rather than written again.
  */
-const recentEvents = new Map<string, { name: string; count: number; at: number }>();
+const recentEvents = new Map<string, { name: string; count: number; at: number; steps?: string[] }>();
+
+/**
+ * The step an Event records: `<run id>/<activity id>` of the operation's activity, kept on the Event
+ * (in the annotation queenmq.com/step) so that an attempt after one that lost its worker finds it
+ * and does not record the step again (`retried`: the attempt is not the first).
+ */
+export interface EventStep {
+  key: string;
+  retried: boolean;
+}
+
+const STEP_ANNOTATION = 'queenmq.com/step';
+const stepsOf = (e: CoreV1Event) => (e.metadata?.annotations?.[STEP_ANNOTATION] ?? '').split(' ').filter(Boolean);
 /** A repeat within this window folds into the Event; later, it is a new one. */
 const FOLD_WINDOW_MS = 10 * 60_000;
 
@@ -340,9 +354,15 @@ export async function recordEvent(
   reason: string,
   message: string,
   type: 'Normal' | 'Warning' = 'Normal',
+  step?: EventStep,
 ) {
   const now = new Date();
   const ns = qc.metadata.namespace;
+  if (step?.retried) {
+    // A step tried again after an attempt that recorded its Event and then lost its worker: once.
+    const list = await kube.core.listNamespacedEvent({ namespace: ns, fieldSelector: `involvedObject.uid=${qc.metadata.uid},reason=${reason}` });
+    if (list.items.some((e) => stepsOf(e).includes(step.key))) return;
+  }
   const key = `${qc.metadata.uid}\0${reason}\0${type}\0${message}`;
   for (const [k, v] of recentEvents) if (now.getTime() - v.at > FOLD_WINDOW_MS) recentEvents.delete(k);
   let seen = recentEvents.get(key);
@@ -352,15 +372,16 @@ export async function recordEvent(
     const same = list.items
       .filter((e) => e.message === message && now.getTime() - toMsOr0(e.lastTimestamp ?? e.eventTime ?? e.firstTimestamp) < FOLD_WINDOW_MS)
       .sort((a, b) => toMsOr0(b.lastTimestamp) - toMsOr0(a.lastTimestamp))[0];
-    if (same?.metadata?.name) seen = { name: same.metadata.name, count: same.count ?? 1, at: toMsOr0(same.lastTimestamp) };
+    if (same?.metadata?.name) seen = { name: same.metadata.name, count: same.count ?? 1, at: toMsOr0(same.lastTimestamp), steps: stepsOf(same) };
   }
   if (seen) {
     try {
+      const annotations = step ? { [STEP_ANNOTATION]: [...(seen.steps ?? []), step.key].slice(-20).join(' ') } : undefined;
       await kube.core.patchNamespacedEvent(
-        { namespace: ns, name: seen.name, body: { count: seen.count + 1, lastTimestamp: now } },
+        { namespace: ns, name: seen.name, body: { count: seen.count + 1, lastTimestamp: now, ...(annotations ? { metadata: { annotations } } : {}) } },
         setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
       );
-      recentEvents.set(key, { name: seen.name, count: seen.count + 1, at: now.getTime() });
+      recentEvents.set(key, { name: seen.name, count: seen.count + 1, at: now.getTime(), steps: annotations ? annotations[STEP_ANNOTATION]!.split(' ') : seen.steps });
       return;
     } catch (err) {
       if (!isNotFound(err)) throw err;
@@ -371,7 +392,7 @@ export async function recordEvent(
   await kube.core.createNamespacedEvent({
     namespace: ns,
     body: {
-      metadata: { name, namespace: ns },
+      metadata: { name, namespace: ns, ...(step ? { annotations: { [STEP_ANNOTATION]: step.key } } : {}) },
       involvedObject: {
         apiVersion: qc.apiVersion,
         kind: qc.kind,
@@ -391,7 +412,7 @@ export async function recordEvent(
       count: 1,
     },
   });
-  recentEvents.set(key, { name, count: 1, at: now.getTime() });
+  recentEvents.set(key, { name, count: 1, at: now.getTime(), steps: step ? [step.key] : [] });
 }
 
 const toMsOr0 = (t: Date | string | undefined | null) => toMs(t) ?? 0;

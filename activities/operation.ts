@@ -43,10 +43,16 @@ export function operationActivities(deps: ActivityDeps) {
     /** Writes status.operation and the operation's first phase and message. Returns when it started. */
     async beginOperation(ref: ClusterRef, start: OperationStart): Promise<string> {
       const qc = await loadCluster(deps, ref);
-      const startedAt = new Date().toISOString();
+      const run = execution();
+      // An attempt after one that did this and then lost its worker (a crash before Temporal heard
+      // of it): the operation began then, and the Event says so once.
+      const recorded = qc.status?.operation;
+      const again = !!recorded?.runId && recorded.runId === run.runId && recorded.workflowId === run.workflowId;
+      const startedAt = again && recorded.startedAt ? recorded.startedAt : new Date().toISOString();
       await writePhase(deps, ref, start.phase, start.message, {
-        operation: { type: start.type, ...execution(), target: start.target, step: start.message, gate: null, startedAt },
+        operation: { type: start.type, ...run, target: start.target, step: start.message, gate: null, startedAt },
       });
+      if (again) return startedAt;
       opLogger(deps, ref).info({ type: start.type, target: start.target }, `${start.type} started`);
       operationsStarted.inc({ type: start.type });
       await stepEvent(deps, qc, `${start.type}Started`, `${start.type} started: ${start.target}`);
@@ -61,16 +67,21 @@ export function operationActivities(deps: ActivityDeps) {
     async endOperation(ref: ClusterRef, end: OperationEnd): Promise<void> {
       const qc = await loadCluster(deps, ref);
       const log = opLogger(deps, ref);
+      const run = execution();
+      // An attempt after one that did this and then lost its worker: the end is recorded (and
+      // told in an Event) once, at the time it happened; the phase is looked at again.
+      const recorded = qc.status?.lastOperation;
+      const again = !qc.status?.operation && recorded?.runId === run.runId && recorded?.workflowId === run.workflowId && recorded?.result === end.result;
       const lastOperation: LastOperationStatus = {
         type: end.type,
-        ...execution(),
+        ...run,
         result: end.result,
         message: end.message,
         target: end.target,
         fingerprint: end.fingerprint,
         retryToken: end.retryToken,
         startedAt: end.startedAt,
-        finishedAt: new Date().toISOString(),
+        finishedAt: (again && recorded?.finishedAt) || new Date().toISOString(),
       };
       let phase: Phase = 'Ready';
       let message = '';
@@ -101,6 +112,7 @@ export function operationActivities(deps: ActivityDeps) {
       if (readAnnotations(qc.metadata.annotations).cancel) {
         await patchClusterAnnotations(deps.kube, ref.namespace, ref.name, { [ANNOTATIONS.cancel]: null });
       }
+      if (again) return;
       log.info({ type: end.type, result: end.result }, end.message);
       operationsEnded.inc({ type: end.type, result: end.result });
       const began = Date.parse(end.startedAt);

@@ -10,6 +10,7 @@ import { deleteClaimByUid, deletePodByUid, patchClusterAnnotations } from './kub
 import { changeThroughLeader, removalHold } from './membership.ts';
 import { names, nodeIdOf } from './resources.ts';
 import { liveClaimAt, memberOf, podAt } from '../plan/observation.ts';
+import { podStartProblem } from '../plan/assess.ts';
 
 export interface Replacement {
   pod: string;
@@ -113,7 +114,8 @@ export function replaceActivities(deps: ActivityDeps) {
           return { hold: { phase: 'Replacing', message: `the StatefulSet ${ref.name} is gone: the cluster has to be formed again before node ${r.nodeId} is added`, gate: 'statefulset-present' } };
         }
         if (pod && pod.running && !pod.terminating && obs.health[r.ordinal] && claim && claim.uid !== r.claimUid) return { done: true };
-        return { hold: { phase: 'Replacing', message: `waiting for pod ${r.ordinal} to start before node ${r.nodeId} is added`, gate: 'pod-running' } };
+        const why = podStartProblem(pod);
+        return { hold: { phase: 'Replacing', message: `waiting for pod ${r.ordinal} to start before node ${r.nodeId} is added${why ? `: ${why}` : ''}`, gate: 'pod-running' } };
       });
     },
 

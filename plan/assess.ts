@@ -49,6 +49,17 @@ export function crashLoop(pod: PodObservation): string | null {
   return `pod ${pod.ordinal} is crash-looping: its container exited${code} (${pod.restarts} restarts)`;
 }
 
+/**
+ * Why a pod that should start does not, as a person can act on it: it cannot be scheduled (an
+ * unbound claim, no node that fits), its image cannot be pulled, or it crash-loops; null when
+ * nothing says (it may simply still be starting).
+ */
+export function podStartProblem(pod: PodObservation | undefined): string | null {
+  if (!pod || pod.terminating) return null;
+  if (pod.unschedulable) return `pod ${pod.ordinal} cannot be scheduled: ${pod.unschedulable}`;
+  return imagePullProblem(pod) ?? crashLoop(pod);
+}
+
 export function assess(input: AssessInput): Assessment {
   const { obs } = input;
   for (const pod of obs.pods) {

@@ -4,6 +4,7 @@
 // runs (a leader hands leadership away first), then the pods above it go, then their claims.
 // A node that left the membership never comes back with its old data (the broker forbids it):
 // a pod whose node is not a member but holds data gets an empty volume before it is added.
+import { podStartProblem } from './assess.ts';
 import { idsText, lagText } from './format.ts';
 import { liveClaimAt, memberOf, type Observation, podAt } from './observation.ts';
 import type { GateName } from './gates.ts';
@@ -42,7 +43,8 @@ export function nextVoterStep(obs: Observation, wanted: number): VoterStep {
     if (!member) {
       const pod = podAt(obs, id - 1);
       if (!pod || pod.terminating || !pod.running || !obs.health[id - 1]) {
-        return { kind: 'wait', message: `waiting for pod ${id - 1} to start before node ${id} is added`, gate: 'pod-running' };
+        const why = podStartProblem(pod);
+        return { kind: 'wait', message: `waiting for pod ${id - 1} to start before node ${id} is added${why ? `: ${why}` : ''}`, gate: 'pod-running' };
       }
       if (holdsOldData(obs, id)) {
         const claim = liveClaimAt(obs, id - 1);

@@ -31,3 +31,22 @@ it('events: repeats fold into one Event with a count', async () => {
   const describe = await kubectl(['-n', s.ns, 'describe', 'queencluster', 'queen']);
   expect(describe.stdout).toMatch(/Warning\s+Degraded\s+\S+ \(x4 over \S+\)\s+queen-operator\s+pod 1 is not running/);
 });
+
+it('events: a step tried again after an attempt that recorded its Event (and then lost its worker) records it once', async () => {
+  const qc = await getCluster(s);
+  const kube = makeKube(s.kc);
+  const step = { key: 'run-a/4', retried: false };
+  await recordEvent(kube, qc, 'RestartPod', 'restarting pod 2', 'Normal', step);
+  // The next attempt runs in another process (another replica, or the same one restarted): it
+  // knows nothing of the first but what the API server holds.
+  const script = `import('${KUBE}').then(async (k) => { await k.recordEvent(k.makeKube(k.loadKubeConfig(process.argv[1])), JSON.parse(process.argv[2]), 'RestartPod', process.argv[3], 'Normal', JSON.parse(process.argv[4])); })`;
+  const retry = (message: string, key: string) =>
+    spawnSync(process.execPath, ['--input-type=module', '-e', script, testbed().kubeconfigPath, JSON.stringify(qc), message, JSON.stringify({ key, retried: true })], { encoding: 'utf8' });
+  expect(retry('restarting pod 2', 'run-a/4').status).toBe(0);
+  // Another step of the same run saying the same thing is a step of its own: counted.
+  expect(retry('restarting pod 2', 'run-a/8').status).toBe(0);
+  // And a retry of that one is not counted again, although the Event folds two steps.
+  expect(retry('restarting pod 2', 'run-a/8').status).toBe(0);
+  const events = (await clusterEvents(s)).filter((e) => e.reason === 'RestartPod');
+  expect(events.map((e) => [e.message, e.count])).toEqual([['restarting pod 2', 2]]);
+});

@@ -95,6 +95,17 @@ export class ControlClient {
   startNode(name: string): Promise<{ node: string; up: boolean }> {
     return this.call('POST', `/nodes/${name}/start`);
   }
+  /**
+   * Kills a control-plane process (`kube-apiserver`, or `temporal`), SIGKILL unless told: it stays
+   * down until startProcess() starts it again on its data (etcd's, or Temporal's state file).
+   */
+  killProcess(name: 'kube-apiserver' | 'temporal', signal = 'SIGKILL'): Promise<{ name: string; running: boolean; exitCode: number }> {
+    return this.call('POST', `/processes/${name}/kill`, { signal });
+  }
+  /** Starts a killed control-plane process again; resolves once it serves. */
+  startProcess(name: 'kube-apiserver' | 'temporal'): Promise<{ name: string; running: boolean; pid: number }> {
+    return this.call('POST', `/processes/${name}/start`, {});
+  }
   /** Cuts two pods ("<ns>/<pod>") from each other (both ways), or heals the cut. */
   partition(a: string, b: string, on = true): Promise<{ partitions: string[][] }> {
     return this.call('POST', '/network/partition', { a, b, on });

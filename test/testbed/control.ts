@@ -5,6 +5,7 @@ import type { ClusterDns } from './dns.ts';
 import type { Kubelet } from './kubelet.ts';
 import type { PodNetwork } from './network.ts';
 import type { Nodes } from './nodes.ts';
+import type { RestartableProcess } from './restartable.ts';
 import type { Storage } from './storage.ts';
 
 export interface ControlDeps {
@@ -12,6 +13,8 @@ export interface ControlDeps {
   storage: Storage;
   nodes: Nodes;
   dns: ClusterDns;
+  /** Control-plane processes that may be killed and started again (kube-apiserver, temporal). */
+  processes?: RestartableProcess[];
   network: PodNetwork;
   info: () => unknown;
 }
@@ -135,6 +138,23 @@ export async function startControlServer(d: ControlDeps, host = '127.0.0.1'): Pr
       if (b.on === false) d.storage.resizeFailing.delete(b.namespace);
       else d.storage.resizeFailing.add(b.namespace);
       return { namespaces: [...d.storage.resizeFailing] };
+    }
+    if (method === 'GET' && path === '/processes') {
+      return (d.processes ?? []).map((p) => ({ name: p.name, pid: p.current().pid, running: p.running() }));
+    }
+    if ((m = /^\/processes\/([^/]+)\/(kill|start)$/.exec(path)) && method === 'POST') {
+      const [, name, action] = m as unknown as [string, string, string];
+      const p = (d.processes ?? []).find((x) => x.name === name);
+      if (!p) throw new HttpError(404, `no process ${name}; there are: ${(d.processes ?? []).map((x) => x.name).join(', ')}`);
+      if (action === 'kill') {
+        const b = await body();
+        const signal = String(b.signal ?? 'SIGKILL').toUpperCase();
+        if (!SIGNALS.has(signal)) throw new HttpError(400, `unknown signal ${signal}`);
+        const exit = await p.kill(signal as NodeJS.Signals);
+        return { name, running: p.running(), exitCode: exit.exitCode };
+      }
+      await p.start();
+      return { name, running: p.running(), pid: p.current().pid };
     }
     if (method === 'GET' && path === '/dns') {
       const name = query.get('name');

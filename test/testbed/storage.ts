@@ -151,6 +151,16 @@ export class Storage {
     });
     for (const pvc of this.#pvcs.list()) this.#enqueue(`pvc/${pvc.metadata.uid}`, () => this.#syncClaim(pvc.metadata.namespace!, pvc.metadata.name));
     for (const pv of this.#pvs.list()) this.#enqueue(`pv/${pv.metadata.name}`, () => this.#syncVolume(pv.metadata.name));
+    // Like the real external-provisioner, claims still waiting for a volume are looked at again
+    // from time to time: a change missed while the API server was down (killed and started again,
+    // the chaos tests' fault) would otherwise leave a claim unbound for ever.
+    setInterval(() => {
+      for (const pvc of this.#pvcs.list()) {
+        const key = `pvc/${pvc.metadata.uid}`;
+        if (pvc.spec?.volumeName || pvc.metadata.deletionTimestamp || this.#chains.has(key)) continue;
+        this.#enqueue(key, () => this.#syncClaim(pvc.metadata.namespace!, pvc.metadata.name));
+      }
+    }, Math.max(1000, 10_000 * this.timeFactor)).unref();
   }
 
   async idle(): Promise<void> {

@@ -15,9 +15,18 @@ export interface TemporalServer {
   /** The frontend's HTTP API. */
   httpUrl: string;
   proc: Proc;
+  /** The ports it listens on: a server started again with them is the same server to its clients. */
+  ports: TemporalPorts;
   /** Resolves once the default namespace answers and the Web UI serves. */
   ready: Promise<void>;
   stop(): Promise<void>;
+}
+
+export interface TemporalPorts {
+  port: number;
+  uiPort: number;
+  httpPort: number;
+  metricsPort: number;
 }
 
 export interface TemporalOptions {
@@ -29,6 +38,8 @@ export interface TemporalOptions {
   temporalBin?: string;
   owner?: string;
   timeoutMs?: number;
+  /** Listen on these ports (a server started again on its state file); default free ones. */
+  ports?: TemporalPorts;
 }
 
 export async function freePorts(n: number): Promise<number[]> {
@@ -62,7 +73,9 @@ async function ok(url: string): Promise<boolean> {
 export async function launchTemporal(opts: TemporalOptions): Promise<TemporalServer> {
   const bin = opts.temporalBin ?? (await ensureTools()).temporal;
   mkdirSync(opts.dir, { recursive: true });
-  const [port, uiPort, httpPort, metricsPort] = await freePorts(4);
+  const [port, uiPort, httpPort, metricsPort] = opts.ports
+    ? [opts.ports.port, opts.ports.uiPort, opts.ports.httpPort, opts.ports.metricsPort]
+    : ((await freePorts(4)) as [number, number, number, number]);
   const args = [
     'server', 'start-dev',
     '--ip', '127.0.0.1',
@@ -103,6 +116,7 @@ export async function launchTemporal(opts: TemporalOptions): Promise<TemporalSer
     uiUrl,
     httpUrl,
     proc,
+    ports: { port: port!, uiPort: uiPort!, httpPort: httpPort!, metricsPort: metricsPort! },
     ready,
     async stop() {
       await stopProcess(proc, 5000);

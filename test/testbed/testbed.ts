@@ -12,6 +12,7 @@ import type { Server } from 'node:http';
 import { KubeConfig } from '@kubernetes/client-node';
 import { Agent, request } from 'undici';
 import { startControlServer } from './control.ts';
+import { restartable } from './restartable.ts';
 import { PodNetwork } from './network.ts';
 import { ClusterDns } from './dns.ts';
 import { Informer, Kube, type KObject } from './kube.ts';
@@ -208,10 +209,11 @@ export async function startTestbed(opts: TestbedOptions = {}): Promise<Testbed> 
     procs.push(etcd);
     const temporal: TemporalServer = await launchTemporal({ dir: join(dir, 'temporal'), temporalBin: tools.temporal, owner: dir });
     procs.push(temporal.proc);
+    let temporalReady = temporal.ready;
     await waitFor('etcd', () => httpOk(`http://127.0.0.1:${etcdPort}/health`), 30_000, etcd);
 
     const certDir = join(dir, 'pki', 'apiserver');
-    const apiserver = startProcess('kube-apiserver', tools.kubeApiserver, [
+    const apiserverArgs = [
       `--etcd-servers=http://127.0.0.1:${etcdPort}`,
       '--bind-address=127.0.0.1',
       '--advertise-address=127.0.0.1',
@@ -232,8 +234,13 @@ export async function startTestbed(opts: TestbedOptions = {}): Promise<Testbed> 
       '--profiling=false',
       '--event-ttl=2h',
       '--kubelet-preferred-address-types=InternalIP',
-    ], { logPath: join(logs, 'kube-apiserver.log'), cwd: dir, owner: dir });
-    procs.push(apiserver);
+    ];
+    const launchApiserver = () => {
+      const p = startProcess('kube-apiserver', tools.kubeApiserver, apiserverArgs, { logPath: join(logs, 'kube-apiserver.log'), cwd: dir, owner: dir });
+      procs.push(p);
+      return p;
+    };
+    const apiserver = launchApiserver();
     const caPath = join(certDir, 'apiserver.crt');
     await waitFor('kube-apiserver (certificate)', async () => existsSync(caPath), 30_000, apiserver);
     const server = `https://127.0.0.1:${apiPort}`;
@@ -243,6 +250,24 @@ export async function startTestbed(opts: TestbedOptions = {}): Promise<Testbed> 
     const insecure = new Agent({ connect: { rejectUnauthorized: false } });
     cleanups.push(() => insecure.close());
     await waitFor('kube-apiserver', () => httpOk(`${server}/readyz`, { token: tokens.admin, agent: apiAgent }), 60_000, apiserver);
+    // The API server and the Temporal server can be killed and started again (control API /processes).
+    const restartables = [
+      restartable('kube-apiserver', apiserver, async () => launchApiserver(), (p) =>
+        waitFor('kube-apiserver (started again)', () => httpOk(`${server}/readyz`, { token: tokens.admin, agent: apiAgent }), 60_000, p),
+      ),
+      restartable(
+        'temporal',
+        temporal.proc,
+        async () => {
+          const again = await launchTemporal({ dir: join(dir, 'temporal'), temporalBin: tools.temporal, owner: dir, ports: temporal.ports });
+          procs.push(again.proc);
+          again.ready.catch(() => undefined);
+          temporalReady = again.ready;
+          return again.proc;
+        },
+        () => temporalReady,
+      ),
+    ];
 
     const kubeconfigPath = writeKubeconfig(join(dir, 'kubeconfig'), { server, caPem: ca, token: tokens.admin, user: 'testbed-admin' });
     const kcmConfig = writeKubeconfig(join(dir, 'kubeconfigs', 'kube-controller-manager.yaml'), { server, caPem: ca, token: tokens.kcm, user: 'system:kube-controller-manager' });
@@ -380,7 +405,7 @@ export async function startTestbed(opts: TestbedOptions = {}): Promise<Testbed> 
     kubelet.start();
 
     let info!: TestbedInfo;
-    const control = await startControlServer({ kubelet, storage, nodes, dns, network, info: () => info });
+    const control = await startControlServer({ kubelet, storage, nodes, dns, network, processes: restartables, info: () => info });
     cleanups.push(() => new Promise<void>((r) => (control.server as Server).close(() => r())));
     (control.server as Server).unref();
 

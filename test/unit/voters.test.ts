@@ -48,6 +48,26 @@ describe('3 to 5 voters: learners first, promoted together (S3)', () => {
     setMember(obs, member(5, true, 0));
     expect(nextVoterStep(obs, 5)).toEqual({ kind: 'done' });
   });
+
+  it('a new pod that does not start says why: a claim no volume binds, an image not pulled, a crash loop (found by the chaos matrix: a claim left unbound by an API server restart)', () => {
+    const obs = cluster(3, 3, 1);
+    obs.statefulSet!.replicas = 5;
+    addPod(obs, 3, false);
+    addPod(obs, 4, false);
+    pod(obs, 3).unschedulable = '0/5 nodes are available: pod has unbound immediate PersistentVolumeClaims.';
+    expect(nextVoterStep(obs, 5)).toEqual({
+      kind: 'wait',
+      message: 'waiting for pod 3 to start before node 4 is added: pod 3 cannot be scheduled: 0/5 nodes are available: pod has unbound immediate PersistentVolumeClaims.',
+      gate: 'pod-running',
+    });
+    pod(obs, 3).unschedulable = null;
+    Object.assign(pod(obs, 3), { waitingReason: 'ImagePullBackOff', waitingMessage: 'manifest unknown', image: 'ghcr.io/queen-mq/queen:2.6.9' });
+    expect(nextVoterStep(obs, 5)).toMatchObject({ message: 'waiting for pod 3 to start before node 4 is added: pod 3 cannot pull its image ghcr.io/queen-mq/queen:2.6.9 (ImagePullBackOff: not found)' });
+    Object.assign(pod(obs, 3), { waitingReason: 'CrashLoopBackOff', waitingMessage: null, lastExitCode: 1, restarts: 4 });
+    expect(nextVoterStep(obs, 5)).toMatchObject({ message: 'waiting for pod 3 to start before node 4 is added: pod 3 is crash-looping: its container exited with code 1 (4 restarts)' });
+    Object.assign(pod(obs, 3), { waitingReason: 'ContainerCreating' });
+    expect(nextVoterStep(obs, 5)).toMatchObject({ message: 'waiting for pod 3 to start before node 4 is added' });
+  });
 });
 
 describe('5 to 3 voters: each node leaves the membership before its pod goes (S4)', () => {

@@ -1,0 +1,541 @@
+// One cell of the chaos matrix: an operation, run once in a namespace of its own while a fault
+// happens (the operator killed right after one of its steps, the Temporal server or the API server
+// killed and started again, a node that stops, a voter's pod killed, the leader killed in the middle
+// of a promotion), with the load client pushing throughout. What a user would see decides the
+// outcome: the operation finishes (or says what a person has to do), no pod is restarted twice for
+// one target, no member added or removed twice, no claim deleted but the ones the operation
+// records, never a voter stopped by the operator while another is down, each step once in
+// `kubectl describe`, nothing acknowledged lost.
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { temporal as proto } from '@temporalio/proto';
+import type { QueenCluster } from '../../crd/schema.ts';
+import { ANNOTATIONS } from '../../crd/schema.ts';
+import { control } from '../testbed/client.ts';
+import { startLoad, verifyAcknowledged, type Load, type LoadReport } from '../testbed/load.ts';
+import {
+  annotate,
+  clusterEvents,
+  createCluster,
+  formed,
+  getCluster,
+  patchSpec,
+  pods,
+  row,
+  scenario,
+  seedSpec,
+  sleep,
+  voterIps,
+  waitFor,
+  type Scenario,
+} from '../e2e/harness.ts';
+import { historyEvents, settledRuns, workflowRuns } from '../e2e/temporal.ts';
+import { track, type Tracker } from './tracker.ts';
+
+export const OPERATIONS = ['FormCluster', 'RollingUpgrade', 'ScaleUp', 'ScaleDown', 'ReplaceFollower', 'ReplaceLeader', 'GrowVolumes', 'GrowVolumesRestart'] as const;
+export type OperationName = (typeof OPERATIONS)[number];
+
+/** The faults of item 2 of the issue: the world around the operator fails while it works. */
+export const WORLD_FAULTS = ['temporal-restart', 'apiserver-restart', 'node-stop', 'voter-kill', 'leader-mid-promote'] as const;
+export type WorldFault = (typeof WORLD_FAULTS)[number];
+
+export type Fault = { kind: 'none' } | { kind: 'crash'; activityId: number } | { kind: WorldFault };
+
+/** The faults that touch only the cell's own namespace (safe beside other tests in a shared test bed). */
+export const LOCAL_FAULTS: WorldFault[] = ['voter-kill', 'leader-mid-promote'];
+
+export const faultName = (f: Fault) => (f.kind === 'crash' ? `crash@${f.activityId}` : f.kind);
+
+export interface CellResult {
+  operation: OperationName;
+  fault: string;
+  /** For a crash: the step the operator was killed after ("4 restartPod"). */
+  step?: string;
+  /** finished | blocked: ... | no end: ... | crash point not reached */
+  outcome: string;
+  /** From the change that asked for the operation to its end. */
+  seconds: number | null;
+  pushes: number | null;
+  pushesFailed: number | null;
+  lost: number | null;
+  /** What a user would see that breaks a promise. Empty: the cell passed. */
+  violations: string[];
+  /** What happened that is worth a line (a status seen, a message). */
+  notes: string[];
+  /** The activities of the operation's run, in order (id:type), as Temporal recorded them. */
+  activities: string[];
+  namespace: string;
+}
+
+interface Ctx {
+  s: Scenario;
+  tracker: Tracker;
+  /** The leader's node id when the operation began. */
+  leader: number | null;
+  /** The pod a replacement names. */
+  target: string | null;
+  /** Claim name → UID before the operation. */
+  claimsBefore: Map<string, string>;
+}
+
+type Range = [number, number];
+
+interface OperationDef {
+  /** The workflow type in Temporal. */
+  workflow: string;
+  /** status.lastOperation.type. */
+  type: string;
+  /** The cluster the operation starts from (FormCluster: none). */
+  replicas: 3 | 5;
+  /** A recorded history of this operation (test/workflows/histories), for its activity ids. */
+  history: string;
+  prepare?: (c: Ctx) => Promise<void>;
+  trigger: (c: Ctx) => Promise<void>;
+  voters: number[];
+  /** How many UIDs each pod has from the trigger to the end (a restart makes one more). */
+  uids: (c: Ctx) => Record<string, Range>;
+  /** The claims (names) the operation may delete; their UIDs are taken before it begins. */
+  claimsDeleted: (c: Ctx) => string[];
+  /** How many Events of each step reason `kubectl describe` lists. */
+  events: (c: Ctx) => Record<string, Range>;
+}
+
+const once: Range = [1, 1];
+const each = (n: number, r: Range) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`queen-${i}`, r]));
+
+export const DEFS: Record<OperationName, OperationDef> = {
+  FormCluster: {
+    workflow: 'formCluster',
+    type: 'FormCluster',
+    replicas: 3,
+    history: 'formCluster',
+    trigger: async (c) => void (await createCluster(c.s, seedSpec())),
+    voters: [1, 2, 3],
+    uids: () => each(3, once),
+    claimsDeleted: () => [],
+    events: () => ({ FormClusterStarted: once, ApplyObjects: once, LeaderElected: once, VotersLive: once, WriteCommitted: once, FormClusterSucceeded: once }),
+  },
+  RollingUpgrade: {
+    workflow: 'rollingUpgrade',
+    type: 'RollingUpgrade',
+    replicas: 3,
+    history: 'rollingUpgrade-3-voters',
+    trigger: (c) => patchSpec(c.s, { version: '2.6.1' }),
+    voters: [1, 2, 3],
+    uids: () => each(3, [2, 2]),
+    claimsDeleted: () => [],
+    events: () => ({ RollingUpgradeStarted: once, UpdateTemplate: once, RestartPod: [3, 3], RollingUpgradeSucceeded: once }),
+  },
+  ScaleUp: {
+    workflow: 'scaleVoters',
+    type: 'ScaleVoters',
+    replicas: 3,
+    history: 'scaleVoters-up',
+    trigger: (c) => patchSpec(c.s, { replicas: 5 }),
+    voters: [1, 2, 3, 4, 5],
+    uids: () => each(5, once),
+    claimsDeleted: () => [],
+    events: () => ({ ScaleVotersStarted: once, ScalePods: once, AddLearner: [2, 2], Promote: once, ScaleVotersSucceeded: once }),
+  },
+  ScaleDown: {
+    workflow: 'scaleVoters',
+    type: 'ScaleVoters',
+    replicas: 5,
+    history: 'scaleVoters-down',
+    trigger: (c) => patchSpec(c.s, { replicas: 3 }),
+    voters: [1, 2, 3],
+    // A node that leads is stopped once, so it hands leadership away before it leaves.
+    uids: () => ({ ...each(3, once), 'queen-3': [1, 2], 'queen-4': [1, 2] }),
+    claimsDeleted: () => ['data-queen-3', 'data-queen-4'],
+    events: () => ({ ScaleVotersStarted: once, RemoveMember: [2, 2], ScalePods: [2, 2], DeleteClaim: [2, 2], RestartPod: [0, 2], ScaleVotersSucceeded: once }),
+  },
+  ReplaceFollower: {
+    workflow: 'replaceNode',
+    type: 'ReplaceNode',
+    replicas: 3,
+    history: 'replaceNode',
+    prepare: async (c) => {
+      const follower = [3, 2, 1].find((id) => id !== c.leader)!;
+      c.target = `queen-${follower - 1}`;
+    },
+    trigger: (c) => annotate(c.s, { [ANNOTATIONS.replacePod]: c.target }),
+    voters: [1, 2, 3],
+    uids: (c) => ({ ...each(3, once), [c.target!]: [2, 2] }),
+    claimsDeleted: (c) => [`data-${c.target}`],
+    events: () => ({ ReplaceNodeStarted: once, ReplaceStarted: once, RemoveMember: once, WipeVolume: once, AddLearner: once, Promote: once, ReplaceFinished: once, ReplaceNodeSucceeded: once }),
+  },
+  ReplaceLeader: {
+    workflow: 'replaceNode',
+    type: 'ReplaceNode',
+    replicas: 3,
+    history: 'replaceNode-leader',
+    prepare: async (c) => {
+      c.target = `queen-${c.leader! - 1}`;
+    },
+    trigger: (c) => annotate(c.s, { [ANNOTATIONS.replacePod]: c.target }),
+    voters: [1, 2, 3],
+    // Stopped once to hand leadership away, then again with its volume.
+    uids: (c) => ({ ...each(3, once), [c.target!]: [3, 3] }),
+    claimsDeleted: (c) => [`data-${c.target}`],
+    events: () => ({
+      ReplaceNodeStarted: once,
+      ReplaceStarted: once,
+      RestartPod: once,
+      RemoveMember: once,
+      WipeVolume: once,
+      AddLearner: once,
+      Promote: once,
+      ReplaceFinished: once,
+      ReplaceNodeSucceeded: once,
+    }),
+  },
+  GrowVolumes: {
+    workflow: 'growVolumes',
+    type: 'GrowVolumes',
+    replicas: 3,
+    history: 'growVolumes',
+    trigger: (c) => patchSpec(c.s, { storage: { size: '2Gi' } }),
+    voters: [1, 2, 3],
+    uids: () => each(3, once),
+    claimsDeleted: () => [],
+    events: () => ({ GrowVolumesStarted: once, ExpandClaim: [3, 3], RecreateStatefulSet: once, GrowVolumesSucceeded: once }),
+  },
+  GrowVolumesRestart: {
+    workflow: 'growVolumes',
+    type: 'GrowVolumes',
+    replicas: 3,
+    history: 'growVolumes',
+    // Every volume's file system waits for its pod to start again (the storage stand-in's share).
+    prepare: async (c) => void (await control.setResizePendingShare(1, c.s.ns)),
+    trigger: (c) => patchSpec(c.s, { storage: { size: '2Gi' } }),
+    voters: [1, 2, 3],
+    uids: () => each(3, [2, 2]),
+    claimsDeleted: () => [],
+    events: () => ({ GrowVolumesStarted: once, ExpandClaim: [3, 3], RestartPod: [3, 3], RecreateStatefulSet: once, GrowVolumesSucceeded: once }),
+  },
+};
+
+/** The Event reasons that are steps of an operation (the observer's phase Events are not). */
+const STEP_REASON =
+  /^(ApplyObjects|LeaderElected|VotersLive|WriteCommitted|RestartPod|ExpandClaim|RecreateStatefulSet|AddLearner|Promote|RemoveMember|ReplaceStarted|ReplaceFinished|WipeVolume|DeleteClaim|ScalePods|UpdateTemplate|Canary|CanaryPassed|RollBack|FinishVoterChange|(FormCluster|ReplaceNode|ScaleVoters|GrowVolumes|RollingUpgrade)(Started|Succeeded|Failed|Yielded|Cancelled|RolledBack|Terminated))$/;
+
+/** The activity ids of an operation's recorded history, with their types ("4 restartPod"). */
+export function recordedSteps(op: OperationName): { id: number; type: string }[] {
+  const file = fileURLToPath(new URL(`../workflows/histories/${DEFS[op].history}.binpb`, import.meta.url));
+  const history = proto.api.history.v1.History.decode(readFileSync(file));
+  return history.events
+    .map((e) => e.activityTaskScheduledEventAttributes)
+    .filter((a) => !!a)
+    .map((a) => ({ id: Number(a!.activityId), type: a!.activityType?.name ?? '' }));
+}
+
+const sim = async (ip: string, path: string, body: unknown) => {
+  const res = await fetch(`http://${ip}:6632${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  return res.json();
+};
+
+/** The pod IP of a pod of the cluster. */
+async function podIp(s: Scenario, pod: string): Promise<string> {
+  const p = (await pods(s)).find((x) => x.metadata?.name === pod);
+  if (!p?.status?.podIP) throw new Error(`${pod} has no address`);
+  return p.status.podIP;
+}
+
+/** Waits until the operation under test is in its middle (a pod restarted, or new pods asked for). */
+async function middle(c: Ctx, op: OperationName): Promise<void> {
+  await waitFor(
+    'the operation in its middle',
+    async () => {
+      if (op === 'ScaleUp') return c.tracker.podUids.has('queen-3');
+      return [...c.tracker.podUids.values()].some((u) => u.length >= 2) || c.tracker.deletedClaims.length > 0;
+    },
+    300_000,
+  );
+}
+
+export interface FaultRun {
+  /** What the fault did, for the table's notes. */
+  notes: string[];
+  /** Pods the fault took down on purpose. */
+  done: Promise<void>;
+}
+
+/**
+ * Injects a fault of the world into the running operation. Runs beside the wait for its end; the
+ * notes say what was done and when.
+ */
+function injectWorldFault(c: Ctx, op: OperationName, fault: WorldFault, began: number): FaultRun {
+  const notes: string[] = [];
+  const at = () => `+${Math.round((Date.now() - began) / 1000)}s`;
+  const done = (async () => {
+    switch (fault) {
+      case 'temporal-restart':
+      case 'apiserver-restart': {
+        const name = fault === 'temporal-restart' ? 'temporal' : 'kube-apiserver';
+        await middle(c, op);
+        await control.killProcess(name);
+        notes.push(`${at()} ${name} killed`);
+        await sleep(15_000);
+        await control.startProcess(name);
+        notes.push(`${at()} ${name} started again`);
+        return;
+      }
+      case 'voter-kill': {
+        // While the operation waits at a gate: a voter that is not the next to move is killed by
+        // something else (its container, SIGKILL), held down 10 s, then the kubelet restarts it.
+        await middle(c, op);
+        await waitFor('the operation waiting at a gate', async () => !!c.tracker.cluster()?.status?.operation?.gate, 120_000).catch(() => undefined);
+        const qc = c.tracker.cluster();
+        const voters: number[] = qc?.status?.voters ?? [];
+        const leader = qc?.status?.leader ?? null;
+        // A follower that has not moved yet (its pod has one UID), else any follower.
+        const followers = voters.filter((v) => v !== leader).map((v) => `queen-${v - 1}`);
+        const victim = followers.find((p) => (c.tracker.podUids.get(p)?.length ?? 0) === 1) ?? followers[0]!;
+        c.tracker.exempt(victim, Date.now() + 60_000);
+        await control.kill(c.s.ns, victim, { signal: 'SIGKILL', hold: true });
+        notes.push(`${at()} ${victim} killed while the operation waits at gate ${qc?.status?.operation?.gate ?? '(none)'}`);
+        await sleep(10_000);
+        await control.release(c.s.ns, victim);
+        notes.push(`${at()} ${victim} started again`);
+        return;
+      }
+      case 'leader-mid-promote': {
+        // Set before the trigger (see runCell): the leader exits right after the joint entry commits.
+        return;
+      }
+      case 'node-stop': {
+        await middle(c, op);
+        const qc = c.tracker.cluster();
+        const voters: number[] = qc?.status?.voters ?? [];
+        const leader = qc?.status?.leader ?? null;
+        const followers = voters.filter((v) => v !== leader).map((v) => `queen-${v - 1}`);
+        const victim = followers.find((p) => (c.tracker.podUids.get(p)?.length ?? 0) === 1) ?? followers[0]!;
+        const node = (await pods(c.s)).find((p) => p.metadata?.name === victim)?.spec?.nodeName;
+        if (!node) throw new Error(`${victim} runs on no node`);
+        c.tracker.exempt(victim, Date.now() + 3_600_000);
+        await control.call('POST', `/nodes/${node}/stop`, {});
+        notes.push(`${at()} node ${node} (of ${victim}) stopped`);
+        // A person is told what to do, or the operation ends; then the node comes back.
+        let told = '';
+        await waitFor(
+          'a status that says what to do about the stopped node',
+          async () => {
+            const st = c.tracker.cluster()?.status;
+            if (!st?.operation) return true;
+            if (st.message && (st.message.includes(node) || st.phase === 'Blocked')) return (told = st.message);
+            return false;
+          },
+          240_000,
+        ).catch(() => undefined);
+        notes.push(told ? `${at()} status: ${told}` : `${at()} no status named the node within 240 s`);
+        await control.call('POST', `/nodes/${node}/start`, {});
+        notes.push(`${at()} node ${node} started again`);
+        return;
+      }
+    }
+  })();
+  return { notes, done };
+}
+
+export interface CellOptions {
+  /** How long the operation may take before the cell says it did not end (default 15 min). */
+  timeoutMs?: number;
+  /** Messages a second of the load client (default 20). */
+  rate?: number;
+  log?: (line: string) => void;
+}
+
+/** Runs one cell in a namespace of its own and says what a user would have seen. */
+export async function runCell(op: OperationName, fault: Fault, opts: CellOptions = {}): Promise<CellResult> {
+  const def = DEFS[op];
+  const log = opts.log ?? ((line: string) => console.log(line));
+  const s = await scenario(`chaos-${op.toLowerCase().slice(0, 12)}`);
+  const result: CellResult = {
+    operation: op,
+    fault: faultName(fault),
+    outcome: '',
+    seconds: null,
+    pushes: null,
+    pushesFailed: null,
+    lost: null,
+    violations: [],
+    notes: [],
+    activities: [],
+    namespace: s.ns,
+  };
+  let tracker: Tracker | null = null;
+  let load: Load | null = null;
+  try {
+    const crashAt = fault.kind === 'crash' ? `${def.workflow}:${fault.activityId}` : null;
+    await s.install({}, { replicas: 1, env: crashAt ? { QUEEN_CRASH_AT: crashAt } : {} });
+    tracker = await track(s.kc, s.ns);
+    const c: Ctx = { s, tracker, leader: null, target: null, claimsBefore: new Map() };
+    if (op !== 'FormCluster') {
+      const qc = await formed(s, seedSpec({ replicas: def.replicas }));
+      c.leader = qc.status?.leader ?? null;
+      load = startLoad({ kubeConfig: s.kc, namespace: s.ns, service: 'queen', rate: opts.rate ?? 20 });
+      // The load reaches every pod before the operation begins.
+      await sleep(3000);
+    }
+    for (const [name, uids] of tracker.claimUids) c.claimsBefore.set(name, uids.at(-1)!);
+    await def.prepare?.(c);
+    if (fault.kind === 'leader-mid-promote') {
+      const ip = await podIp(s, `queen-${c.leader! - 1}`);
+      await sim(ip, '/_sim/fault', { crashAfterJoint: true });
+      tracker.exempt(`queen-${c.leader! - 1}`, Date.now() + 3_600_000);
+      result.notes.push(`the leader, node ${c.leader}, exits right after the joint configuration of the next voter change commits`);
+    }
+    tracker.reset();
+    const began = Date.now();
+    log(`[${s.ns}] ${op} × ${result.fault}: begins`);
+    await def.trigger(c);
+    const injected = fault.kind === 'none' || fault.kind === 'crash' ? null : injectWorldFault(c, op, fault.kind, began);
+    const end = await awaitEnd(s, def, began, opts.timeoutMs ?? 15 * 60_000);
+    if (injected) {
+      await injected.done.catch((e) => result.violations.push(`the fault could not be injected: ${(e as Error).message}`));
+      result.notes.push(...injected.notes);
+    }
+    result.seconds = end.finishedAt ? Math.round((end.finishedAt - began) / 1000) : null;
+    result.outcome = end.outcome;
+    if (end.outcome !== 'finished') result.violations.push(`the operation did not finish: ${end.outcome}`);
+    const report: LoadReport | null = load ? await load.stop() : null;
+    load = null;
+
+    // The operation's run(s), as Temporal recorded them.
+    const wid = `queencluster/${s.ns}/queen`;
+    // (The end writes the status just before the run closes.)
+    const all = end.outcome === 'finished' ? await settledRuns(s, wid).catch(() => workflowRuns(s, wid)) : await workflowRuns(s, wid).catch(() => []);
+    const runs = all.filter((r) => r.type === def.workflow);
+    if (runs.length !== 1) result.violations.push(`${runs.length} runs of ${def.workflow}: ${runs.map((r) => r.status).join(', ')}`);
+    else if (runs[0]!.status !== 'COMPLETED' && end.outcome === 'finished') result.violations.push(`its run is ${runs[0]!.status}`);
+    for (const run of runs) {
+      const events = await historyEvents(s, run);
+      result.activities.push(
+        ...events.map((e) => e.activityTaskScheduledEventAttributes).filter((a) => !!a).map((a) => `${a!.activityId}:${a!.activityType?.name}`),
+      );
+    }
+    if (fault.kind === 'crash') {
+      const m = new RegExp(`crash point ${def.workflow}:${fault.activityId} \\((\\w+)\\) reached`).exec(s.operatorLog());
+      if (m) result.step = `${fault.activityId} ${m[1]}`;
+      else {
+        result.outcome = 'crash point not reached';
+        result.violations.push(`the operator never reached its crash point ${def.workflow}:${fault.activityId} (the run's activities: ${result.activities.join(' ')})`);
+      }
+    }
+    if (end.outcome === 'finished') await checkAfter(c, def, result);
+    if (report) {
+      result.pushes = report.sent;
+      result.pushesFailed = report.failedAttempts.length;
+      const lost = await verifyAcknowledged(report, await voterIps(s));
+      result.lost = lost.length;
+      if (lost.length) result.violations.push(`${lost.length} acknowledged messages lost (${lost.slice(0, 3).join(', ')}...)`);
+      if (report.unacknowledged.length) result.notes.push(`${report.unacknowledged.length} pushes never acknowledged`);
+    }
+    const violated = (tracker.disruptions ?? []).filter((d) => d.othersDown.some((o) => o.downForMs > 2000));
+    for (const d of violated) {
+      result.violations.push(`the operator stopped ${d.pod} while ${d.othersDown.map((o) => `${o.pod} (down ${Math.round(o.downForMs / 1000)} s)`).join(', ')} was down`);
+    }
+    // (While a cluster forms, its voters are not Ready yet: nothing was stopped.)
+    if ((fault.kind === 'none' || fault.kind === 'crash') && op !== 'FormCluster') {
+      if (tracker.maxVotersDown > 1) result.violations.push(`${tracker.maxVotersDown} voters were down at one time`);
+    }
+  } catch (e) {
+    result.outcome ||= 'error';
+    result.violations.push(`the cell failed: ${(e as Error).message}`);
+  } finally {
+    if (load) await load.stop().catch(() => undefined);
+    if (result.violations.length && tracker) {
+      result.notes.push(`status timeline: ${tracker.timeline.join(' | ')}`);
+    }
+    tracker?.stop();
+    if (fault.kind === 'node-stop') await restartStoppedNodes().catch(() => undefined);
+    await s.close().catch(() => undefined);
+  }
+  log(`[${s.ns}] ${op} × ${result.fault}${result.step ? ` (${result.step})` : ''}: ${result.outcome} in ${result.seconds ?? '?'} s; ${result.violations.length ? `VIOLATIONS: ${result.violations.join('; ')}` : 'ok'}`);
+  return result;
+}
+
+async function restartStoppedNodes(): Promise<void> {
+  const info = await control.call<{ nodes: string[] }>('GET', '/');
+  for (const n of info.nodes) await control.call('POST', `/nodes/${n}/start`, {});
+}
+
+/**
+ * Waits until the operation has ended (status.lastOperation of its type, begun after the trigger,
+ * no operation running) and the cluster is Ready again; or until it is Blocked for a minute (a
+ * person is asked for); or the time is up.
+ */
+async function awaitEnd(s: Scenario, def: OperationDef, began: number, timeoutMs: number): Promise<{ outcome: string; finishedAt: number | null }> {
+  const deadline = Date.now() + timeoutMs;
+  let blockedSince: number | null = null;
+  let last: QueenCluster | null = null;
+  for (;;) {
+    try {
+      last = await getCluster(s);
+      const st = last.status;
+      const lo = st?.lastOperation;
+      if (lo && lo.type === def.type && Date.parse(lo.startedAt ?? '') >= began - 2000 && !st?.operation) {
+        const finishedAt = Date.parse(lo.finishedAt ?? '') || Date.now();
+        if (lo.result !== 'Succeeded') return { outcome: `${lo.result}: ${lo.message}`, finishedAt };
+        // The end writes the phase from a fresh look; a cluster still catching up turns Ready soon.
+        const ready = await waitFor('Ready after the operation', async () => (await getCluster(s)).status?.phase === 'Ready', 180_000).catch(() => false);
+        if (!ready) return { outcome: `finished, but not Ready: ${row(await getCluster(s))}`, finishedAt };
+        return { outcome: 'finished', finishedAt };
+      }
+      if (st?.phase === 'Blocked') {
+        blockedSince ??= Date.now();
+        if (Date.now() - blockedSince > 60_000) return { outcome: `blocked: ${st.message}`, finishedAt: null };
+      } else blockedSince = null;
+    } catch {
+      // the API server may be away (a fault): look again
+    }
+    if (Date.now() > deadline) return { outcome: `no end within ${Math.round(timeoutMs / 60_000)} min: ${last ? row(last) : 'no status'}`, finishedAt: null };
+    await sleep(1000);
+  }
+}
+
+/** What a user sees once the operation ended: voters, pods, claims, Events. */
+async function checkAfter(c: Ctx, def: OperationDef, result: CellResult): Promise<void> {
+  const { s, tracker } = c;
+  const qc = await getCluster(s);
+  if (JSON.stringify(qc.status?.voters) !== JSON.stringify(def.voters)) result.violations.push(`voters ${JSON.stringify(qc.status?.voters)}, not ${JSON.stringify(def.voters)}`);
+  if (def.type === 'ReplaceNode' && qc.metadata.annotations?.[ANNOTATIONS.replacePod]) result.violations.push('the replace-pod annotation is still there');
+  // Pods: restarted as often as the operation means to, no more.
+  for (const [pod, [min, max]] of Object.entries(def.uids(c))) {
+    const n = tracker.podUids.get(pod)?.length ?? 0;
+    if (n < min || n > max) result.violations.push(`${pod} had ${n} UIDs (${n - 1} restarts), not ${min === max ? min : `${min}-${max}`}`);
+  }
+  // Claims: only those the operation deletes, each once, with the UID it had before.
+  const allowed = new Set(def.claimsDeleted(c).map((n) => c.claimsBefore.get(n)).filter((u): u is string => !!u));
+  for (const d of tracker.deletedClaims) {
+    if (!allowed.has(d.uid)) result.violations.push(`claim ${d.name} (uid ${d.uid.slice(0, 8)}) was deleted, and the operation did not record it`);
+  }
+  // Steps: each once in `kubectl describe`, as many as the operation has (the formation before
+  // it, in the same namespace, has its own).
+  const events = (await clusterEvents(s)).filter((e) => STEP_REASON.test(e.reason ?? ''));
+  const counted = new Map<string, number>();
+  const seen = new Map<string, number>();
+  for (const e of events) {
+    counted.set(e.reason!, (counted.get(e.reason!) ?? 0) + (e.count ?? 1));
+    const key = `${e.reason}: ${e.message}`;
+    seen.set(key, (seen.get(key) ?? 0) + (e.count ?? 1));
+  }
+  for (const [key, n] of seen) if (n > 1) result.violations.push(`"${key}" is ${n} times in kubectl describe`);
+  const expected = def.events(c);
+  const formation = def.type === 'FormCluster' ? {} : DEFS.FormCluster.events(c);
+  for (const [reason, [min, max]] of Object.entries(expected)) {
+    const n = counted.get(reason) ?? 0;
+    if (n < min || n > max) result.violations.push(`${n} ${reason} Events, not ${min === max ? min : `${min}-${max}`}`);
+  }
+  for (const [reason, n] of counted) {
+    if (expected[reason] || formation[reason]) continue;
+    const msgs = [...seen.keys()].filter((k) => k.startsWith(`${reason}:`));
+    // A voter change left half done by a leader that died is finished and said (the fault asks for it).
+    (reason === 'FinishVoterChange' ? result.notes : result.violations).push(`${n} ${reason} Events: ${msgs.join(' | ')}`);
+  }
+  if (def.type === 'ScaleVoters' && def.replicas === 5) {
+    // A hand-off restart shows as a RestartPod Event for each extra UID of pods 3 and 4.
+    const extra = ['queen-3', 'queen-4'].reduce((n, p) => n + Math.max(0, (tracker.podUids.get(p)?.length ?? 1) - 1), 0);
+    if (extra !== (counted.get('RestartPod') ?? 0)) result.violations.push(`${extra} hand-off restarts of pods 3 and 4, ${counted.get('RestartPod') ?? 0} RestartPod Events`);
+  }
+}

@@ -1,0 +1,150 @@
+// What the chaos cells watch while an operation runs, from watches (every change, none missed
+// between two samples): each pod's UIDs, each claim's UIDs and the ones deleted, the voters that
+// are not Ready, and every pod deletion of a voter with the voters that were down at that moment.
+// The operator is the only one that deletes a Queen pod (a restart, a replacement, a scale-down
+// through the StatefulSet); a deletion while another voter was down is "two voters down by the
+// operator's hand".
+import type { KubeConfig } from '@kubernetes/client-node';
+import { GROUP, PLURAL, VERSION } from '../../crd/schema.ts';
+import { authOf } from '../testbed/load.ts';
+import { Informer, Kube, type KObject } from '../testbed/kube.ts';
+
+/** A voter's pod deleted (or gone) while another voter was not Ready. */
+export interface Disruption {
+  at: number;
+  pod: string;
+  /** The other voters' pods that were not Ready then (and since when, ms before). */
+  othersDown: { pod: string; downForMs: number }[];
+}
+
+export interface Tracker {
+  /** Each pod name's UIDs in the order seen. */
+  podUids: Map<string, string[]>;
+  /** Each claim name's UIDs in the order seen. */
+  claimUids: Map<string, string[]>;
+  /** UIDs of claims that got a deletion (deletionTimestamp or gone), in order. */
+  deletedClaims: { name: string; uid: string; at: number }[];
+  /** Every deletion of a voter's pod, with the other voters not Ready at that moment. */
+  disruptions: Disruption[];
+  /** The most voters not Ready at one time, but those a fault took down (exempt()). */
+  maxVotersDown: number;
+  /** `phase: message` of the QueenCluster in order, with the seconds since the start. */
+  timeline: string[];
+  /** The latest QueenCluster seen. */
+  cluster(): any;
+  /** Pods a fault took down on purpose are not counted against the operator until `untilMs`. */
+  exempt(pod: string, untilMs: number): void;
+  /** Ignores what happened so far (UIDs, deletions), from now on: the operation under test begins. */
+  reset(): void;
+  stop(): void;
+}
+
+const isReady = (p: any) => !p.metadata?.deletionTimestamp && !!p.status?.conditions?.some((c: any) => c.type === 'Ready' && c.status === 'True');
+
+export async function track(kc: KubeConfig, namespace: string, name = 'queen'): Promise<Tracker> {
+  const kube = new Kube(authOf(kc));
+  const pods = new Informer<KObject>(kube, `/api/v1/namespaces/${namespace}/pods`, { query: { labelSelector: `app.kubernetes.io/instance=${name}` } });
+  const claims = new Informer<KObject>(kube, `/api/v1/namespaces/${namespace}/persistentvolumeclaims`);
+  const clusters = new Informer<KObject>(kube, `/apis/${GROUP}/${VERSION}/namespaces/${namespace}/${PLURAL}`);
+  const began = Date.now();
+  const notReadySince = new Map<string, number>();
+  const exempted = new Map<string, number>();
+  let lastLine = '';
+  const t: Tracker = {
+    podUids: new Map(),
+    claimUids: new Map(),
+    deletedClaims: [],
+    disruptions: [],
+    maxVotersDown: 0,
+    timeline: [],
+    cluster: () => clusters.list().find((c) => c.metadata.name === name),
+    exempt: (pod, untilMs) => exempted.set(pod, untilMs),
+    reset() {
+      t.podUids.clear();
+      t.claimUids.clear();
+      t.deletedClaims.length = 0;
+      t.disruptions.length = 0;
+      t.maxVotersDown = 0;
+      for (const p of pods.list()) see(t.podUids, p.metadata.name, p.metadata.uid!);
+      for (const c of claims.list()) see(t.claimUids, c.metadata.name, c.metadata.uid!);
+    },
+    stop() {
+      pods.stop();
+      claims.stop();
+      clusters.stop();
+      void kube.close();
+    },
+  };
+  const see = (m: Map<string, string[]>, key: string, uid: string) => {
+    const uids = m.get(key) ?? [];
+    if (!uids.includes(uid)) uids.push(uid);
+    m.set(key, uids);
+  };
+  const voterPods = (): string[] => ((t.cluster()?.status?.voters ?? []) as number[]).map((id) => `${name}-${id - 1}`);
+  const podByName = (n: string) => pods.list().find((p) => p.metadata.name === n);
+  /** Voters whose pod is not Ready, but `except`; with `at`, not the ones a fault took down then. */
+  const votersDown = (except: string | null, at: number | null) =>
+    voterPods()
+      .filter((v) => v !== except)
+      .filter((v) => {
+        const p = podByName(v);
+        return !p || !isReady(p);
+      })
+      .filter((v) => at === null || (exempted.get(v) ?? 0) < at);
+  const measure = () => {
+    const now = Date.now();
+    for (const p of pods.list()) {
+      if (isReady(p)) notReadySince.delete(p.metadata.name);
+      else if (!notReadySince.has(p.metadata.name)) notReadySince.set(p.metadata.name, now);
+    }
+    t.maxVotersDown = Math.max(t.maxVotersDown, votersDown(null, now).length);
+  };
+  const deleted = (p: any) => {
+    const pod = p.metadata.name as string;
+    if (!voterPods().includes(pod)) return;
+    const now = Date.now();
+    const othersDown = votersDown(pod, null).map((v) => ({ pod: v, downForMs: now - (notReadySince.get(v) ?? now) }));
+    t.disruptions.push({ at: now, pod, othersDown });
+  };
+  pods.on({
+    add: (p) => {
+      see(t.podUids, p.metadata.name, p.metadata.uid!);
+      measure();
+    },
+    update: (p, old) => {
+      see(t.podUids, p.metadata.name, p.metadata.uid!);
+      if (p.metadata.deletionTimestamp && !old.metadata.deletionTimestamp) deleted(p);
+      measure();
+    },
+    delete: (p) => {
+      if (!p.metadata.deletionTimestamp) deleted(p);
+      notReadySince.set(p.metadata.name, Date.now());
+      measure();
+    },
+  });
+  const claimGone = (c: any) => {
+    if (!t.deletedClaims.some((d) => d.uid === c.metadata.uid)) t.deletedClaims.push({ name: c.metadata.name, uid: c.metadata.uid, at: Date.now() });
+  };
+  claims.on({
+    add: (c) => see(t.claimUids, c.metadata.name, c.metadata.uid!),
+    update: (c) => {
+      see(t.claimUids, c.metadata.name, c.metadata.uid!);
+      if (c.metadata.deletionTimestamp) claimGone(c);
+    },
+    delete: (c) => claimGone(c),
+  });
+  clusters.on({
+    add: (c) => line(c),
+    update: (c) => {
+      line(c);
+      measure();
+    },
+  });
+  const line = (c: any) => {
+    const l = `${c.status?.phase ?? ''}: ${c.status?.message ?? ''}`;
+    if (l !== lastLine) t.timeline.push(`+${((Date.now() - began) / 1000).toFixed(1)}s ${l}`);
+    lastLine = l;
+  };
+  await Promise.all([pods.start(), claims.start(), clusters.start()]);
+  return t;
+}
