@@ -59,6 +59,10 @@ export const GATE_NAMES = [
   'statefulset-present',
   'statefulset-recreated',
   'worker-polling',
+  // A pod drained before its node leaves the membership or its pod goes for good: out of the
+  // client Services' endpoints, then the requests in flight on it finish.
+  'pod-out-of-endpoints',
+  'requests-drained',
 ] as const;
 export type GateName = (typeof GATE_NAMES)[number];
 
