@@ -31,6 +31,8 @@ export interface FailedAttempt {
   transactionId: string;
   attempt: number;
   endpoint: string;
+  /** When the attempt was sent, and when it failed. */
+  sentAt: string;
   at: string;
   reason: string;
 }
@@ -50,6 +52,10 @@ export interface LoadReport {
   acknowledgedIds: string[];
   /** Endpoint addresses the pushes went to, with the count of acknowledgements each gave. */
   endpoints: Record<string, number>;
+  /** How late, at most, a push was sent after its time (the client's own process was busy): ms and when. */
+  maxSendDelay: { ms: number; at: string | null };
+  /** The endpoints pushes were sent to, each time they changed (as the client saw it). */
+  endpointChanges: { at: string; endpoints: string[] }[];
 }
 
 export interface Load {
@@ -114,6 +120,14 @@ export function startLoad(opts: LoadOptions): Load {
     return eps.filter((e) => e.serving && e.terminating).map((e) => e.ip);
   };
 
+  const endpointChanges: LoadReport['endpointChanges'] = [];
+  let maxSendDelay: LoadReport['maxSendDelay'] = { ms: 0, at: null };
+  const noteEndpoints = () => {
+    const now = candidates().sort();
+    if (JSON.stringify(endpointChanges.at(-1)?.endpoints) !== JSON.stringify(now)) endpointChanges.push({ at: new Date().toISOString(), endpoints: now });
+  };
+  slices.on({ add: noteEndpoints, update: noteEndpoints, delete: noteEndpoints });
+
   const prefix = `load-${randomBytes(3).toString('hex')}`;
   const began = Date.now();
   let sent = 0;
@@ -171,6 +185,7 @@ export function startLoad(opts: LoadOptions): Load {
       }
       const ip = pool[rr++ % pool.length]!;
       tries++;
+      const sentAt = new Date().toISOString();
       const failure = await attempt(id, ip, n);
       if (failure === null) {
         acknowledged++;
@@ -181,7 +196,7 @@ export function startLoad(opts: LoadOptions): Load {
         perEndpoint[ip] = (perEndpoint[ip] ?? 0) + 1;
         return;
       }
-      failedAttempts.push({ transactionId: id, attempt: tries, endpoint: ip, at: new Date().toISOString(), reason: failure });
+      failedAttempts.push({ transactionId: id, attempt: tries, endpoint: ip, sentAt, at: new Date().toISOString(), reason: failure });
       lastFailed = ip;
       if (Date.now() > deadline) return;
       await sleep(100);
@@ -197,6 +212,7 @@ export function startLoad(opts: LoadOptions): Load {
       const due = t0 + n * interval;
       const wait = due - Date.now();
       if (wait > 0) await sleep(wait);
+      else if (-wait > maxSendDelay.ms) maxSendDelay = { ms: -wait, at: new Date().toISOString() };
       if (stopping) break;
       sent++;
       const p = pushOne(n++).finally(() => inFlight.delete(p));
@@ -224,6 +240,8 @@ export function startLoad(opts: LoadOptions): Load {
         unacknowledged: [...unacked],
         acknowledgedIds: ackedIds,
         endpoints: perEndpoint,
+        maxSendDelay,
+        endpointChanges,
       };
     },
   };
