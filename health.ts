@@ -3,6 +3,9 @@
 // watches have not been broken for longer than the grace the flags give. Each answer lists its
 // checks, so `kubectl describe pod` and a curl say which one failed.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Worker } from '@temporalio/worker';
+import type { Options } from './options.ts';
+import type { Watcher } from './watcher/watcher.ts';
 
 export interface Check {
   name: string;
@@ -62,4 +65,47 @@ export async function serve(what: string, port: number, host: string | undefined
   });
   server.unref();
   return server;
+}
+
+/** What the health endpoints look at: set as the parts come up, and cleared as they stop. */
+export interface Parts {
+  kubernetes: boolean;
+  temporal: boolean;
+  worker: Worker | null;
+  watcher: Watcher | null;
+  stopping: boolean;
+}
+
+/** The liveness and readiness checks of the parts this process runs. */
+export function healthChecks(opts: Options, parts: Parts): HealthChecks {
+  const workerCheck = (forLiveness: boolean): Check => {
+    if (!opts.run.has('worker')) return { name: 'worker', ok: true };
+    const state = parts.worker?.getState();
+    if (forLiveness) {
+      // Not yet started is alive (connecting); stopped or failed is not.
+      const dead = state === 'FAILED' || (state === 'STOPPED' && !parts.stopping);
+      return { name: 'worker', ok: !dead, detail: `the worker is ${state}` };
+    }
+    return { name: 'worker', ok: state === 'RUNNING', detail: state ? `the worker is ${state}` : 'the worker has not started' };
+  };
+  const watchCheck = (forLiveness: boolean): Check => {
+    if (!opts.run.has('watcher')) return { name: 'watches', ok: true };
+    const w = parts.watcher?.watchHealth();
+    if (forLiveness) {
+      const ok = !w || w.brokenFor <= opts.unhealthyAfterMs;
+      return { name: 'watches', ok, detail: w ? `broken for ${Math.round(w.brokenFor / 1000)}s: ${w.detail}` : '' };
+    }
+    // Not ready before the first sync, nor while a watch has been broken for more than a moment.
+    return { name: 'watches', ok: !!w?.synced && w.brokenFor < 5000, detail: w ? w.detail : 'not started' };
+  };
+  return {
+    live: (): Check[] => [workerCheck(true), watchCheck(true)],
+    ready: (): Check[] => [
+      { name: 'stopping', ok: !parts.stopping, detail: 'the process is stopping' },
+      { name: 'kubernetes', ok: parts.kubernetes, detail: 'the API server has not answered yet' },
+      { name: 'temporal', ok: parts.temporal, detail: `the Temporal frontend ${opts.temporal.address} has not answered yet` },
+      workerCheck(false),
+      watchCheck(false),
+    ],
+  };
 }

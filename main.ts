@@ -1,94 +1,22 @@
 // The operator process: the watcher and the Temporal worker (both by default, or either alone).
 // It starts things and stops them: the flags are read in options.ts, the connections are made
-// (patiently) in connect.ts, the health endpoints live in health.ts. On SIGTERM it stops taking
+// (patiently) in connect.ts, the health endpoints and their checks live in health.ts, the Temporal
+// runtime and worker in worker.ts. On SIGTERM it stops taking
 // work, lets running steps finish for a grace, and exits. `npm start` adds a local Temporal and,
 // with no Kubernetes cluster configured, the local sandbox (test/testbed/sandbox.ts), beside it.
-import { createServer as createNetServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@temporalio/client';
-import { Runtime, makeTelemetryFilterString, type LogLevel as TemporalLogLevel, type NativeConnection, type Worker } from '@temporalio/worker';
+import type { NativeConnection, Worker } from '@temporalio/worker';
 import { pino, type Logger } from 'pino';
 import { loadKubeConfig, makeKube } from './activities/kube.ts';
 import { useResolver } from './activities/broker.ts';
+import { setOperatorNamespace } from './activities/resources.ts';
 import { apiServerOf, awaitKubernetes, connectTemporal, ensureSearchAttributes, kubeConfigured, Stopped } from './connect.ts';
-import { checksRoute, serve, type Check } from './health.ts';
+import { checksRoute, healthChecks, serve, type Parts } from './health.ts';
 import { countApiServerRequests, exposition, registerClusterGauges } from './metrics.ts';
 import { OptionsError, parseOptions, type Options } from './options.ts';
 import { Watcher } from './watcher/watcher.ts';
-import { createWorker } from './worker.ts';
-
-/** A free port on the loopback interface (for the Temporal SDK's private metrics exporter). */
-async function freeLoopbackPort(): Promise<number> {
-  const server = createNetServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
-  const port = (server.address() as { port: number }).port;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
-
-/** The Temporal SDK's runtime: its log into ours, and its metrics (if any) on a private loopback port. */
-function installTemporalRuntime(log: Logger, metricsPort: number | null) {
-  const forward = (level: TemporalLogLevel) => (message: string, meta?: Record<string, unknown>) => {
-    const fn = level === 'ERROR' ? log.error.bind(log) : level === 'WARN' ? log.warn.bind(log) : log.debug.bind(log);
-    fn({ component: 'temporal', ...(meta ?? {}) }, message);
-  };
-  Runtime.install({
-    logger: {
-      log: (level, message, meta) => forward(level)(message, meta),
-      trace: forward('TRACE'),
-      debug: forward('DEBUG'),
-      info: forward('INFO'),
-      warn: forward('WARN'),
-      error: forward('ERROR'),
-    },
-    telemetryOptions: {
-      logging: { filter: makeTelemetryFilterString({ core: 'WARN' }), forward: {} },
-      ...(metricsPort ? { metrics: { prometheus: { bindAddress: `127.0.0.1:${metricsPort}`, countersTotalSuffix: true, useSecondsForDurations: true } } } : {}),
-    },
-  });
-}
-
-/** What the health endpoints look at: set as the parts come up, and cleared as they stop. */
-interface Parts {
-  kubernetes: boolean;
-  temporal: boolean;
-  worker: Worker | null;
-  watcher: Watcher | null;
-  stopping: boolean;
-}
-
-function healthChecks(opts: Options, parts: Parts) {
-  const workerCheck = (forLiveness: boolean): Check => {
-    if (!opts.run.has('worker')) return { name: 'worker', ok: true };
-    const state = parts.worker?.getState();
-    if (forLiveness) {
-      // Not yet started is alive (connecting); stopped or failed is not.
-      const dead = state === 'FAILED' || (state === 'STOPPED' && !parts.stopping);
-      return { name: 'worker', ok: !dead, detail: `the worker is ${state}` };
-    }
-    return { name: 'worker', ok: state === 'RUNNING', detail: state ? `the worker is ${state}` : 'the worker has not started' };
-  };
-  const watchCheck = (forLiveness: boolean): Check => {
-    if (!opts.run.has('watcher')) return { name: 'watches', ok: true };
-    const w = parts.watcher?.watchHealth();
-    if (forLiveness) {
-      const ok = !w || w.brokenFor <= opts.unhealthyAfterMs;
-      return { name: 'watches', ok, detail: w ? `broken for ${Math.round(w.brokenFor / 1000)}s: ${w.detail}` : '' };
-    }
-    // Not ready before the first sync, nor while a watch has been broken for more than a moment.
-    return { name: 'watches', ok: !!w?.synced && w.brokenFor < 5000, detail: w ? w.detail : 'not started' };
-  };
-  return {
-    live: (): Check[] => [workerCheck(true), watchCheck(true)],
-    ready: (): Check[] => [
-      { name: 'stopping', ok: !parts.stopping, detail: 'the process is stopping' },
-      { name: 'kubernetes', ok: parts.kubernetes, detail: 'the API server has not answered yet' },
-      { name: 'temporal', ok: parts.temporal, detail: `the Temporal frontend ${opts.temporal.address} has not answered yet` },
-      workerCheck(false),
-      watchCheck(false),
-    ],
-  };
-}
+import { createWorker, freeLoopbackPort, installTemporalRuntime } from './worker.ts';
 
 export async function main(argv: string[]): Promise<number> {
   let opts: Options;
@@ -110,6 +38,7 @@ export async function main(argv: string[]): Promise<number> {
   const sdkMetricsPort = opts.metricsPort !== null ? await freeLoopbackPort() : null;
   installTemporalRuntime(log, sdkMetricsPort);
   if (opts.resolver) useResolver(opts.resolver);
+  setOperatorNamespace(opts.operatorNamespace);
 
   if (!kubeConfigured(opts.kubeconfig)) {
     log.error(

@@ -31,6 +31,8 @@ export interface Options {
   kubeconfig: string | undefined;
   /** Namespaces to watch; empty: all. */
   namespaces: string[];
+  /** The namespace the operator runs in (its NetworkPolicies let it through); null: unknown. */
+  operatorNamespace: string | null;
   /** A DNS server (host:port) for the pods' names, instead of the system's. */
   resolver: string | undefined;
   /** The address the health and metrics endpoints listen on; undefined: every interface. */
@@ -90,6 +92,23 @@ function namespaceList(text: string, previous: string[] = []): string[] {
     if (!DNS_LABEL.test(n)) throw new InvalidArgumentError(`"${n}" is not a namespace name (lower-case letters, digits and '-', at most 63)`);
   }
   return [...previous, ...names];
+}
+
+function namespaceName(text: string): string {
+  const n = text.trim();
+  if (!DNS_LABEL.test(n)) throw new InvalidArgumentError(`"${n}" is not a namespace name (lower-case letters, digits and '-', at most 63)`);
+  return n;
+}
+
+/** The namespace of the pod the operator runs in (its ServiceAccount's), or null outside a cluster. */
+const POD_NAMESPACE_FILE = '/var/run/secrets/kubernetes.io/serviceaccount/namespace';
+function podNamespace(): string | null {
+  try {
+    const n = readFileSync(POD_NAMESPACE_FILE, 'utf8').trim();
+    return DNS_LABEL.test(n) ? n : null;
+  } catch {
+    return null;
+  }
 }
 
 function hostPort(text: string): string {
@@ -155,6 +174,7 @@ export function operatorCommand(): Command {
     .addOption(opt('--temporal-api-key-file <file>', 'a file holding the API key (or the key itself in TEMPORAL_API_KEY)', 'TEMPORAL_API_KEY_FILE').argParser(readableFile))
     .addOption(opt('--kubeconfig <file>', 'kubeconfig (default: the in-cluster account in a pod, else ~/.kube/config)', 'KUBECONFIG'))
     .addOption(opt('--namespace <ns,...>', 'namespaces to watch, repeatable (default: all)', 'QUEEN_NAMESPACES').argParser(namespaceList))
+    .addOption(opt('--operator-namespace <ns>', "the namespace the operator runs in, let through to the brokers by each cluster's NetworkPolicy (default: its pod's)", 'QUEEN_OPERATOR_NAMESPACE').argParser(namespaceName))
     .addOption(opt('--broker-access <mode>', "how the brokers are reached: dns (a pod's name, in the cluster) or pod-ip (outside it)", 'QUEEN_BROKER_ACCESS').choices(['dns', 'pod-ip']).default('dns'))
     .addOption(opt('--resolver <host:port>', "resolve the pods' names through this DNS server instead of the system's", 'QUEEN_RESOLVER').argParser(hostPort))
     .addOption(opt('--bind-address <ip>', 'the address /healthz, /readyz and /metrics listen on (default: every interface)', 'QUEEN_BIND_ADDRESS').argParser(ipAddress))
@@ -222,6 +242,7 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): Options | 
     },
     kubeconfig: o.kubeconfig as string | undefined,
     namespaces: [...new Set((o.namespace as string[] | undefined) ?? [])],
+    operatorNamespace: (o.operatorNamespace as string | undefined) ?? podNamespace(),
     resolver: o.resolver as string | undefined,
     bindAddress: o.bindAddress as string | undefined,
     healthPort: (o.healthPort as number) || null,

@@ -3,7 +3,8 @@
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Worker, bundleWorkflowCode, type ActivityInterceptorsFactory, type NativeConnection, type WorkerOptions } from '@temporalio/worker';
+import { createServer as createNetServer } from 'node:net';
+import { Runtime, Worker, bundleWorkflowCode, makeTelemetryFilterString, type ActivityInterceptorsFactory, type LogLevel as TemporalLogLevel, type NativeConnection, type WorkerOptions } from '@temporalio/worker';
 import { CancelledFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
 import { gatesHeld } from './activities/common.ts';
@@ -121,4 +122,35 @@ export async function createWorker(cfg: WorkerConfig): Promise<Worker> {
     interceptors: { activity: [timeSteps, ...(crash ? [crash] : [])] },
   };
   return Worker.create(options);
+}
+
+/** A free port on the loopback interface (for the Temporal SDK's private metrics exporter). */
+export async function freeLoopbackPort(): Promise<number> {
+  const server = createNetServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  const port = (server.address() as { port: number }).port;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/** The Temporal SDK's runtime: its log into ours, and its metrics (if any) on a private loopback port. */
+export function installTemporalRuntime(log: Logger, metricsPort: number | null) {
+  const forward = (level: TemporalLogLevel) => (message: string, meta?: Record<string, unknown>) => {
+    const fn = level === 'ERROR' ? log.error.bind(log) : level === 'WARN' ? log.warn.bind(log) : log.debug.bind(log);
+    fn({ component: 'temporal', ...(meta ?? {}) }, message);
+  };
+  Runtime.install({
+    logger: {
+      log: (level, message, meta) => forward(level)(message, meta),
+      trace: forward('TRACE'),
+      debug: forward('DEBUG'),
+      info: forward('INFO'),
+      warn: forward('WARN'),
+      error: forward('ERROR'),
+    },
+    telemetryOptions: {
+      logging: { filter: makeTelemetryFilterString({ core: 'WARN' }), forward: {} },
+      ...(metricsPort ? { metrics: { prometheus: { bindAddress: `127.0.0.1:${metricsPort}`, countersTotalSuffix: true, useSecondsForDurations: true } } } : {}),
+    },
+  });
 }

@@ -47,6 +47,7 @@ const PERMANENT_CODES = new Set([
   'not_a_member',
   'membership_invalid',
   'unsupported',
+  'unauthorized',
   'http_401',
   'http_403',
   'http_404',
@@ -63,9 +64,10 @@ export function refusalAdvice(code: string, nodeId?: number): string {
     case 'address_mismatch':
       return `${node} is in the membership with other addresses: remove it from the membership first`;
     case 'forbidden':
+    case 'unauthorized':
     case 'http_401':
     case 'http_403':
-      return 'the broker refuses membership changes without credentials: the operator does not support a broker port that asks for authentication';
+      return "the broker refuses the operator's credentials on its membership API: with JWT_ENABLED, spec.adminTokenSecret must name a Secret key that holds a token with the Admin role";
     case 'last_voter':
       return `${node} is the last voter and cannot leave the membership`;
     case 'kinds_behind':
@@ -99,14 +101,19 @@ interface Answer {
   json: unknown;
 }
 
-async function call(url: string, method: string, timeoutMs: number, body?: unknown): Promise<Answer> {
+/** A bearer token for the brokers' system routes (JWT_ENABLED), or none. */
+export type BrokerToken = string | null | undefined;
+
+async function call(url: string, method: string, timeoutMs: number, body?: unknown, token?: BrokerToken): Promise<Answer> {
+  const headers: Record<string, string> = body === undefined ? {} : { 'content-type': 'application/json' };
+  if (token) headers.authorization = `Bearer ${token}`;
   const res = await request(url, {
     method: method as 'GET',
     dispatcher: agent,
     headersTimeout: timeoutMs,
     bodyTimeout: timeoutMs,
     signal: AbortSignal.timeout(timeoutMs),
-    headers: body === undefined ? {} : { 'content-type': 'application/json' },
+    headers,
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   const text = await res.body.text();
@@ -232,14 +239,27 @@ export async function readHealth(base: string, timeoutMs: number = TIMEOUTS.heal
   }
 }
 
-export async function readMembership(base: string, timeoutMs: number = TIMEOUTS.membershipMs): Promise<MembershipObservation | null> {
+export async function readMembership(base: string, timeoutMs: number = TIMEOUTS.membershipMs, token?: BrokerToken): Promise<MembershipObservation | null> {
+  return (await readMembershipAnswer(base, timeoutMs, token)).view;
+}
+
+/** The membership view, or why the broker refused to give it (401/403: credentials). */
+export async function readMembershipAnswer(
+  base: string,
+  timeoutMs: number = TIMEOUTS.membershipMs,
+  token?: BrokerToken,
+): Promise<{ view: MembershipObservation | null; refused: { status: number; error: string } | null }> {
   try {
-    const a = await call(`${base}/api/v1/system/raft/membership`, 'GET', timeoutMs);
+    const a = await call(`${base}/api/v1/system/raft/membership`, 'GET', timeoutMs, undefined, token);
     if (a.status !== 200) brokerCallFailures.inc({ call: 'membership', kind: `http_${a.status}` });
-    return a.status === 200 ? parseMembership(a.json) : null;
+    if (a.status === 401 || a.status === 403) {
+      const e = (a.json as { error?: unknown } | undefined)?.error;
+      return { view: null, refused: { status: a.status, error: typeof e === 'string' ? e : clip(a.body) } };
+    }
+    return { view: a.status === 200 ? parseMembership(a.json) : null, refused: null };
   } catch (err) {
     brokerCallFailures.inc({ call: 'membership', kind: failureKind(err) });
-    return null;
+    return { view: null, refused: null };
   }
 }
 
@@ -259,9 +279,9 @@ export function parseChangeAnswer(status: number, json: unknown, body: string): 
   return { ok: false, code, kind: classifyRefusal(code), status, error: typeof j.error === 'string' ? j.error : clip(body) };
 }
 
-async function change(base: string, method: string, path: string, body?: unknown, timeoutMs: number = TIMEOUTS.changeMs): Promise<ChangeResult> {
+async function change(base: string, method: string, path: string, body?: unknown, timeoutMs: number = TIMEOUTS.changeMs, token?: BrokerToken): Promise<ChangeResult> {
   try {
-    const a = await call(`${base}/api/v1/system/raft/membership${path}`, method, timeoutMs, body ?? (method === 'DELETE' ? undefined : {}));
+    const a = await call(`${base}/api/v1/system/raft/membership${path}`, method, timeoutMs, body ?? (method === 'DELETE' ? undefined : {}), token);
     const r = parseChangeAnswer(a.status, a.json, a.body);
     if (!r.ok) brokerCallFailures.inc({ call: 'change', kind: r.code ?? `http_${a.status}` });
     return r;
@@ -271,12 +291,12 @@ async function change(base: string, method: string, path: string, body?: unknown
   }
 }
 
-export const addLearner = (base: string, learner: { id: number; raft: string; http: string }) =>
-  change(base, 'POST', '/learners', learner);
-export const promote = (base: string, nodeIds: number[]) => change(base, 'POST', '/promote', { ids: nodeIds });
-export const removeMember = (base: string, nodeId: number) => change(base, 'DELETE', `/members/${nodeId}`);
+export const addLearner = (base: string, learner: { id: number; raft: string; http: string }, token?: BrokerToken) =>
+  change(base, 'POST', '/learners', learner, undefined, token);
+export const promote = (base: string, nodeIds: number[], token?: BrokerToken) => change(base, 'POST', '/promote', { ids: nodeIds }, undefined, token);
+export const removeMember = (base: string, nodeId: number, token?: BrokerToken) => change(base, 'DELETE', `/members/${nodeId}`, undefined, undefined, token);
 /** Sets the exact voter set: with a joint configuration's last set, it finishes a change left half done. */
-export const setVoters = (base: string, voters: number[]) => change(base, 'PUT', '/voters', { voters });
+export const setVoters = (base: string, voters: number[], token?: BrokerToken) => change(base, 'PUT', '/voters', { voters }, undefined, token);
 
 /**
  * `storageFull`: the node refused the write at its disk gate (507 storage_full) before proposing
@@ -288,9 +308,9 @@ export type ProbeResult = { ok: true } | { ok: false; error: string; storageFull
  * The write probe behind COMMITS: a KV put that the node answers only once it is committed by a
  * quorum and applied on that node. The key expires by itself.
  */
-export async function probeWrite(base: string, via: string, timeoutMs: number = TIMEOUTS.probeMs, now = new Date()): Promise<ProbeResult> {
+export async function probeWrite(base: string, via: string, timeoutMs: number = TIMEOUTS.probeMs, now = new Date(), token?: BrokerToken): Promise<ProbeResult> {
   try {
-    const a = await call(`${base}/api/v1/kv/queen-operator/probe`, 'PUT', timeoutMs, { value: now.toISOString(), ttlSeconds: 600 });
+    const a = await call(`${base}/api/v1/kv/queen-operator/probe`, 'PUT', timeoutMs, { value: now.toISOString(), ttlSeconds: 600 }, token);
     if (a.status === 200 && (a.json as { applied?: unknown } | undefined)?.applied === true) return { ok: true };
     brokerCallFailures.inc({ call: 'probe', kind: `http_${a.status}` });
     const storageFull = a.status === 507 && (a.json as { code?: unknown } | undefined)?.code === 'storage_full';

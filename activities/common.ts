@@ -6,7 +6,9 @@ import type { Logger } from 'pino';
 import { withDefaults } from '../crd/defaults.ts';
 import type { Phase, QueenCluster } from '../crd/schema.ts';
 import type { Observation } from '../workflows/plan/observation.ts';
+import type { GateName } from '../workflows/plan/gates.ts';
 import { probeWrite, type ProbeResult } from './broker.ts';
+import { brokerCredentials, forgetCredentials } from './credentials.ts';
 import { getCluster, patchClusterStatus, recordEvent, type Kube } from './kube.ts';
 import { clusterConditions } from './status.ts';
 import { readAnnotations } from '../crd/annotations.ts';
@@ -113,7 +115,7 @@ export interface StepStatus {
   phase: Phase;
   message: string;
   /** The named gate that holds the step back, if any. */
-  gate?: string | null;
+  gate?: GateName | null;
 }
 
 /**
@@ -204,9 +206,12 @@ export async function holdUntil<T>(deps: ActivityDeps, ref: ClusterRef, check: C
   };
   for (;;) {
     handOverIfStopping(deps);
-    const r = await check();
+    let r = await check();
     account();
     if ('done' in r) return r.done;
+    // No leader's view because the brokers refuse the operator's credentials: say that.
+    const refused = r.hold.gate === 'leader-known' ? authProblems.get(ref.uid) : undefined;
+    if (refused) r = { hold: { phase: 'Blocked', message: refused, gate: 'broker-credentials' } };
     heldBy = r.hold.gate ?? 'unnamed';
     const key = `${r.hold.phase}|${r.hold.message}|${r.hold.gate ?? ''}`;
     if (key !== shown) {
@@ -219,8 +224,23 @@ export async function holdUntil<T>(deps: ActivityDeps, ref: ClusterRef, check: C
   }
 }
 
+/** Why the brokers refused the operator at the last look at each cluster (by uid). */
+const authProblems = new Map<string, string>();
+
 export async function observeCluster(deps: ActivityDeps, qc: QueenCluster): Promise<Observation> {
-  return observe(deps.kube, deps.settings.brokerAccess, qc);
+  const creds = await brokerCredentials(deps.kube, qc);
+  const obs = await observe(deps.kube, deps.settings.brokerAccess, qc, Date.now, creds);
+  const key = qc.metadata.uid ?? clusterKey(qc.metadata);
+  if (obs.brokerAuth) {
+    authProblems.set(key, obs.brokerAuth);
+    if (creds.token) forgetCredentials(qc); // a rotated token is read again
+  } else authProblems.delete(key);
+  return obs;
+}
+
+/** The token the cluster's brokers ask for on their system routes, if any (spec.adminTokenSecret). */
+export async function brokerToken(deps: ActivityDeps, qc: QueenCluster): Promise<string | null> {
+  return (await brokerCredentials(deps.kube, qc)).token;
 }
 
 /**
@@ -243,7 +263,7 @@ export async function probeThrough(deps: ActivityDeps, qc: QueenCluster, obs: Ob
   for (const pod of candidates.slice(0, attempts)) {
     const base = brokerBase(deps.settings.brokerAccess, qc, spec, pod);
     if (!base) continue;
-    last = await probeWrite(base, `pod ${pod.ordinal}`);
+    last = await probeWrite(base, `pod ${pod.ordinal}`, undefined, undefined, await brokerToken(deps, qc));
     if (last.ok) return { ok: true, via: pod.ordinal };
     allFull &&= last.storageFull === true;
   }

@@ -7,7 +7,7 @@
 // does the step go on. The headless Service keeps it: the raft peers still need each other.
 import type { V1EndpointSlice } from '@kubernetes/client-node';
 import type { Phase, QueenCluster } from '../crd/schema.ts';
-import type { Observation } from '../workflows/plan/observation.ts';
+import { podAt, type Observation } from '../workflows/plan/observation.ts';
 import { podsToServe } from '../workflows/plan/serving.ts';
 import { withDefaults } from '../crd/defaults.ts';
 import { readHealth } from './broker.ts';
@@ -171,6 +171,6 @@ async function leaderHolds(deps: ActivityDeps, qc: QueenCluster, pod: DrainTarge
 
 /** The pod of an ordinal as drainPod takes it, from an observation. */
 export function drainTarget(obs: Observation, ordinal: number): DrainTarget | null {
-  const p = obs.pods.find((x) => x.ordinal === ordinal && !x.terminating);
-  return p ? { ordinal, name: p.name, uid: p.uid, ip: p.ip } : null;
+  const p = podAt(obs, ordinal);
+  return p && !p.terminating ? { ordinal, name: p.name, uid: p.uid, ip: p.ip } : null;
 }

@@ -4,7 +4,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { withDefaults } from '../crd/defaults.ts';
 import type { QueenCluster } from '../crd/schema.ts';
 import { assess } from '../workflows/plan/assess.ts';
-import type { Observation } from '../workflows/plan/observation.ts';
+import { memberOf, type Observation, podAt } from '../workflows/plan/observation.ts';
 import { stallMemoryFromStatus } from '../workflows/plan/stalls.ts';
 import {
   holdUntil,
@@ -18,8 +18,8 @@ import {
 } from './common.ts';
 import { recordProbe } from './gate.ts';
 import { labelServing } from './drain.ts';
-import { applyObject, getStatefulSet, listPods, patchClusterStatus, readObject } from './kube.ts';
-import { disruptionBudget, keptShape, names, parseOrdinal, services, statefulSet } from './resources.ts';
+import { applyObject, deleteOwnedNetworkPolicy, getStatefulSet, listPods, patchClusterStatus, readObject } from './kube.ts';
+import { clusterObjects, keptShape, names, networkPolicy, parseOrdinal, statefulSet } from './resources.ts';
 import { observedStatus } from './status.ts';
 
 /** An object of ours must carry a controller reference to this QueenCluster; anything else is someone else's. */
@@ -60,7 +60,7 @@ export function formActivities(deps: ActivityDeps) {
       return holdUntil<AppliedObjects>(deps, ref, async () => {
         const qc = await loadCluster(deps, ref);
         const spec = withDefaults(qc.spec);
-        const wanted: KubernetesObject[] = [...services(qc), disruptionBudget(qc)];
+        const wanted: KubernetesObject[] = clusterObjects(qc);
         const existingSts = await getStatefulSet(deps.kube, ref.namespace, names.statefulSet(ref.name));
         for (const obj of [...wanted, { kind: 'StatefulSet', metadata: { name: names.statefulSet(ref.name) } }]) {
           const live = obj.kind === 'StatefulSet' ? existingSts : await readObject(deps.kube, obj.apiVersion!, obj.kind!, ref.namespace, obj.metadata!.name!);
@@ -80,6 +80,7 @@ export function formActivities(deps: ActivityDeps) {
         // Pods made before the serving label get it before the client Services select on it.
         await labelServing(deps, ref);
         for (const obj of wanted) await applyObject(deps.kube, obj);
+        if (!networkPolicy(qc)) await deleteOwnedNetworkPolicy(deps.kube, qc, names.networkPolicy(ref.name));
         const shape = existingSts
           ? keptShape(existingSts, spec)
           : { pods: podsAtCreation(qc, await listPods(deps.kube, ref.namespace, ref.name)), claimSize: spec.storage.size };
@@ -136,9 +137,9 @@ export function formActivities(deps: ActivityDeps) {
         if (!m) return { hold: { phase: 'Forming', message: 'waiting for the pods to start and elect a leader', gate: 'leader-known' } };
         if (m.changeInFlight || m.joint) return { hold: { phase: 'Forming', message: 'a membership change is in flight', gate: 'no-change-in-flight' } };
         for (const id of m.voters) {
-          const member = m.members.find((x) => x.nodeId === id);
+          const member = memberOf(m, id);
           if (!member?.live) return { hold: { phase: 'Forming', message: `waiting for the voters: the leader has not heard from node ${id}`, gate: 'voter-live' } };
-          const pod = obs.pods.find((p) => p.ordinal === id - 1);
+          const pod = podAt(obs, id - 1);
           if (!pod?.ready) return { hold: { phase: 'Forming', message: `waiting for the voters: pod ${id - 1} is not Ready`, gate: 'pod-ready' } };
         }
         await patchClusterStatus(deps.kube, ref.namespace, ref.name, observedStatus(obs, stallMemoryFromStatus(undefined, obs.at)));

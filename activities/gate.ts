@@ -5,14 +5,15 @@
 // the same gate (the voters that stay must carry the cluster without it).
 import { heartbeat } from '@temporalio/activity';
 import { readAnnotations } from '../crd/annotations.ts';
+import { withDefaults } from '../crd/defaults.ts';
 import type { Phase, QueenCluster } from '../crd/schema.ts';
 import { ANNOTATIONS } from '../crd/schema.ts';
 import { stopGate, type GateOptions } from '../workflows/plan/gates.ts';
 import type { Observation } from '../workflows/plan/observation.ts';
 import type { RestartPick } from '../workflows/plan/restarts.ts';
-import { stallMemoryFromStatus, trackStalls, type StallMemory } from '../workflows/plan/stalls.ts';
+import { answeringNodes, stallMemoryFromStatus, trackStalls, type StallMemory } from '../workflows/plan/stalls.ts';
 import { beat, handOverIfStopping, holdUntil, loadCluster, pause, observeCluster, opLogger, probeThrough, stepEvent, writeStep, type ActivityDeps, type ClusterRef, type Hold } from './common.ts';
-import { deletePodByUid, getPod, getStatefulSet, patchClusterStatus } from './kube.ts';
+import { deletePodByUid, evictPodByUid, getPod, getStatefulSet, patchClusterStatus } from './kube.ts';
 import { names } from './resources.ts';
 
 export function gateOptions(deps: ActivityDeps, obs: Observation, minReadySeconds: number): GateOptions {
@@ -27,7 +28,7 @@ export function gateOptions(deps: ActivityDeps, obs: Observation, minReadySecond
 const memories = new Map<string, StallMemory>();
 export function stallMemory(qc: QueenCluster, obs: Observation): StallMemory {
   const key = qc.metadata.uid ?? `${qc.metadata.namespace}/${qc.metadata.name}`;
-  const next = trackStalls(memories.get(key) ?? stallMemoryFromStatus(qc.status?.members, obs.at), obs.membership, obs.at);
+  const next = trackStalls(memories.get(key) ?? stallMemoryFromStatus(qc.status?.members, obs.at), obs.membership, obs.at, answeringNodes(obs));
   memories.set(key, next);
   return next;
 }
@@ -106,18 +107,37 @@ export function gateActivities(deps: ActivityDeps) {
       const log = opLogger(deps, ref);
       const said = words ?? { phase: 'Upgrading', message: `restarting pod ${pick.ordinal}` };
       const current = await getPod(deps.kube, ref.namespace, pick.podName);
-      if (current && current.metadata?.uid === pick.podUid && !current.metadata?.deletionTimestamp) {
+      // A pod of a cluster of several voters is stopped through the Eviction API, which honours the
+      // disruption budget and counts against it: a drain or an eviction of another pod at the same
+      // moment is refused instead of taking a second voter down. A cluster of one voter, whose
+      // budget allows no eviction, has its pod deleted.
+      const single = withDefaults(qc.spec).replicas === 1;
+      let waiting = '';
+      for (let pod = current; pod && pod.metadata?.uid === pick.podUid && !pod.metadata?.deletionTimestamp; pod = await getPod(deps.kube, ref.namespace, pick.podName)) {
+        handOverIfStopping(deps);
         const obs = await observeCluster(deps, qc);
         const hold = stopGate({ obs, memory: stallMemory(qc, obs), target: pick.ordinal, opts: gateOptions(deps, obs, obs.minReadySeconds) });
         if (hold) {
           log.info({ gate: hold.gate }, `not restarting pod ${pick.ordinal}: ${hold.reason}`);
           return { restarted: false, reason: hold.reason };
         }
-        await writeStep(deps, ref, { phase: said.phase, message: said.message, gate: null });
-        if (await deletePodByUid(deps.kube, ref.namespace, pick.podName, pick.podUid)) {
+        if (!waiting) await writeStep(deps, ref, { phase: said.phase, message: said.message, gate: null });
+        const r = single
+          ? (await deletePodByUid(deps.kube, ref.namespace, pick.podName, pick.podUid)) ? 'evicted' : 'gone'
+          : await evictPodByUid(deps.kube, ref.namespace, pick.podName, pick.podUid);
+        if (r === 'evicted') {
           log.info({ pod: pick.podName, uid: pick.podUid, why: pick.why }, said.message);
           await stepEvent(deps, qc, 'RestartPod', said.message);
         }
+        if (r !== 'refused') break;
+        const why = `${said.message}: the disruption budget allows no eviction now (another pod of the cluster is going down, or a budget of your own forbids it)`;
+        if (why !== waiting) {
+          waiting = why;
+          log.info({ gate: 'disruption-budget' }, why);
+          await writeStep(deps, ref, { phase: said.phase, message: why, gate: 'disruption-budget' });
+        }
+        heartbeat({ gate: 'disruption-budget', message: why });
+        await pause(deps, deps.settings.pollMs);
       }
       // The StatefulSet controller makes the successor once the old pod is gone. Without the
       // QueenCluster (ClusterGone ends the operation) or the StatefulSet, or with a StatefulSet

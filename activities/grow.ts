@@ -22,7 +22,7 @@ export function growActivities(deps: ActivityDeps) {
         const obs = await observeCluster(deps, qc);
         const template = obs.statefulSet?.claimTemplateSize ? parseQuantity(obs.statefulSet.claimTemplateSize) : Infinity;
         const s = nextVolumeStep(obs, spec.storage.size, parseQuantity(spec.storage.size), template);
-        if (s.kind === 'wait') return { hold: { phase: 'Resizing', message: s.message, gate: s.gate } };
+        if (s.kind === 'wait') return { hold: { phase: s.phase ?? 'Resizing', message: s.message, gate: s.gate } };
         return { done: s };
       });
     },

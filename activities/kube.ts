@@ -161,6 +161,7 @@ const RESOURCES: Record<string, { prefix: string; plural: string; namespaced: bo
   'apps/v1/StatefulSet': { prefix: '/apis/apps/v1', plural: 'statefulsets', namespaced: true },
   'apps/v1/Deployment': { prefix: '/apis/apps/v1', plural: 'deployments', namespaced: true },
   'policy/v1/PodDisruptionBudget': { prefix: '/apis/policy/v1', plural: 'poddisruptionbudgets', namespaced: true },
+  'networking.k8s.io/v1/NetworkPolicy': { prefix: '/apis/networking.k8s.io/v1', plural: 'networkpolicies', namespaced: true },
   'rbac.authorization.k8s.io/v1/ClusterRole': { prefix: '/apis/rbac.authorization.k8s.io/v1', plural: 'clusterroles', namespaced: false },
   'rbac.authorization.k8s.io/v1/ClusterRoleBinding': { prefix: '/apis/rbac.authorization.k8s.io/v1', plural: 'clusterrolebindings', namespaced: false },
   'apiextensions.k8s.io/v1/CustomResourceDefinition': { prefix: '/apis/apiextensions.k8s.io/v1', plural: 'customresourcedefinitions', namespaced: false },
@@ -203,6 +204,27 @@ export async function applyObject<T extends KubernetesObject>(kube: Kube, obj: T
   const ns = where.namespaced ? `/namespaces/${obj.metadata?.namespace}` : '';
   const path = `${where.prefix}${ns}/${where.plural}/${obj.metadata?.name}?fieldManager=${FIELD_MANAGER}&force=true`;
   return (await rawRequest(kube.kc, 'PATCH', path, obj, PatchStrategy.ServerSideApply)) as T;
+}
+
+/**
+ * Deletes the cluster's NetworkPolicy when it is turned off: only one this QueenCluster controls,
+ * with a UID precondition.
+ */
+export async function deleteOwnedNetworkPolicy(kube: Kube, qc: QueenCluster, name: string): Promise<boolean> {
+  const live = await readObject<KubernetesObject>(kube, 'networking.k8s.io/v1', 'NetworkPolicy', qc.metadata.namespace, name);
+  const ours = live?.metadata?.ownerReferences?.some((o) => o.controller && o.uid === qc.metadata.uid);
+  if (!live || !ours || live.metadata?.deletionTimestamp) return false;
+  try {
+    await rawRequest(kube.kc, 'DELETE', `/apis/networking.k8s.io/v1/namespaces/${qc.metadata.namespace}/networkpolicies/${name}`, {
+      apiVersion: 'v1',
+      kind: 'DeleteOptions',
+      preconditions: { uid: live.metadata!.uid },
+    });
+    return true;
+  } catch (err) {
+    if (isNotFound(err) || isConflict(err)) return false;
+    throw err;
+  }
 }
 
 /** Reads an object by kind and name; null when it does not exist. */
@@ -258,6 +280,27 @@ export async function deletePodByUid(kube: Kube, namespace: string, name: string
     return true;
   } catch (err) {
     if (isNotFound(err) || isConflict(err)) return false;
+    throw err;
+  }
+}
+
+/**
+ * Evicts a pod through the Eviction API, only if it still has this UID: the API server stops it as
+ * a delete would, but only when its disruption budget allows it, and counts it against the budget,
+ * so that a drain or another eviction at the same moment cannot take a second pod down.
+ * 'refused': the budget allows no disruption now (429).
+ */
+export async function evictPodByUid(kube: Kube, namespace: string, name: string, uid: string): Promise<'evicted' | 'gone' | 'refused'> {
+  try {
+    await kube.core.createNamespacedPodEviction({
+      namespace,
+      name,
+      body: { apiVersion: 'policy/v1', kind: 'Eviction', metadata: { name, namespace }, deleteOptions: { preconditions: { uid } } },
+    });
+    return 'evicted';
+  } catch (err) {
+    if (isNotFound(err) || isConflict(err)) return 'gone';
+    if (statusCode(err) === 429) return 'refused';
     throw err;
   }
 }

@@ -8,10 +8,10 @@ import { withDefaults } from '../crd/defaults.ts';
 import { ANNOTATIONS, type Phase, type QueenCluster } from '../crd/schema.ts';
 import { idsText, lagText } from '../workflows/plan/format.ts';
 import { stopGate } from '../workflows/plan/gates.ts';
-import { memberOf, type Observation } from '../workflows/plan/observation.ts';
+import { memberOf, type Observation, podAt } from '../workflows/plan/observation.ts';
 import { holdsOldData } from '../workflows/plan/voters.ts';
 import { addLearner, promote, refusalAdvice, removeMember, type ChangeResult } from './broker.ts';
-import { holdUntil, loadCluster, observeCluster, opLogger, stepEvent, type ActivityDeps, type ClusterRef, type Hold } from './common.ts';
+import { brokerToken, holdUntil, loadCluster, observeCluster, opLogger, stepEvent, type ActivityDeps, type ClusterRef, type Hold } from './common.ts';
 import { drainPod, drainTarget, setServing, type DrainTarget } from './drain.ts';
 import { gateOptions, stallMemory, stopHold } from './gate.ts';
 import { brokerBase } from './observe.ts';
@@ -25,14 +25,14 @@ export async function changeThroughLeader(
   phase: Phase,
   what: string,
   nodeId: number,
-  change: (base: string) => Promise<ChangeResult>,
+  change: (base: string, token: string | null) => Promise<ChangeResult>,
 ): Promise<{ ok: true } | { hold: Hold }> {
   const spec = withDefaults(qc.spec);
   const leader = obs.membership?.leader;
-  const pod = leader != null ? obs.pods.find((p) => p.ordinal === leader - 1) : undefined;
+  const pod = leader != null ? podAt(obs, leader - 1) : undefined;
   const base = pod ? brokerBase(deps.settings.brokerAccess, qc, spec, pod) : null;
   if (!base) return { hold: { phase, message: `${what}: waiting for the leader's pod to answer`, gate: 'leader-known' } };
-  const r = await change(base);
+  const r = await change(base, await brokerToken(deps, qc));
   if (r.ok) return { ok: true };
   const answered = r.code ? `the leader answered "${r.code}"` : r.error;
   if (r.kind === 'permanent') {
@@ -78,8 +78,8 @@ export function membershipActivities(deps: ActivityDeps) {
           );
         }
         const host = podHost(qc, spec, ordinalOf(nodeId));
-        const c = await changeThroughLeader(deps, qc, obs, phase, what, nodeId, (base) =>
-          addLearner(base, { id: nodeId, raft: `${host}:${spec.raftPort}`, http: `${host}:${spec.port}` }),
+        const c = await changeThroughLeader(deps, qc, obs, phase, what, nodeId, (base, token) =>
+          addLearner(base, { id: nodeId, raft: `${host}:${spec.raftPort}`, http: `${host}:${spec.port}` }, token),
         );
         if ('hold' in c) return c;
         await stepEvent(deps, qc, 'AddLearner', what);
@@ -98,20 +98,20 @@ export function membershipActivities(deps: ActivityDeps) {
         const m = obs.membership;
         const what = `promoting ${idsText(nodeIds)} to voters`;
         if (!m) return { hold: { phase, message: `${what}: waiting for a leader's view of the membership`, gate: 'leader-known' } };
-        const pending = nodeIds.filter((id) => !m.members.find((x) => x.nodeId === id)?.voter);
+        const pending = nodeIds.filter((id) => !memberOf(m, id)?.voter);
         if (pending.length === 0) {
           if (sent) await stepEvent(deps, qc, 'Promote', what);
           return { done: true };
         }
         for (const id of pending) {
-          const member = m.members.find((x) => x.nodeId === id);
+          const member = memberOf(m, id);
           if (!member || !member.live || member.lag === null || member.lag > m.promoteMaxLag) {
             return { hold: { phase, message: `learner ${id} is catching up${lagText(member?.lag)}`, gate: 'learner-caught-up' } };
           }
         }
         if (m.changeInFlight || m.joint) return { hold: { phase, message: `${what}: a membership change is in flight`, gate: 'no-change-in-flight' } };
         sent = true;
-        const c = await changeThroughLeader(deps, qc, obs, phase, what, pending[0]!, (base) => promote(base, pending));
+        const c = await changeThroughLeader(deps, qc, obs, phase, what, pending[0]!, (base, token) => promote(base, pending, token));
         if ('hold' in c) return c;
         sent = false;
         await stepEvent(deps, qc, 'Promote', what);
@@ -155,7 +155,7 @@ export function membershipActivities(deps: ActivityDeps) {
           const pod = drainTarget(obs, nodeId - 1);
           if (pod && pod.uid !== drained?.uid) return { done: { drain: pod } };
           sent = true;
-          const c = await changeThroughLeader(deps, qc, obs, phase, what, nodeId, (base) => removeMember(base, nodeId));
+          const c = await changeThroughLeader(deps, qc, obs, phase, what, nodeId, (base, token) => removeMember(base, nodeId, token));
           if ('hold' in c) return c;
           await stepEvent(deps, qc, 'RemoveMember', what);
           return { done: 'removed' };

@@ -12,7 +12,8 @@ import type {
   PodObservation,
   StatefulSetObservation,
 } from '../workflows/plan/observation.ts';
-import { freshestView, readHealth, readMembership } from './broker.ts';
+import { freshestView, readHealth, readMembershipAnswer } from './broker.ts';
+import { refusedWords, type BrokerCredentials } from './credentials.ts';
 import { getStatefulSet, listClaims, listPods, listServices, toMs, type Kube } from './kube.ts';
 import { CONTAINER, names, parseOrdinal, podHost, SERVING_LABEL, wantedTemplateHash } from './resources.ts';
 
@@ -60,6 +61,8 @@ export function claimObservation(clusterName: string, claim: V1PersistentVolumeC
   const ordinal = parseOrdinal(clusterName, name, 'data-');
   if (ordinal < 0) return null;
   const request = claim.spec?.resources?.requests?.storage ?? '';
+  const pending = claim.status?.conditions?.find((c) => c.type === 'FileSystemResizePending' && c.status === 'True');
+  const resizeError = claim.status?.conditions?.find((c) => (c.type === 'ControllerResizeError' || c.type === 'NodeResizeError') && c.status === 'True');
   const capacity = claim.status?.capacity?.storage;
   return {
     ordinal,
@@ -69,7 +72,10 @@ export function claimObservation(clusterName: string, claim: V1PersistentVolumeC
     request: String(request),
     requestBytes: parseQuantity(String(request)) || 0,
     capacityBytes: capacity ? parseQuantity(String(capacity)) || 0 : 0,
-    resizePending: !!claim.status?.conditions?.some((c) => c.type === 'FileSystemResizePending' && c.status === 'True'),
+    resizePending: !!pending,
+    resizePendingSince: pending ? toMs(pending.lastTransitionTime as Date | string | undefined) : null,
+    resizeError: resizeError?.message ?? null,
+    resizeInfeasible: /Infeasible$/.test(claim.status?.allocatedResourceStatuses?.storage ?? ''),
   };
 }
 
@@ -86,7 +92,13 @@ export function statefulSetObservation(qc: QueenCluster, sts: V1StatefulSet | nu
   };
 }
 
-export async function observe(kube: Kube, mode: BrokerAccessMode, qc: QueenCluster, now: () => number = Date.now): Promise<Observation> {
+export async function observe(
+  kube: Kube,
+  mode: BrokerAccessMode,
+  qc: QueenCluster,
+  now: () => number = Date.now,
+  creds: BrokerCredentials = { token: null, problem: null, source: null },
+): Promise<Observation> {
   const spec = withDefaults(qc.spec);
   const { namespace, name } = qc.metadata;
   const [sts, pods, claims, services] = await Promise.all([
@@ -114,15 +126,19 @@ export async function observe(kube: Kube, mode: BrokerAccessMode, qc: QueenClust
       if (h) health[p.ordinal] = h;
     }),
   );
+  let refused: { status: number; error: string } | null = null;
   const views = await Promise.all(
     answering
       .filter((p) => health[p.ordinal])
       .map(async (p) => {
         const base = brokerBase(mode, qc, spec, p);
-        const view = base ? await readMembership(base) : null;
-        return view ? { view, via: p.ordinal } : null;
+        const a = base ? await readMembershipAnswer(base, undefined, creds.token) : null;
+        if (a?.refused) refused = a.refused;
+        return a?.view ? { view: a.view, via: p.ordinal } : null;
       }),
   );
+  const r = refused as { status: number; error: string } | null;
+  const brokerAuth = creds.problem ?? (r ? refusedWords(creds, r.status, r.error) : null);
   // Only a leader's own view (a follower relays it verbatim) says who is live and caught up now; a
   // follower's aged view of a leader it cannot reach is no ground for a decision.
   const withLeader = views.filter(
@@ -143,5 +159,6 @@ export async function observe(kube: Kube, mode: BrokerAccessMode, qc: QueenClust
     health,
     membership: best?.view ?? null,
     membershipVia: best?.via ?? null,
+    brokerAuth,
   };
 }

@@ -10,7 +10,7 @@ import type { Phase, QueenCluster, QueenClusterStatus } from '../crd/schema.ts';
 import { assess, type Assessment } from '../workflows/plan/assess.ts';
 import { decide, neededOperation } from '../workflows/plan/decide.ts';
 import { readAnnotations } from '../crd/annotations.ts';
-import { stallMemoryFromStatus, trackStalls, type StallMemory } from '../workflows/plan/stalls.ts';
+import { answeringNodes, stallMemoryFromStatus, trackStalls, type StallMemory } from '../workflows/plan/stalls.ts';
 import { setVoters } from './broker.ts';
 import { beat, observeCluster, opLogger, pause, probeThrough, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
 import { serveAgain } from './drain.ts';
@@ -81,7 +81,7 @@ async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: Observer
   const term = obs.membership?.term ?? null;
   if (term !== null && typeof state.lastTerm === 'number' && term !== state.lastTerm) leaderChanges.inc({ namespace: ref.namespace, name: ref.name });
   const lastTerm = term ?? state.lastTerm ?? null;
-  const memory = trackStalls(state.memory ?? stallMemoryFromStatus(qc.status?.members, obs.at), obs.membership, obs.at);
+  const memory = trackStalls(state.memory ?? stallMemoryFromStatus(qc.status?.members, obs.at), obs.membership, obs.at, answeringNodes(obs));
   // The last probe is the newest of this observer's and any other's (an operation's gate probes
   // write status too): a formation that ended with a committed write is not "no pod answers".
   let lastProbe = state.lastProbe;
@@ -148,11 +148,31 @@ async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: Observer
   if (comparable !== lastWritten || status.lastProbeTime) {
     try {
       // The resourceVersion makes this a compare-and-set: an operation that began since the read
-      // keeps its phase and message.
-      await patchClusterStatus(deps.kube, ref.namespace, ref.name, status, running ? undefined : qc.metadata.resourceVersion);
+      // keeps its phase and message, and one that ended keeps the conditions it wrote (Progressing
+      // False), which a write from before its end would otherwise turn back to True.
+      await patchClusterStatus(deps.kube, ref.namespace, ref.name, status, qc.metadata.resourceVersion);
     } catch (err) {
       if (!isConflict(err)) throw err;
-      return { state: { memory, lastProbe, lastPhase: state.lastPhase, lastTerm, warned, joint }, written: '' };
+      // While an operation writes its steps the object changes often: the observed fields are
+      // written again at once from a fresh read (the operation's phase and message are its own).
+      const fresh = running ? await getCluster(deps.kube, ref.namespace, ref.name) : null;
+      if (!fresh?.status?.operation || fresh.status.operation.type !== running?.type) {
+        return { state: { memory, lastProbe, lastPhase: state.lastPhase, lastTerm, warned, joint }, written: '' };
+      }
+      const again = { ...status, conditions: clusterConditions(fresh.status.conditions, {
+        phase: (fresh.status.phase ?? phase) as Phase,
+        message: fresh.status.message ?? message,
+        operation: { type: fresh.status.operation.type, step: fresh.status.operation.step ?? null },
+        paused: readAnnotations(fresh.metadata.annotations).pause,
+        generation: fresh.metadata.generation,
+        now: new Date(),
+      }) };
+      try {
+        await patchClusterStatus(deps.kube, ref.namespace, ref.name, again, fresh.metadata.resourceVersion);
+      } catch (second) {
+        if (!isConflict(second)) throw second;
+        return { state: { memory, lastProbe, lastPhase: state.lastPhase, lastTerm, warned, joint }, written: '' };
+      }
     }
     lastWritten = comparable;
   }
@@ -197,7 +217,7 @@ async function finishJointLeftBehind(
   const voters = sets[sets.length - 1]!;
   const what = `finishing a voter change left half done: voters [${voters.join(',')}]`;
   const log = opLogger(deps, { namespace: qc.metadata.namespace, name: qc.metadata.name, uid: qc.metadata.uid ?? '' });
-  const r = await changeThroughLeader(deps, qc, obs, qc.status?.phase ?? 'Degraded', what, voters[0] ?? 0, (base) => setVoters(base, voters));
+  const r = await changeThroughLeader(deps, qc, obs, qc.status?.phase ?? 'Degraded', what, voters[0] ?? 0, (base, token) => setVoters(base, voters, token));
   if ('hold' in r) {
     log.warn({ joint: sets }, r.hold.message);
     return { sets, since };

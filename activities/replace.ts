@@ -10,6 +10,7 @@ import { deleteClaimByUid, deletePodByUid, patchClusterAnnotations } from './kub
 import { drainPod, drainTarget, setServing, type DrainTarget } from './drain.ts';
 import { changeThroughLeader, removalHold } from './membership.ts';
 import { names, nodeIdOf } from './resources.ts';
+import { liveClaimAt, memberOf, podAt } from '../workflows/plan/observation.ts';
 
 export interface Replacement {
   pod: string;
@@ -43,7 +44,7 @@ export function replaceActivities(deps: ActivityDeps) {
         }
         const { ordinal } = asked;
         if (!obs.membership) return { hold: { phase: 'Replacing', message: `replacing pod ${ordinal}: waiting for a leader's view of the membership`, gate: 'leader-known' } };
-        const claim = obs.claims.find((c) => c.ordinal === ordinal && !c.terminating);
+        const claim = liveClaimAt(obs, ordinal);
         if (!claim) return { hold: { phase: 'Replacing', message: `pod ${ordinal} has no volume claim to replace yet`, gate: 'claim-exists' } };
         await stepEvent(deps, qc, 'ReplaceStarted', `replacing pod ${ordinal}`);
         return { done: { replacement: { pod, ordinal, nodeId: nodeIdOf(ordinal), claimUid: claim.uid } } };
@@ -82,7 +83,7 @@ export function replaceActivities(deps: ActivityDeps) {
           }
           const pod = drainTarget(obs, r.ordinal);
           if (pod && pod.uid !== drained?.uid) return { done: { drain: pod } };
-          const c = await changeThroughLeader(deps, qc, obs, 'Replacing', what, r.nodeId, (base) => removeMember(base, r.nodeId));
+          const c = await changeThroughLeader(deps, qc, obs, 'Replacing', what, r.nodeId, (base, token) => removeMember(base, r.nodeId, token));
           if ('hold' in c) return c;
           await stepEvent(deps, qc, 'RemoveMember', what);
           return { done: 'left' };
@@ -115,10 +116,13 @@ export function replaceActivities(deps: ActivityDeps) {
           await stepEvent(deps, qc, 'WipeVolume', message);
           said = true;
         }
-        // The claim is held (pvc-protection) while a pod uses it: the pod that runs on it goes too,
-        // out of the client Services first if it is still in them.
-        const pod = obs.pods.find((p) => p.ordinal === r.ordinal);
-        if (pod && !pod.terminating && pod.running) {
+        // The claim is held (pvc-protection) while a pod scheduled with it exists: that pod goes too,
+        // running or not (one still waiting for the volume to be attached to its node holds it as
+        // well, and could never mount a claim being deleted). A successor the scheduler cannot
+        // place, for its claim is being deleted, holds nothing. One still in the client Services
+        // leaves them first.
+        const pod = podAt(obs, r.ordinal);
+        if (pod && !pod.terminating && !pod.unschedulable) {
           const words = { phase: 'Replacing' as const, what: message, event: `taking pod ${r.ordinal} out of the client Service before it is deleted` };
           await drainPod(deps, ref, { ordinal: r.ordinal, name: pod.name, uid: pod.uid, ip: pod.ip }, words);
           await deletePodByUid(deps.kube, ref.namespace, pod.name, pod.uid);
@@ -132,8 +136,8 @@ export function replaceActivities(deps: ActivityDeps) {
       await holdUntil<true>(deps, ref, async () => {
         const qc = await loadCluster(deps, ref);
         const obs = await observeCluster(deps, qc);
-        const pod = obs.pods.find((p) => p.ordinal === r.ordinal);
-        const claim = obs.claims.find((c) => c.ordinal === r.ordinal && !c.terminating);
+        const pod = podAt(obs, r.ordinal);
+        const claim = liveClaimAt(obs, r.ordinal);
         if (!obs.statefulSet || obs.statefulSet.terminating) {
           return { hold: { phase: 'Replacing', message: `the StatefulSet ${ref.name} is gone: the cluster has to be formed again before node ${r.nodeId} is added`, gate: 'statefulset-present' } };
         }
@@ -147,8 +151,8 @@ export function replaceActivities(deps: ActivityDeps) {
       await holdUntil<true>(deps, ref, async () => {
         const qc = await loadCluster(deps, ref);
         const obs = await observeCluster(deps, qc);
-        const member = obs.membership?.members.find((x) => x.nodeId === r.nodeId);
-        const pod = obs.pods.find((p) => p.ordinal === r.ordinal);
+        const member = memberOf(obs.membership, r.nodeId);
+        const pod = podAt(obs, r.ordinal);
         if (!member?.voter || !member.live || !pod?.ready) {
           return { hold: { phase: 'Replacing', message: `waiting for pod ${r.ordinal} to be a Ready voter`, gate: 'pod-ready' } };
         }

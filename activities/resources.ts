@@ -26,6 +26,7 @@ export const names = {
   headlessService: (name: string) => `${name}-headless`,
   proxyService: (name: string) => `${name}-proxy`,
   disruptionBudget: (name: string) => name,
+  networkPolicy: (name: string) => name,
   pod: (name: string, ordinal: number) => `${name}-${ordinal}`,
   claim: (name: string, ordinal: number) => `data-${name}-${ordinal}`,
 };
@@ -362,6 +363,72 @@ export function disruptionBudget(qc: QueenCluster): V1PodDisruptionBudget {
   };
 }
 
+/** The namespace the operator runs in, whose pods may reach the broker port (unknown outside a cluster). */
+let operatorNamespace: string | null = null;
+export function setOperatorNamespace(ns: string | null): void {
+  operatorNamespace = ns;
+}
+
+/** The label of the pods, in any namespace, that are let through to the broker port. */
+export const CLIENT_LABEL = 'queenmq.com/client';
+
+/**
+ * The cluster's NetworkPolicy (spec.networkPolicy.enabled, on by default): the raft port from the
+ * cluster's own pods only; the broker port from them, from the operator's namespace and from pods
+ * labelled queenmq.com/client=true in any namespace; the proxy and Kafka ports, which have their
+ * own authentication and clients outside, from anywhere. Null when turned off.
+ */
+/** A NetworkPolicy as the API takes it (the client's model names `from` `_from`). */
+export interface NetworkPolicyObject {
+  apiVersion: 'networking.k8s.io/v1';
+  kind: 'NetworkPolicy';
+  metadata: { name: string; namespace: string; labels: Record<string, string>; ownerReferences: ReturnType<typeof ownerReference>[] };
+  spec: {
+    podSelector: { matchLabels: Record<string, string> };
+    policyTypes: string[];
+    ingress: { from?: NetworkPolicyPeer[]; ports: { protocol: string; port: number }[] }[];
+  };
+}
+type NetworkPolicyPeer = { podSelector?: { matchLabels: Record<string, string> }; namespaceSelector?: { matchLabels?: Record<string, string> } };
+
+export function networkPolicy(qc: QueenCluster): NetworkPolicyObject | null {
+  const spec = withDefaults(qc.spec);
+  if (!spec.networkPolicy.enabled) return null;
+  const name = qc.metadata.name;
+  const own: NetworkPolicyPeer = { podSelector: { matchLabels: selectorLabels(name) } };
+  const brokerFrom: NetworkPolicyPeer[] = [own, { namespaceSelector: {}, podSelector: { matchLabels: { [CLIENT_LABEL]: 'true' } } }];
+  if (operatorNamespace) brokerFrom.push({ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': operatorNamespace } } });
+  const open = [
+    ...(spec.proxy.enabled ? [{ protocol: 'TCP', port: spec.proxy.port }] : []),
+    ...(spec.kafka.enabled ? [{ protocol: 'TCP', port: spec.kafka.port }] : []),
+  ];
+  return {
+    apiVersion: 'networking.k8s.io/v1',
+    kind: 'NetworkPolicy',
+    metadata: {
+      name: names.networkPolicy(name),
+      namespace: qc.metadata.namespace,
+      labels: objectLabels(name),
+      ownerReferences: [ownerReference(qc)],
+    },
+    spec: {
+      podSelector: { matchLabels: selectorLabels(name) },
+      policyTypes: ['Ingress'],
+      ingress: [
+        { from: [own], ports: [{ protocol: 'TCP', port: spec.raftPort }] },
+        { from: brokerFrom, ports: [{ protocol: 'TCP', port: spec.port }] },
+        ...(open.length ? [{ ports: open }] : []),
+      ],
+    },
+  };
+}
+
+/** The objects applied beside the StatefulSet: the Services, the budget, the NetworkPolicy when on. */
+export function clusterObjects(qc: QueenCluster) {
+  const policy = networkPolicy(qc);
+  return [...services(qc), disruptionBudget(qc), ...(policy ? [policy] : [])];
+}
+
 /**
  * The hash of everything rendered from the spec that a rolling operation applies (the pod
  * template, the Services, the budget, the StatefulSet's own settings), except the pod count and
@@ -375,6 +442,8 @@ export function specHash(qc: QueenCluster): string {
     services: services(qc).map((s) => s.spec),
     budget: disruptionBudget(qc).spec,
     minReadySeconds: spec.minReadySeconds,
+    // Absent when off, so that clusters of before it keep their hash until it is on.
+    ...(spec.networkPolicy.enabled ? { networkPolicy: networkPolicy(qc)!.spec } : {}),
   };
   return shortHash(rendered);
 }

@@ -1,7 +1,7 @@
 // What the observation says in status: leader, term, voters, members, version. Pure functions,
 // written by the observer with a merge patch.
 import type { Condition, MemberStatus, Phase, QueenClusterStatus } from '../crd/schema.ts';
-import type { Observation } from '../workflows/plan/observation.ts';
+import { memberOf, type Observation, podAt } from '../workflows/plan/observation.ts';
 import { behindSince, type StallMemory } from '../workflows/plan/stalls.ts';
 import { imageTag } from './resources.ts';
 
@@ -12,7 +12,7 @@ import { imageTag } from './resources.ts';
 export function podVersion(obs: Observation, ordinal: number): string | null {
   const h = obs.health[ordinal];
   if (h?.version) return h.version;
-  const image = obs.pods.find((p) => p.ordinal === ordinal)?.image;
+  const image = podAt(obs, ordinal)?.image;
   return image ? imageTag(image) : null;
 }
 
@@ -51,8 +51,8 @@ export function memberStatuses(obs: Observation, memory: StallMemory): MemberSta
     .sort((a, b) => a - b)
     .map((nodeId) => {
       const ordinal = nodeId - 1;
-      const pod = obs.pods.find((p) => p.ordinal === ordinal);
-      const member = obs.membership?.members.find((m) => m.nodeId === nodeId);
+      const pod = podAt(obs, ordinal);
+      const member = memberOf(obs.membership, nodeId);
       const entry: MemberStatus = {
         nodeId,
         pod: `${obs.name}-${ordinal}`,

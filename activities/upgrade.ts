@@ -15,12 +15,12 @@ import { podAt, type Observation, type PodObservation } from '../workflows/plan/
 import { canaryProblem, canaryUp, newVersionFailure, readyAndLive, timeLeftText, type CanaryStart, type ProgressWatch } from '../workflows/plan/progress.ts';
 import { nextRestart, outdatedPods, type RestartPick } from '../workflows/plan/restarts.ts';
 import { probeWrite } from './broker.ts';
-import { holdUntil, loadCluster, observeCluster, probeThrough, stepEvent, type ActivityDeps, type ClusterRef, type Hold } from './common.ts';
+import { brokerToken, holdUntil, loadCluster, observeCluster, probeThrough, stepEvent, type ActivityDeps, type ClusterRef, type Hold } from './common.ts';
 import { gateOptions, recordProbe, stallMemory, stopHold } from './gate.ts';
-import { applyObject, getStatefulSet, listPods, patchClusterStatus, rawRequest } from './kube.ts';
+import { applyObject, deleteOwnedNetworkPolicy, getStatefulSet, listPods, patchClusterStatus, rawRequest } from './kube.ts';
 import { brokerBase, podObservation } from './observe.ts';
 import { labelServing } from './drain.ts';
-import { CONTAINER, disruptionBudget, imageRef, imageTag, keptShape, names, peersFor, podTemplate, SERVING_LABEL, services, specHash, statefulSet } from './resources.ts';
+import { CONTAINER, clusterObjects, imageRef, imageTag, keptShape, names, networkPolicy, peersFor, podTemplate, SERVING_LABEL, specHash, statefulSet } from './resources.ts';
 import { podVersion } from './status.ts';
 
 /** Where a rollback goes: the template recorded before the first pod moved. */
@@ -212,7 +212,8 @@ export function upgradeActivities(deps: ActivityDeps) {
       const before = live.spec?.template.metadata?.annotations?.[ANNOTATIONS.configHash];
       // Pods made before the serving label get it before the client Services select on it.
       await labelServing(deps, ref);
-      for (const obj of [...services(qc), disruptionBudget(qc)]) await applyObject(deps.kube, obj);
+      for (const obj of clusterObjects(qc)) await applyObject(deps.kube, obj);
+      if (!networkPolicy(qc)) await deleteOwnedNetworkPolicy(deps.kube, qc, names.networkPolicy(ref.name));
       await applyObject(deps.kube, statefulSet(qc, shape));
       if (before !== hash) {
         await stepEvent(deps, qc, 'UpdateTemplate', `the pod template now runs ${imageRef(spec)}; pods restart one at a time`);
@@ -344,7 +345,7 @@ export function upgradeActivities(deps: ActivityDeps) {
         if (!problem) {
           const pod = podAt(obs, o)!;
           const base = brokerBase(deps.settings.brokerAccess, qc, spec, pod);
-          const probe = base ? await probeWrite(base, `pod ${o}`) : { ok: false as const, error: `pod ${o} has no address` };
+          const probe = base ? await probeWrite(base, `pod ${o}`, undefined, undefined, await brokerToken(deps, qc)) : { ok: false as const, error: `pod ${o} has no address` };
           if (!probe.ok) problem = { reason: `a write through pod ${o} does not commit: ${probe.error}`, fatal: false };
         }
         if (problem) {

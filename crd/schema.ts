@@ -99,6 +99,33 @@ export const specSchema = {
         },
       },
     },
+    adminTokenSecret: {
+      type: 'object',
+      required: ['name', 'key'],
+      description:
+        'For brokers run with JWT_ENABLED=true: a Secret key in the same namespace holding a bearer token with the Admin role, which ' +
+        'the operator sends on the membership API. The operator reads it with get on that one Secret: grant it that (see the README).',
+      properties: {
+        name: { type: 'string', minLength: 1, maxLength: 253, 'x-kubernetes-validations': [subdomainRule('a Secret name')] },
+        key: {
+          type: 'string',
+          minLength: 1,
+          maxLength: 253,
+          pattern: '^[-._a-zA-Z0-9]+$',
+          description: 'The key in the Secret: letters, digits, -, _ and . only, as a Secret key is.',
+        },
+      },
+    },
+    networkPolicy: {
+      type: 'object',
+      default: {},
+      description:
+        'A NetworkPolicy for the pods: the raft port from the cluster\'s own pods only; the broker port from them, from the ' +
+        "operator's namespace and from pods labelled queenmq.com/client=true in any namespace; the proxy and Kafka ports from anywhere.",
+      properties: {
+        enabled: { type: 'boolean', default: true, description: 'false: no NetworkPolicy (an existing one is deleted).' },
+      },
+    },
     resources: {
       ...resources,
       description:

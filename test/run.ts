@@ -2,7 +2,8 @@
 // then one closing line `N passed, N failed` (type checking counts as one test).
 // Arguments go to vitest, e.g. `npm test -- --project unit`.
 //
-// The `unit` project runs first and alone, then the `testbed` project, then `install` (the
+// The `unit` project runs first and alone, then the `testbed` project (two scenarios at a time,
+// then those that act on a whole node, alone), then `install` (the
 // README's cluster-wide install, in a test bed of its own): the simulator's own tests
 // time a protocol of 300 ms elections, and the end-to-end scenarios put a control plane, a Temporal
 // server and clusters of simulated nodes on the same two cores. Run side by side, each slows the
@@ -51,6 +52,9 @@ function runVitest(label: string, args: string[]): void {
   }
 }
 
+/** Scenarios that act on a test bed node every other scenario's pods may run on. */
+const ALONE = ['test/testbed/nodes.test.ts', 'test/e2e/upgrade-drain.test.ts'];
+
 // The benchmarks are not tests: `npm run bench` runs them.
 const args = process.argv.slice(2);
 if (args.some((a) => a.startsWith('--project'))) {
@@ -59,7 +63,13 @@ if (args.some((a) => a.startsWith('--project'))) {
   // A file filter may match files of one project only: the other then has nothing to run.
   const filtered = args.length > 0 ? ['--passWithNoTests'] : [];
   runVitest('unit', ['--project', 'unit', ...filtered, ...args]);
-  runVitest('testbed', ['--project', 'testbed', ...filtered, ...args]);
+  // The scenarios run two at a time: most of their time is spent waiting for pods, elections and
+  // gates, not computing. Those that act on a whole test bed node (stop it, cordon or drain it)
+  // would disrupt the scenario beside them: they run afterwards, alone.
+  runVitest('testbed', ['--project', 'testbed', '--maxWorkers=2', ...ALONE.flatMap((f) => ['--exclude', f]), ...filtered, ...args]);
+  const filters = args.filter((a) => !a.startsWith('-'));
+  const alone = filters.length > 0 ? ALONE.filter((f) => filters.some((x) => f.includes(x))) : ALONE;
+  if (alone.length > 0) runVitest('testbed-alone', ['--project', 'testbed', '--maxWorkers=1', ...args.filter((a) => a.startsWith('-')), ...alone]);
   // The cluster-wide install, in a test bed of its own (it would act on the other scenarios' clusters).
   runVitest('install', ['--project', 'install', ...filtered, ...args]);
 }

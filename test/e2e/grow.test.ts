@@ -7,7 +7,7 @@ import { AppsV1Api } from '@kubernetes/client-node';
 import { afterEach, expect, it } from 'vitest';
 import { control } from '../testbed/client.ts';
 import { startLoad } from '../testbed/load.ts';
-import { clusterEvents, expectEveryPushFirstTry, formed, LOAD_RATE, monitor, patchSpec, scenario, seedSpec, sleep, waitForCluster, type Scenario } from './harness.ts';
+import { clusterEvents, expectEveryPushFirstTry, formed, LOAD_RATE, monitor, patchSpec, scenario, seedSpec, sleep, voterIps, waitForCluster, type Scenario } from './harness.ts';
 import { recordHistory, workflowRuns } from './temporal.ts';
 
 let s: Scenario | null = null;
@@ -64,4 +64,43 @@ it('grow: a class that does not allow expansion is Blocked with the API server\'
     'the volume of pod 0 cannot grow: persistentvolumeclaims "data-queen-0" is forbidden: only dynamically provisioned pvc can be resized and the storageclass that provisions the pvc must support resize',
   );
   expect(blocked.status?.operation).toMatchObject({ type: 'GrowVolumes', gate: 'volume-can-grow' });
+});
+
+it('grow: a class that grows the file system while the pods run restarts nobody, and the brokers see the new size', async () => {
+  s = await scenario('growonline');
+  await formed(s, seedSpec({ storage: { size: '1Gi', storageClassName: 'queen-online' } }));
+  const watch = monitor(s);
+  await patchSpec(s, { storage: { size: '2Gi', storageClassName: 'queen-online' } });
+  await waitForCluster(s, 'every volume 2Gi', (q) => q.status?.lastOperation?.type === 'GrowVolumes' && q.status?.lastOperation?.result === 'Succeeded' && q.status?.phase === 'Ready', 300_000);
+  await watch.stop();
+  expect((await clusterEvents(s)).filter((e) => e.reason === 'RestartPod')).toEqual([]);
+  for (let o = 0; o < 3; o++) expect(watch.uids.get(`queen-${o}`), `queen-${o}`).toHaveLength(1);
+  // The running brokers' disk gate counts against the new size.
+  for (const ip of await voterIps(s)) {
+    const info = (await (await fetch(`http://${ip}:6632/_sim/info`)).json()) as { volumeBytes: number };
+    expect(info.volumeBytes).toBe(2 * 1024 ** 3);
+  }
+});
+
+it('grow: a size the storage refuses after the API server accepted it is Blocked with the storage\'s words', async () => {
+  s = await scenario('growlimited');
+  await formed(s, seedSpec({ storage: { size: '1Gi', storageClassName: 'queen-limited' } }));
+  await patchSpec(s, { storage: { size: '3Gi', storageClassName: 'queen-limited' } });
+  const blocked = await waitForCluster(s, 'Blocked', (q) => q.status?.phase === 'Blocked', 120_000);
+  expect(blocked.status?.message).toMatch(
+    /^the volume of pod \d cannot grow to 3Gi: resize volume "pvc-[0-9a-f-]+" by resizer "testbed\.queen\.local" failed: rpc error: code = OutOfRange desc = the requested size 3Gi exceeds the largest volume of class queen-limited, 2Gi$/,
+  );
+  expect(blocked.status?.operation).toMatchObject({ type: 'GrowVolumes', gate: 'volume-can-grow' });
+});
+
+it('grow: a storage backend that fails and retries is shown with its error, and the growth finishes once it answers', async () => {
+  s = await scenario('growfailing');
+  await formed(s, seedSpec({ storage: { size: '1Gi' } }));
+  await control.setResizeFailing(s.ns, true);
+  await patchSpec(s, { storage: { size: '2Gi' } });
+  const failing = await waitForCluster(s, 'the resizer error shown', (q) => /but its storage fails and tries again/.test(q.status?.message ?? ''), 120_000);
+  expect(failing.status?.phase).toBe('Resizing');
+  expect(failing.status?.message).toMatch(/^the volume of pod \d is growing to 2Gi, but its storage fails and tries again: resize volume .* rpc error: code = Unavailable desc = the storage backend did not answer/);
+  await control.setResizeFailing(s.ns, false);
+  await waitForCluster(s, 'every volume 2Gi', (q) => q.status?.lastOperation?.type === 'GrowVolumes' && q.status?.lastOperation?.result === 'Succeeded' && q.status?.phase === 'Ready', 300_000);
 });

@@ -14,7 +14,8 @@ import { inject } from 'vitest';
 import { isMap, isSeq, parseAllDocuments } from 'yaml';
 import { expect } from 'vitest';
 import { GROUP, PLURAL, VERSION, type QueenCluster, type QueenClusterSpec } from '../../crd/schema.ts';
-import { verifyAcknowledged, type Load, type LoadReport } from '../testbed/load.ts';
+import { control } from '../testbed/client.ts';
+import { startLoad, verifyAcknowledged, type Load, type LoadReport } from '../testbed/load.ts';
 
 const MAIN = fileURLToPath(new URL('../../main.ts', import.meta.url));
 const NAMESPACED = fileURLToPath(new URL('../../deploy/namespaced.yaml', import.meta.url));
@@ -252,14 +253,33 @@ export interface Scenario {
 let counter = 0;
 
 /**
- * A namespace of its own with the Secret of seed 000, and a Temporal client. With `namespace`, a
- * namespace of that name that the test itself creates (as a user would).
+ * The simulator settings every scenario's brokers run with (the test bed is not kinder than
+ * production): messages of 4 KiB, a link of 20 MB/s to each follower, a boot that replays 50 MB/s
+ * (simulated time, × the time factor). Scenarios that need a large store take BIG_STORE.
  */
-export async function scenario(prefix: string, opts: { secret?: boolean; namespace?: string } = {}): Promise<Scenario> {
+export const REALISTIC_SIM: Record<string, string> = { QUEEN_SIM_ENTRY_BYTES: '4Ki', QUEEN_SIM_BANDWIDTH: '20M', QUEEN_SIM_REPLAY_RATE: '50M' };
+/**
+ * Messages of 16 KiB, a link of 3 MB/s to each follower and a replay of 4 MB/s (15 and 20 MB/s at
+ * the time factor 0.2; the link carries 500 messages a second with room to spare): with
+ * buildStore(s, 12000), about 200 MB, a restarted pod replays for about 10 s before it serves, and
+ * a new learner's snapshot (the log is kept for 1000 entries past the store, so a learner gets one)
+ * crosses the link in about 13 s, within the 60 s + size / 10 MB/s the broker gives it, then the
+ * learner restarts (exit 75) and replays it.
+ */
+export const BIG_STORE: Record<string, string> = { QUEEN_SIM_ENTRY_BYTES: '16Ki', QUEEN_SIM_BANDWIDTH: '3M', QUEEN_SIM_REPLAY_RATE: '4M', QUEEN_RAFT_LOG_KEEP: '1000' };
+export const BIG_STORE_MESSAGES = 12_000;
+
+/**
+ * A namespace of its own with the Secret of seed 000, and a Temporal client. With `namespace`, a
+ * namespace of that name that the test itself creates (as a user would). `sim`: the simulator
+ * settings of its brokers (default REALISTIC_SIM).
+ */
+export async function scenario(prefix: string, opts: { secret?: boolean; namespace?: string; sim?: Record<string, string> } = {}): Promise<Scenario> {
   const kc = adminKubeConfig();
   const core = kc.makeApiClient(CoreV1Api);
   const custom = kc.makeApiClient(CustomObjectsApi);
   const ns = opts.namespace ?? `${prefix}-${process.pid.toString(36)}${(counter++).toString(36)}${Date.now().toString(36).slice(-4)}`;
+  await control.setSimEnv(ns, opts.sim ?? REALISTIC_SIM);
   if (!opts.namespace) await core.createNamespace({ body: { metadata: { name: ns } } });
   if (opts.secret !== false && !opts.namespace) await createSecret(core, ns);
   const connection = await Connection.connect({ address: testbed().temporal.address });
@@ -423,6 +443,17 @@ export async function formed(s: Scenario, spec: QueenClusterSpec, name = 'queen'
     240_000,
     name,
   );
+}
+
+/**
+ * A store of `messages` messages (× the namespace's message size): pushed through the client
+ * Service at 500 a second, 50 pushes of 10, and all acknowledged.
+ */
+export async function buildStore(s: Scenario, messages: number): Promise<void> {
+  const load = startLoad({ kubeConfig: s.kc, namespace: s.ns, service: 'queen', rate: 500, batch: 10, queue: 'store' });
+  await waitFor(`${messages} messages of history acknowledged`, async () => load.progress().acknowledged >= messages, 300_000, () => JSON.stringify(load.progress()));
+  const report = await load.stop();
+  if (report.unacknowledged.length) throw new Error(`the store's messages were not all acknowledged: ${report.unacknowledged.length} left`);
 }
 
 /** The pod IPs of the voters, from the API server. */

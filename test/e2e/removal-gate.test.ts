@@ -55,8 +55,7 @@ it('removal-gate: a healthy node does not leave while another voter is stalled; 
     300_000,
   );
   expect(done.metadata.annotations?.['queenmq.com/replace-pod']).toBeUndefined();
-  const steps = (await clusterEvents(s)).filter((e) => STEPS.includes(e.reason!)).map((e) => e.message);
-  expect(steps).toEqual([
+  const expected = [
     `replacing pod ${stale - 1}`,
     `removing node ${stale} from the membership`,
     `deleting the volume of pod ${stale - 1}`,
@@ -67,7 +66,13 @@ it('removal-gate: a healthy node does not leave while another voter is stalled; 
     'removing the pods above node 2',
     'removing node 2 from the membership',
     'removing the pods above node 1',
-  ]);
+  ];
+  // A step said twice (node 2 leaves in the replacement and again in the scale, when node 2 was
+  // the stale one) is one Event with a count, at the time it was last said.
+  const folded = expected.filter((m, i) => expected.lastIndexOf(m) === i);
+  const steps = (await clusterEvents(s)).filter((e) => STEPS.includes(e.reason!));
+  expect(steps.map((e) => e.message)).toEqual(folded);
+  expect(steps.map((e) => e.count ?? 1)).toEqual(folded.map((m) => expected.filter((x) => x === m).length));
   const runs = await settledRuns(s, `queencluster/${s.ns}/queen`);
   expect(runs.map((r) => [r.type, r.status])).toEqual([
     ['formCluster', 'COMPLETED'],

@@ -8,7 +8,7 @@
 import { afterEach, expect, it } from 'vitest';
 import { control } from '../testbed/client.ts';
 import { startLoad } from '../testbed/load.ts';
-import { annotate, clusterEvents, expectEveryPushFirstTry, formed, getCluster, LOAD_RATE, pods, scenario, seedSpec, sleep, waitFor, waitForCluster, type Scenario } from './harness.ts';
+import { annotate, BIG_STORE, BIG_STORE_MESSAGES, buildStore, clusterEvents, expectEveryPushFirstTry, formed, getCluster, LOAD_RATE, pods, scenario, seedSpec, sleep, waitFor, waitForCluster, type Scenario } from './harness.ts';
 import { recordHistory, workflowRuns } from './temporal.ts';
 
 let s: Scenario | null = null;
@@ -24,9 +24,11 @@ async function claimUid(sc: Scenario, ordinal: number) {
 }
 
 it('replace: a stale voter is replaced in the order that keeps the cluster whole', async () => {
-  s = await scenario('replace');
+  // A store of about 200 MB: the new learner's snapshot takes about 13 s to cross the link.
+  s = await scenario('replace', { sim: BIG_STORE });
   await s.install({ stallAfter: '5s', probeInterval: '5s' });
   const qc = await formed(s, seedSpec());
+  await buildStore(s, BIG_STORE_MESSAGES);
   // A cluster with some history: a wiped voter more than 1000 entries behind says 503 settling,
   // so no client is routed to it (closer than that it still says 200 and its clients hang: F2).
   const history = startLoad({ kubeConfig: s.kc, namespace: s.ns, service: 'queen', rate: 250, queue: 'history' });

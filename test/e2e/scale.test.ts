@@ -6,7 +6,7 @@
 // push is acknowledged on its first try, and nothing acknowledged is lost.
 import { afterEach, expect, it } from 'vitest';
 import { startLoad } from '../testbed/load.ts';
-import { clusterEvents, expectEveryPushFirstTry, formed, LOAD_RATE, getCluster, patchSpec, pods, scenario, seedSpec, sleep, waitFor, waitForCluster, type Scenario } from './harness.ts';
+import { BIG_STORE, BIG_STORE_MESSAGES, buildStore, clusterEvents, expectEveryPushFirstTry, formed, getCluster, LOAD_RATE, patchSpec, pods, scenario, seedSpec, sleep, waitFor, waitForCluster, type Scenario } from './harness.ts';
 import { recordHistory, workflowRuns } from './temporal.ts';
 
 let s: Scenario | null = null;
@@ -27,8 +27,10 @@ async function expectAllServing(sc: Scenario) {
 }
 
 it('scale: 3 to 5 voters and back to 3 under load', async () => {
-  s = await scenario('scale');
+  // A store of about 200 MB: each new learner's snapshot takes about 13 s to cross the link.
+  s = await scenario('scale', { sim: BIG_STORE });
   await formed(s, seedSpec());
+  await buildStore(s, BIG_STORE_MESSAGES);
   const load = startLoad({ kubeConfig: s.kc, namespace: s.ns, service: 'queen', rate: LOAD_RATE });
   // The voter counts status shows, in order, going up and then going down.
   const voterCounts: { up: number[]; down: number[] } = { up: [], down: [] };

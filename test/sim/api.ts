@@ -2,9 +2,10 @@
 // probe, a minimal queue, node diagnostics, the test-only /_sim/ routes) and the Raft RPC port.
 
 import * as http from 'node:http';
-import { randomUUID } from 'node:crypto';
+import { createHmac, randomUUID, timingSafeEqual } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
 import type { Logger, SimConfig } from './config.ts';
-import { readBody, sendJson, type Net } from './net.ts';
+import { dropRequest, readBody, sendJson, type Net } from './net.ts';
 import { retry503, type Answer, type ChangeOp, type RaftNode } from './raft.ts';
 import type { Command, PushItem } from './types.ts';
 import { allVoters } from './types.ts';
@@ -38,6 +39,35 @@ function parseJsonBody(text: string): { ok: true; value: unknown } | { ok: false
   }
 }
 
+/**
+ * JWT_ENABLED: a bearer token signed with JWT_SECRET (HS256), not expired, whose `role` (or one of
+ * its `roles`) is Admin. Returns why it is refused, or null.
+ */
+export function jwtRefusal(header: string | undefined, secret: string, now = Date.now()): { status: 401 | 403; error: string } | null {
+  const m = /^Bearer\s+(\S+)$/i.exec(header ?? '');
+  if (!m) return { status: 401, error: 'this route needs a bearer token with the Admin role (JWT_ENABLED=true)' };
+  const parts = m[1]!.split('.');
+  if (parts.length !== 3) return { status: 401, error: 'the bearer token is not a JWT' };
+  const [h, p, sig] = parts as [string, string, string];
+  let head: { alg?: string };
+  let claims: { exp?: number; nbf?: number; role?: unknown; roles?: unknown };
+  try {
+    head = JSON.parse(Buffer.from(h, 'base64url').toString('utf8'));
+    claims = JSON.parse(Buffer.from(p, 'base64url').toString('utf8'));
+  } catch {
+    return { status: 401, error: 'the bearer token is not a JWT' };
+  }
+  if (head.alg !== 'HS256') return { status: 401, error: `the token's algorithm ${String(head.alg)} is not accepted (HS256)` };
+  const want = createHmac('sha256', secret).update(`${h}.${p}`).digest();
+  const got = Buffer.from(sig, 'base64url');
+  if (got.length !== want.length || !timingSafeEqual(got, want)) return { status: 401, error: 'the token\'s signature is not valid' };
+  if (typeof claims.exp === 'number' && claims.exp * 1000 <= now) return { status: 401, error: 'the token has expired' };
+  if (typeof claims.nbf === 'number' && claims.nbf * 1000 > now) return { status: 401, error: 'the token is not valid yet' };
+  const roles = [claims.role, ...(Array.isArray(claims.roles) ? claims.roles : [])].filter((r): r is string => typeof r === 'string');
+  if (!roles.some((r) => r.toLowerCase() === 'admin')) return { status: 403, error: 'this route needs the Admin role' };
+  return null;
+}
+
 function asId(v: unknown): number | null {
   return typeof v === 'number' && Number.isInteger(v) && v >= 0 ? v : null;
 }
@@ -57,6 +87,11 @@ export class ClientApi {
     this.logger = logger;
     this.hooks = hooks;
     this.server = http.createServer((req, res) => {
+      // A request the network drops (a node cut off, a partition, a NetworkPolicy) is never answered.
+      if (this.node.net.refuses(req.socket.remoteAddress, this.cfg.httpPort)) {
+        dropRequest(req);
+        return;
+      }
       this.inflight++;
       let counted = true;
       const done = () => {
@@ -141,6 +176,13 @@ export class ClientApi {
       return;
     }
 
+    if (p.startsWith('/api/v1/system/') && this.cfg.jwtEnabled) {
+      const refused = jwtRefusal(req.headers.authorization, this.cfg.jwtSecret!);
+      if (refused) {
+        sendJson(res, refused.status, { error: refused.error, code: refused.status === 401 ? 'unauthorized' : 'forbidden' });
+        return;
+      }
+    }
     if (p.startsWith('/api/v1/system/raft/membership')) {
       await this.membership(req, res, url, method);
       return;
@@ -289,6 +331,11 @@ export class ClientApi {
     const ns = decodeURIComponent(rest.slice(0, slash));
     const key = decodeURIComponent(rest.slice(slash + 1));
     if (method === 'GET') {
+      // A linearizable read: the leader's ReadIndex (a quorum round), applied on this node.
+      if (!(await this.node.linearizableRead(performance.now() + this.cfg.stmtTimeoutMs))) {
+        sendJson(res, 503, { error: 'no read point: the leader cannot confirm its majority, or none is known; retry', code: 'retry' }, { 'retry-after': '1' });
+        return;
+      }
       const cur = this.node.sm.kv[`${ns}/${key}`];
       if (!cur || (cur.expiresAt !== null && cur.expiresAt <= Date.now())) {
         sendJson(res, 200, { found: false });
@@ -452,6 +499,9 @@ export class ClientApi {
         dataDir: this.cfg.dataDir,
         clusterId: node.clusterId(),
         isolated: node.net.isolated,
+        partitioned: [...node.net.partitioned],
+        net: node.net.rules,
+        storeBytes: node.store.replayBytes(),
         gateClosed: node.gateClosed,
         usedBytes: node.store.usage(),
         volumeBytes: this.cfg.volumeBytes,
@@ -475,6 +525,14 @@ export class ClientApi {
       node.net.isolated = b.on === true;
       this.logger.warn(node.net.isolated ? 'isolated: all raft traffic dropped (/_sim/isolate)' : 'reconnected (/_sim/isolate)');
       sendJson(res, 200, { isolated: node.net.isolated });
+      return;
+    }
+    if (p === '/_sim/partition') {
+      // Cut this node from these addresses (both ways, as seen from this node): a partition.
+      const ips = Array.isArray(b.ips) ? b.ips.filter((x): x is string => typeof x === 'string') : [];
+      node.net.partitioned = new Set(ips);
+      this.logger.warn(ips.length ? 'partitioned from some peers (/_sim/partition)' : 'partition healed (/_sim/partition)', { ips });
+      sendJson(res, 200, { partitioned: ips });
       return;
     }
     if (p === '/_sim/fill') {
@@ -506,6 +564,10 @@ export function createRaftServer(node: RaftNode, cfg: SimConfig, net: Net, logge
   const server = http.createServer((req, res) => {
     if (net.isolated) {
       req.socket.destroy();
+      return;
+    }
+    if (net.refuses(req.socket.remoteAddress, cfg.raftPort)) {
+      dropRequest(req);
       return;
     }
     if (cfg.token !== null && req.headers['x-queen-raft-token'] !== cfg.token) {
@@ -554,10 +616,13 @@ export function createRaftServer(node: RaftNode, cfg: SimConfig, net: Net, logge
             sendJson(res, r.status, r.body);
             return;
           }
-          case '/raft/v1/read_index':
-            if (node.state === 'leader' && !node.isStopped()) sendJson(res, 200, { commit: node.commitIndex, term: node.term });
-            else sendJson(res, 503, { error: 'not the leader', leader: node.leaderId });
+          case '/raft/v1/read_index': {
+            // ReadIndex needs a quorum round: a leader cut off from its majority cannot answer.
+            const commit = node.state === 'leader' ? await node.readIndex(450) : null;
+            if (commit !== null) sendJson(res, 200, { commit, term: node.term });
+            else sendJson(res, 503, { error: node.state === 'leader' ? 'no quorum for the read' : 'not the leader', leader: node.leaderId });
             return;
+          }
           case '/raft/v1/members':
             if (node.state === 'leader' && !node.isStopped() && node.initialized()) sendJson(res, 200, { engine: 'raft', membership: node.leaderMembershipView() });
             else sendJson(res, 503, { error: 'not the leader', leader: node.leaderId });

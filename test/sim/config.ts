@@ -48,6 +48,22 @@ export interface SimConfig {
   appendBatch: number;
   legacy: boolean;
   clientOffload: boolean;
+  // Data that takes time (test-bed knobs; 0 = instantaneous, the old behaviour):
+  /** Bytes each message of a command entry (a KV put, a pushed message) counts for: the store grows by it. */
+  entryBytes: number;
+  /** Replication bandwidth to each follower, bytes per second of simulated time (scaled by the time factor). */
+  bandwidthBytes: number;
+  /** Boot replay rate of the store, bytes per second of simulated time. */
+  replayBytes: number;
+  /** What a new leader knows of the followers' progress: carried over from the last members view, or unknown until they answer. */
+  leaderProgress: 'carry' | 'unknown';
+  /** JWT_ENABLED: the /api/v1/system/* routes need a token with the Admin role (HS256, JWT_SECRET). */
+  jwtEnabled: boolean;
+  jwtSecret: string | null;
+  /** A file the test bed writes: network cut-off, partitions and NetworkPolicy refusals (re-read while running). */
+  netFile: string | null;
+  /** A file the test bed writes when the volume's file system grows while the node runs ({"bytes": N}). */
+  volumeFile: string | null;
 }
 
 export class BootError extends Error {}
@@ -57,6 +73,22 @@ function num(env: NodeJS.ProcessEnv, name: string, def: number, min = 0): number
   if (raw === undefined || raw.trim() === '') return def;
   const v = Number(raw.trim());
   if (!Number.isFinite(v) || v < min) throw new BootError(`${name}=${raw} is not a number >= ${min}`);
+  return v;
+}
+
+// A byte count: 1000, 64k, 10M, 1.5G, 2Gi, 64KiB ...
+export function parseBytes(raw: string): number | null {
+  const m = /^([0-9]+(?:\.[0-9]+)?)\s*(?:([kKMGT])(i?)B?|B)?$/.exec(raw.trim());
+  if (!m) return null;
+  const unit = m[2] ? { k: 1, K: 1, M: 2, G: 3, T: 4 }[m[2]]! : 0;
+  return Math.round(Number(m[1]) * (m[3] ? 1024 : 1000) ** unit);
+}
+
+function bytes(env: NodeJS.ProcessEnv, name: string): number {
+  const raw = env[name];
+  if (raw === undefined || raw.trim() === '') return 0;
+  const v = parseBytes(raw);
+  if (v === null) throw new BootError(`${name}=${raw} is not a byte count (such as 4096, 64k, 10M or 1Gi)`);
   return v;
 }
 
@@ -211,6 +243,13 @@ export function loadConfig(env: NodeJS.ProcessEnv): SimConfig {
   const token = env.QUEEN_RAFT_TOKEN && env.QUEEN_RAFT_TOKEN !== '' ? env.QUEEN_RAFT_TOKEN : null;
   const truthy = (v: string | undefined) => v !== undefined && ['1', 'true', 'yes', 'on'].includes(v.trim().toLowerCase());
 
+  const progressRaw = (env.QUEEN_SIM_LEADER_PROGRESS ?? 'carry').trim().toLowerCase();
+  if (progressRaw !== 'carry' && progressRaw !== 'unknown') throw new BootError(`QUEEN_SIM_LEADER_PROGRESS=${progressRaw} is not carry or unknown`);
+  const jwtEnabled = truthy(env.JWT_ENABLED);
+  const jwtSecret = env.JWT_SECRET && env.JWT_SECRET !== '' ? env.JWT_SECRET : null;
+  if (jwtEnabled && jwtSecret === null) throw new BootError('JWT_ENABLED=true needs JWT_SECRET (the key the tokens are signed with, HS256)');
+  const file = (v: string | undefined) => (v && v.trim() !== '' ? v.trim() : null);
+
   return {
     nodeId,
     peers,
@@ -248,12 +287,30 @@ export function loadConfig(env: NodeJS.ProcessEnv): SimConfig {
     appendBatch: num(env, 'QUEEN_SIM_APPEND_BATCH', 64, 1),
     legacy: truthy(env.QUEEN_SIM_LEGACY),
     clientOffload: !['off', '0', 'false'].includes((env.QUEEN_RAFT_CLIENT_OFFLOAD ?? 'on').trim().toLowerCase()),
+    entryBytes: bytes(env, 'QUEEN_SIM_ENTRY_BYTES'),
+    bandwidthBytes: bytes(env, 'QUEEN_SIM_BANDWIDTH'),
+    replayBytes: bytes(env, 'QUEEN_SIM_REPLAY_RATE'),
+    leaderProgress: progressRaw,
+    jwtEnabled,
+    jwtSecret,
+    netFile: file(env.QUEEN_SIM_NET_FILE),
+    volumeFile: file(env.QUEEN_SIM_VOLUME_FILE),
   };
 }
 
 // Derived timings (§4).
 export function liveWithinMs(c: SimConfig): number {
   return Math.max(1000, 2 * c.electionMs);
+}
+
+/**
+ * Milliseconds of real time that moving `bytes` at `perSecond` (bytes per second of simulated
+ * time) takes: the test bed's time factor scales it as it scales every other timing. 0 when the
+ * rate is 0 (unlimited).
+ */
+export function transferMs(c: Pick<SimConfig, 'timeFactor'>, bytes: number, perSecond: number): number {
+  if (perSecond <= 0 || bytes <= 0) return 0;
+  return (bytes / perSecond) * 1000 * c.timeFactor;
 }
 
 export type Level = 'debug' | 'info' | 'warn' | 'error' | 'fatal';

@@ -1,5 +1,7 @@
 // §5.8 disk gate (507) then disk full (stopped, process alive), healed by a bigger volume.
 
+import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { dumpLogsIfFailed, isError, SimCluster, statusOf, waitFor } from './harness.ts';
 
@@ -77,5 +79,33 @@ describe('§5.8 disk gate and disk full', () => {
     });
     expect((await c.info(F)).gateClosed).toBe(false);
     expect(statusOf(await c.put(F, 'healed', 1))).toBe(200);
+  });
+
+  it('a file system that grows while the node runs (QUEEN_SIM_VOLUME_FILE): the gate moves with it, no restart', async () => {
+    const c = (cluster = new SimCluster());
+    c.startAll();
+    const L = (await c.waitLeader()).id;
+    await c.waitHealthy([1, 2, 3]);
+    const F = [1, 2, 3].find((id) => id !== L)!;
+    const V = 400_000;
+    const file = path.join(c.root, 'volume-F.json');
+    fs.writeFileSync(file, JSON.stringify({ bytes: V }));
+    expect(await c.sigterm(F)).toBe(0);
+    c.start(F, { env: { QUEEN_SIM_VOLUME_BYTES: String(V), QUEEN_SIM_VOLUME_FILE: file } });
+    await c.waitHealthy([F]);
+    const base = (await c.info(F)).usedBytes as number;
+    const f = await c.req(F, 'POST', '/_sim/fill', { bytes: Math.ceil(0.9 * V) - base });
+    expect(f.json.gateClosed).toBe(true);
+    expect((await c.req(F, 'PUT', '/api/v1/kv/test/gated', { value: 1, ttlSeconds: 60 })).status).toBe(507);
+    const pid = c.node(F).pid;
+
+    // The volume grows to twice its size under the running node: 45 % used, the gate reopens.
+    fs.writeFileSync(`${file}.tmp`, JSON.stringify({ bytes: 2 * V }));
+    fs.renameSync(`${file}.tmp`, file);
+    await waitFor('the gate reopens', async () => (await c.info(F)).gateClosed === false, 5000);
+    expect((await c.info(F)).volumeBytes).toBe(2 * V);
+    expect(c.node(F).pid).toBe(pid);
+    expect(c.node(F).hasLog(/file system changed size while running/)).toBe(true);
+    expect(statusOf(await c.put(F, 'after-growth', 1))).toBe(200);
   });
 });

@@ -49,7 +49,18 @@ export const FAST_ENV: Record<string, string> = {
   QUEEN_STMT_TIMEOUT_MS: '2000',
   QUEEN_SIM_TIME_FACTOR: '0.1',
   QUEEN_RAFT_DISK_CHECK_MS: '50',
+  ...realisticEnv(),
 };
+
+/**
+ * QUEEN_SIM_TEST_DATA=realistic runs every simulator test with data that takes time (entries of
+ * 2 KB, a 20 MB/s link to each follower, a boot that replays 50 MB/s, at the time factor 0.1):
+ * the scenarios must hold with those knobs as they hold without them.
+ */
+export function realisticEnv(): Record<string, string> {
+  if (process.env.QUEEN_SIM_TEST_DATA !== 'realistic') return {};
+  return { QUEEN_SIM_ENTRY_BYTES: '2k', QUEEN_SIM_BANDWIDTH: '20M', QUEEN_SIM_REPLAY_RATE: '50M' };
+}
 
 export interface HttpResult {
   status: number;
@@ -430,6 +441,17 @@ export class SimCluster {
       const r = await this.put(id, `${prefix}-${i}`, { i });
       if (isError(r) || r.status !== 200) throw new Error(`write ${prefix}-${i} through node ${id} failed: ${JSON.stringify(isError(r) ? r : r.json)}`);
     }
+  }
+
+  // Cuts nodes a and b from each other (both ways), or heals that cut.
+  async partition(a: number, b: number, on = true): Promise<void> {
+    const set = async (x: number, y: number) => {
+      const cur: string[] = (await this.info(x)).partitioned ?? [];
+      const next = on ? [...new Set([...cur, this.ip(y)])] : cur.filter((ip) => ip !== this.ip(y));
+      await this.req(x, 'POST', '/_sim/partition', { ips: next });
+    };
+    await set(a, b);
+    await set(b, a);
   }
 
   running(): number[] {

@@ -4,7 +4,7 @@
 import type * as http from 'node:http';
 import { createHash, randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import { BootError, loadConfig, Logger, type SimConfig } from './config.ts';
+import { BootError, loadConfig, Logger, transferMs, type SimConfig } from './config.ts';
 import { Net } from './net.ts';
 import { DamagedError, Store } from './store.ts';
 import { entryDigest } from './statemachine.ts';
@@ -70,6 +70,13 @@ for (const s of cfg.applySkip) {
 }
 
 const net = new Net(cfg.token, cfg.dnsServer);
+net.localIp = cfg.ip;
+if (cfg.netFile) {
+  const file = cfg.netFile;
+  net.onRulesChanged = (r) => logger.warn('the network changed (test bed)', { cutOff: r.cutOff === true, partition: r.partition ?? [], refuse: r.refuse ?? {} });
+  net.loadRules(file);
+  setInterval(() => net.loadRules(file), 200).unref();
+}
 net.onTokenRefused = (addr) => logger.error('a peer refused our raft RPC: wrong or missing x-queen-raft-token (QUEEN_RAFT_TOKEN differs)', { peer: addr });
 const node = new RaftNode(cfg, logger, store, net);
 let api: ClientApi | null = null;
@@ -173,6 +180,16 @@ async function probePeers(): Promise<void> {
 }
 
 async function boot(): Promise<void> {
+  // The store replays before anything listens, in time proportional to its size (§3.1: the state
+  // machine opens before the ports bind).
+  const replay = transferMs(cfg, store.hasState() ? store.replayBytes() : 0, cfg.replayBytes);
+  if (replay > 0) {
+    logger.info('replaying the store', { bytes: store.replayBytes(), ms: Math.round(replay) });
+    const until = performance.now() + replay;
+    while (performance.now() < until && !shuttingDown) await sleep(Math.min(100, until - performance.now()));
+    if (shuttingDown) return;
+    logger.info('store replayed');
+  }
   raftServer = createRaftServer(node, cfg, net, logger);
   await listen(raftServer, cfg.ip, cfg.raftPort, 'raft');
 

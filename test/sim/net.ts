@@ -1,6 +1,10 @@
 // Raft RPC transport: JSON over HTTP/1.1 between loopback addresses, the token header, peer name
-// resolution through the test bed's DNS server, and the test-only isolation switch.
+// resolution through the test bed's DNS server, and the network the test bed imposes: the
+// test-only isolation switch, a node cut off the network, partitions between two peers, and the
+// sources a NetworkPolicy refuses. Calls leave from the node's own address, so a receiver knows
+// which pod is calling.
 
+import * as fs from 'node:fs';
 import * as http from 'node:http';
 import * as dns from 'node:dns';
 import { isIP } from 'node:net';
@@ -26,9 +30,32 @@ export function isLoopbackV4(ip: string): boolean {
   return isIP(ip) === 4 && ip.startsWith('127.');
 }
 
+/** What the test bed's network file says (QUEEN_SIM_NET_FILE). */
+export interface NetRules {
+  /** The node's machine is off the network: nothing in or out. */
+  cutOff?: boolean;
+  /** Addresses this node cannot exchange anything with, either way (a partition). */
+  partition?: string[];
+  /** Sources refused per listening port ("*": every port), as a NetworkPolicy refuses them. */
+  refuse?: Record<string, string[]>;
+}
+
+export function normalizeIp(ip: string | undefined): string {
+  if (!ip) return '';
+  return ip.startsWith('::ffff:') ? ip.slice(7) : ip;
+}
+
 export class Net {
   token: string | null;
   isolated = false;
+  /** The address calls leave from (the pod's). */
+  localIp: string | null = null;
+  /** Partitions set through /_sim/partition (test harness). */
+  partitioned = new Set<string>();
+  /** Rules from the test bed's network file. */
+  rules: NetRules = {};
+  private rulesMtime = -1;
+  onRulesChanged: (r: NetRules) => void = () => {};
   private agent = new http.Agent({ keepAlive: true, maxSockets: 16, keepAliveMsecs: 1000 });
   private resolver: dns.promises.Resolver | null = null;
   private cache = new Map<string, { ip: string | null; at: number }>();
@@ -70,6 +97,44 @@ export class Net {
     this.cache.delete(host);
   }
 
+  /** Traffic with this address is lost (a partition, or the node cut off). */
+  private lost(ip: string): boolean {
+    return this.rules.cutOff === true || this.partitioned.has(ip) || (this.rules.partition ?? []).includes(ip);
+  }
+
+  /** Whether a request from `remote` to this node's `port` goes unanswered (dropped on the way). */
+  refuses(remote: string | undefined, port: number): boolean {
+    const ip = normalizeIp(remote);
+    if (this.lost(ip)) return true;
+    const r = this.rules.refuse;
+    if (!r) return false;
+    return (r['*'] ?? []).includes(ip) || (r[String(port)] ?? []).includes(ip);
+  }
+
+  /** Re-reads the network file when it changed; a missing file means no rules. */
+  loadRules(file: string): void {
+    let mtime = 0;
+    try {
+      mtime = fs.statSync(file).mtimeMs;
+    } catch {
+      mtime = 0;
+    }
+    if (mtime === this.rulesMtime) return;
+    this.rulesMtime = mtime;
+    let next: NetRules = {};
+    if (mtime !== 0) {
+      try {
+        next = JSON.parse(fs.readFileSync(file, 'utf8')) as NetRules;
+      } catch {
+        this.rulesMtime = -1; // half written: read it again next time
+        return;
+      }
+    }
+    const changed = JSON.stringify(next) !== JSON.stringify(this.rules);
+    this.rules = next;
+    if (changed) this.onRulesChanged(next);
+  }
+
   async call(addr: string, route: string, body: unknown, timeoutMs: number, extraHeaders: Record<string, string> = {}): Promise<RpcReply> {
     if (this.isolated) throw new Unreachable('isolated');
     const { host, port } = splitHostPort(addr);
@@ -77,6 +142,11 @@ export class Net {
     if (ip === null) throw new Unreachable(`cannot resolve ${host}`);
     // The simulator only ever talks to loopback addresses.
     if (!isLoopbackV4(ip)) throw new Unreachable(`${host} resolves to ${ip}, not a loopback address`);
+    if (this.lost(ip)) {
+      // Lost on the way: nothing comes back before the caller gives up.
+      await new Promise((r) => setTimeout(r, timeoutMs));
+      throw new Unreachable(`no answer from ${ip} (partitioned)`);
+    }
     const payload = body instanceof RawJson ? body.text : JSON.stringify(body ?? {});
     const headers: Record<string, string> = {
       'content-type': 'application/json',
@@ -93,7 +163,7 @@ export class Net {
         this.forget(host);
         reject(new Unreachable(err.message));
       };
-      const req = http.request({ host: ip, port, method: 'POST', path: route, headers, agent: this.agent }, (res) => {
+      const req = http.request({ host: ip, port, method: 'POST', path: route, headers, agent: this.agent, ...(this.localIp ? { localAddress: this.localIp } : {}) }, (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
         res.on('error', fail);
@@ -129,6 +199,13 @@ export class Net {
   close(): void {
     this.agent.destroy();
   }
+}
+
+/** A request dropped by the network: never answered; the connection goes quiet and is closed much later. */
+export function dropRequest(req: http.IncomingMessage): void {
+  const sock = req.socket;
+  sock.pause();
+  setTimeout(() => sock.destroy(), 120_000).unref();
 }
 
 export function readBody(req: http.IncomingMessage, limit = 64 * 1024 * 1024): Promise<string> {

@@ -3,9 +3,10 @@
 // the command path used by KV puts and queue pushes/pops, and the figures /health and the
 // membership view report (queen-broker-api.md §1-§3).
 
+import * as fs from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { randomUUID, createHash } from 'node:crypto';
-import { isHostPort, liveWithinMs, type Logger, type SimConfig } from './config.ts';
+import { isHostPort, liveWithinMs, transferMs, type Logger, type SimConfig } from './config.ts';
 import { Net, RawJson, Unreachable } from './net.ts';
 import { DiskFullError, Store, type SnapshotPayload } from './store.ts';
 import { applyEntry, entryDigest, PoisonError, skipEntry, type SmState } from './statemachine.ts';
@@ -36,6 +37,10 @@ interface Progress {
   lastProgressAt: number;
   backoffUntil: number;
   kinds: number | null;
+  /** Bandwidth model: when the link to this member is free for the next batch of entries. */
+  freeAt: number;
+  /** When the last append this member acknowledged was sent (a read's quorum round counts these). */
+  ackedSentAt: number;
 }
 
 export interface MembersView {
@@ -128,6 +133,7 @@ export class RaftNode {
   private lastQuorumHandoff = 0;
   private viewCache: { v: MembersView; at: number } | null = null;
   private commitWaiters: { index: number; term: number; resolve: (ok: boolean) => void }[] = [];
+  private quorumWaiters: { since: number; resolve: (ok: boolean) => void }[] = [];
   private kickPending = false;
 
   // follower state
@@ -244,7 +250,7 @@ export class RaftNode {
     this.tickTimer = setInterval(() => this.tick(), this.cfg.heartbeatMs);
     this.slowTimer = setInterval(() => this.slowTick(), 250);
     this.readTimer = setInterval(() => this.probeLeaderCommit(), 1000);
-    if (this.cfg.volumeBytes !== null) this.diskTimer = setInterval(() => this.checkDisk(), this.cfg.diskCheckMs);
+    if (this.cfg.volumeBytes !== null || this.cfg.volumeFile) this.diskTimer = setInterval(() => this.checkDisk(), this.cfg.diskCheckMs);
     this.checkDisk();
     this.resetElectionTimer();
     this.scheduleApply();
@@ -291,6 +297,7 @@ export class RaftNode {
       this.resumePlanner();
       for (const w of this.commitWaiters) w.resolve(false);
       this.commitWaiters = [];
+      for (const w of this.quorumWaiters.splice(0)) w.resolve(false);
     }
   }
 
@@ -359,10 +366,38 @@ export class RaftNode {
     this.maybePurge();
   }
 
+  /** The file system grew (or shrank) under the running node: the test bed says so in QUEEN_SIM_VOLUME_FILE. */
+  private volumeMtime = -1;
+  private readVolumeFile(): void {
+    const file = this.cfg.volumeFile;
+    if (!file) return;
+    let mtime = 0;
+    try {
+      mtime = fs.statSync(file).mtimeMs;
+    } catch {
+      return;
+    }
+    if (mtime === this.volumeMtime) return;
+    this.volumeMtime = mtime;
+    try {
+      const b = (JSON.parse(fs.readFileSync(file, 'utf8')) as { bytes?: unknown }).bytes;
+      if (typeof b !== 'number' || !(b > 0) || b === this.cfg.volumeBytes) return;
+      const before = this.cfg.volumeBytes;
+      this.cfg.volumeBytes = b;
+      this.store.volumeBytes = b;
+      this.logger.info('the volume\'s file system changed size while running', { fromBytes: before, toBytes: b });
+      if (before === null && this.running && !this.diskTimer) this.diskTimer = setInterval(() => this.checkDisk(), this.cfg.diskCheckMs);
+    } catch {
+      this.volumeMtime = -1; // half written: read it again
+    }
+  }
+
   checkDisk(): void {
+    this.readVolumeFile();
     const vol = this.cfg.volumeBytes;
     if (vol === null) return;
-    const used = this.store.measure();
+    this.store.measure();
+    const used = this.store.usage(); // the files, and the entries' padding
     const pct = (used / vol) * 100;
     if (pct >= 100) {
       this.stop('disk_full', `the data dir uses ${used} of ${vol} bytes`);
@@ -472,9 +507,11 @@ export class RaftNode {
     if (this.electionTimer) clearTimeout(this.electionTimer);
     this.electionTimer = null;
     // A member's recorded progress never moves back: seed it from the last members view this
-    // node received (bounded by the commit point every leader shares).
+    // node received (bounded by the commit point every leader shares). With
+    // QUEEN_SIM_LEADER_PROGRESS=unknown a new leader knows nothing of the followers until they
+    // answer (and then backs off to what each holds, as raft does).
     const seen = new Map<number, number | null>();
-    if (this.view) for (const mm of this.view.v.members) seen.set(mm.nodeId, mm.matched);
+    if (this.view && this.cfg.leaderProgress === 'carry') for (const mm of this.view.v.members) seen.set(mm.nodeId, mm.matched);
     const prevLeader = this.view?.v.leaderId ?? null;
     for (const id of this.replicationTargets()) {
       const p = this.newProgress(now);
@@ -502,6 +539,8 @@ export class RaftNode {
       lastProgressAt: mono(),
       backoffUntil: 0,
       kinds: null,
+      freeAt: 0,
+      ackedSentAt: 0,
     };
   }
 
@@ -574,6 +613,13 @@ export class RaftNode {
   private appendAsLeader(partial: { kind: Entry['kind']; cmd?: Command; membership?: MembershipConfig }): Entry | null {
     const e: Entry = { index: this.store.lastIndex() + 1, term: this.term, ts: Date.now(), kind: partial.kind };
     if (partial.cmd) e.cmd = partial.cmd;
+    if (partial.cmd && this.cfg.entryBytes > 0) {
+      // Each message of the entry (a KV put, each pushed message) counts for QUEEN_SIM_ENTRY_BYTES:
+      // a realistic message with its metadata.
+      const messages = partial.cmd.t === 'push' ? partial.cmd.items.length : 1;
+      const own = JSON.stringify(e).length + 1;
+      if (own < messages * this.cfg.entryBytes) e.pad = messages * this.cfg.entryBytes - own;
+    }
     if (partial.membership) e.membership = partial.membership;
     if (!this.persist('raft log', () => this.store.appendEntries([e]))) return null;
     if (e.membership) {
@@ -603,15 +649,35 @@ export class RaftNode {
       return;
     }
     const last = this.store.lastIndex();
-    const hasEntries = p.next <= last;
+    // The bandwidth model: entries go out once the link has carried the previous batch;
+    // heartbeats (no entries) are never held back.
+    const linkFree = this.cfg.bandwidthBytes <= 0 || now >= p.freeAt;
+    const hasEntries = p.next <= last && linkFree;
     const due = now - p.lastSendAt >= this.cfg.heartbeatMs || p.sentCommit < this.commitIndex;
-    if (!hasEntries && !due) return;
+    if (!hasEntries && !due) {
+      if (p.next <= last && !linkFree) this.replicateAt(id, p.freeAt);
+      return;
+    }
     const prevIndex = p.next - 1;
     const prevTerm = this.store.termAt(prevIndex) ?? 0;
-    const entries = hasEntries ? this.store.slice(p.next, Math.min(last, p.next + this.cfg.appendBatch - 1)) : [];
+    let entries = hasEntries ? this.store.slice(p.next, Math.min(last, p.next + this.cfg.appendBatch - 1)) : [];
+    if (entries.length > 0 && this.cfg.bandwidthBytes > 0) {
+      // At most a fifth of a second of the link per batch, so progress moves smoothly.
+      const budget = Math.max(1, this.cfg.bandwidthBytes / 5);
+      let bytes = 0;
+      let n = 0;
+      for (const e of entries) {
+        bytes += Store.entryBytes(e);
+        n++;
+        if (bytes >= budget) break;
+      }
+      entries = entries.slice(0, n);
+      p.freeAt = Math.max(now, p.freeAt) + transferMs(this.cfg, bytes, this.cfg.bandwidthBytes);
+    }
     p.inflight = true;
     p.lastSendAt = now;
     p.sentCommit = this.commitIndex;
+    const sentAt = now;
     const term = this.term;
     const req: AppendReq = { term, leaderId: this.self, leaderRaft: this.ownRaftAddr(), prevIndex, prevTerm, entries, leaderCommit: this.commitIndex };
     const timeout = Math.max(500, this.cfg.electionMs);
@@ -619,7 +685,7 @@ export class RaftNode {
       .call(addr, '/raft/v1/append', req, timeout, { 'x-queen-raft-members': JSON.stringify(this.membersView()) })
       .then((r) => {
         p.inflight = false;
-        this.onAppendReply(id, p, term, r.status, r.json as AppendReply | null);
+        this.onAppendReply(id, p, term, r.status, r.json as AppendReply | null, sentAt);
       })
       .catch(() => {
         p.inflight = false;
@@ -632,7 +698,20 @@ export class RaftNode {
       });
   }
 
-  private onAppendReply(id: number, p: Progress, term: number, status: number, b: AppendReply | null): void {
+  // Replicates to `id` again at `at` (mono), once: the link is busy until then.
+  private replicateTimers = new Map<number, NodeJS.Timeout>();
+  private replicateAt(id: number, at: number): void {
+    if (this.replicateTimers.has(id)) return;
+    this.replicateTimers.set(
+      id,
+      setTimeout(() => {
+        this.replicateTimers.delete(id);
+        this.replicate(id);
+      }, Math.max(1, at - mono())),
+    );
+  }
+
+  private onAppendReply(id: number, p: Progress, term: number, status: number, b: AppendReply | null, sentAt: number): void {
     if (this.state !== 'leader' || this.term !== term) return;
     if (status !== 200 || !b) {
       p.backoffUntil = mono() + this.cfg.heartbeatMs;
@@ -644,6 +723,8 @@ export class RaftNode {
     }
     const now = mono();
     p.lastAckAt = now;
+    p.ackedSentAt = Math.max(p.ackedSentAt, sentAt);
+    this.onQuorumAck();
     p.kinds = b.kinds ?? p.kinds;
     if (b.success) {
       const mi = b.matchIndex ?? 0;
@@ -673,10 +754,45 @@ export class RaftNode {
     p.lastSendAt = mono();
     const term = this.term;
     const raw = `{"term":${term},"leaderId":${this.self},"leaderRaft":${JSON.stringify(this.ownRaftAddr())},"snapshot":{"index":${snapIndex},"term":${snapTerm},"state":${this.store.stateJson}}}`;
-    this.logger.info('sending snapshot', { to: id, index: snapIndex, bytes: raw.length });
-    const timeout = 60_000 + Math.ceil(raw.length / 10_000);
-    this.net
-      .call(addr, '/raft/v1/snapshot', new RawJson(raw), timeout)
+    // Its size on the wire: the saved state with its padding. The transfer takes size / bandwidth
+    // and gives up after 60 s + size / 10 MB/s (§4), both scaled by the time factor.
+    const bytes = raw.length + this.store.snapshotBytes() - this.store.stateJson.length;
+    const timeout = Math.max(1000, (60_000 + bytes / 10_000) * (this.cfg.bandwidthBytes > 0 ? this.cfg.timeFactor : 1));
+    const transfer = transferMs(this.cfg, bytes, this.cfg.bandwidthBytes);
+    this.logger.info('sending snapshot', { to: id, index: snapIndex, bytes, transferMs: Math.round(transfer) });
+    const stillLeading = () => this.state === 'leader' && this.term === term && !this.stopped;
+    const streamed = (async (): Promise<boolean> => {
+      if (transfer <= 0) return true;
+      // Streamed in chunks: the receiver acknowledges each (so it stays live in the view); one
+      // that stops answering ends the transfer.
+      const until = mono() + Math.min(transfer, timeout);
+      let lastChunk = mono();
+      let silent = 0;
+      while (mono() < until && stillLeading()) {
+        await sleep(Math.min(100, Math.max(1, until - mono())));
+        if (mono() - lastChunk < 500) continue;
+        lastChunk = mono();
+        const alive = await this.net.call(addr, '/raft/v1/state', {}, 400).then((r) => r.status === 200, () => false);
+        if (alive) {
+          silent = 0;
+          p.lastAckAt = mono();
+        } else if (++silent >= 3) {
+          this.logger.warn('snapshot transfer broke off: the receiver stopped answering', { to: id });
+          return false;
+        }
+      }
+      if (!stillLeading()) return false;
+      if (transfer > timeout) {
+        this.logger.warn('snapshot transfer timed out: the link is too slow for its size', { to: id, bytes, timeoutMs: Math.round(timeout) });
+        return false;
+      }
+      return true;
+    })();
+    void streamed
+      .then((ok) => {
+        if (!ok) throw new Unreachable('snapshot not delivered');
+        return this.net.call(addr, '/raft/v1/snapshot', new RawJson(raw), Math.max(1000, timeout - transfer));
+      })
       .then((r) => {
         p.inflight = false;
         const b = r.json as { term?: number; ok?: boolean } | null;
@@ -748,6 +864,80 @@ export class RaftNode {
     if (this.state !== 'leader') return Promise.resolve(false);
     if (this.commitIndex >= index) return Promise.resolve(true);
     return new Promise((resolve) => this.commitWaiters.push({ index, term: this.term, resolve }));
+  }
+
+  // ---- reads (ReadIndex) -----------------------------------------------------------------
+
+  private hasQuorumSince(since: number): boolean {
+    const m = this.membership();
+    if (!m) return false;
+    return voterSets(m.config).every(
+      (set) => set.filter((id) => id === this.self || (this.progress.get(id)?.ackedSentAt ?? -1) >= since).length >= Math.floor(set.length / 2) + 1,
+    );
+  }
+
+  private onQuorumAck(): void {
+    if (this.quorumWaiters.length === 0) return;
+    const still: typeof this.quorumWaiters = [];
+    for (const w of this.quorumWaiters) (this.hasQuorumSince(w.since) ? w.resolve(true) : still.push(w));
+    this.quorumWaiters = still;
+  }
+
+  /**
+   * ReadIndex: the leader's commit index, once a round of heartbeats sent after the read began
+   * was answered by a majority of the voters (a leader cut off from its majority cannot serve a
+   * read). Null when that does not happen within `timeoutMs`, or this node does not lead.
+   */
+  async readIndex(timeoutMs: number): Promise<number | null> {
+    if (!this.isLeaderReady()) return null;
+    const since = mono();
+    const term = this.term;
+    const commit = this.commitIndex;
+    if (!this.hasQuorumSince(since)) {
+      for (const id of this.replicationTargets()) {
+        const p = this.progress.get(id);
+        if (p) p.lastSendAt = 0;
+        this.replicate(id);
+      }
+      const ok = await new Promise<boolean>((resolve) => {
+        const w = {
+          since,
+          resolve: (v: boolean) => {
+            clearTimeout(timer);
+            resolve(v);
+          },
+        };
+        const timer = setTimeout(() => {
+          this.quorumWaiters = this.quorumWaiters.filter((x) => x !== w);
+          resolve(false);
+        }, timeoutMs);
+        this.quorumWaiters.push(w);
+      });
+      if (!ok) return null;
+    }
+    return this.state === 'leader' && this.term === term ? commit : null;
+  }
+
+  /** A linearizable read point on any node: the leader's ReadIndex, applied here. Null: no quorum, or no leader. */
+  async linearizableRead(deadline: number): Promise<boolean> {
+    let index: number | null = null;
+    if (this.state === 'leader') {
+      index = await this.readIndex(Math.max(1, Math.min(1000, deadline - mono())));
+    } else if (this.leaderId !== null) {
+      const addr = this.addrOf(this.leaderId);
+      if (addr) {
+        try {
+          const r = await this.net.call(addr, '/raft/v1/read_index', {}, Math.max(1, Math.min(1500, deadline - mono())));
+          const b = r.json as { commit?: number } | null;
+          if (r.status === 200 && b && typeof b.commit === 'number') index = b.commit;
+        } catch {
+          index = null;
+        }
+      }
+    }
+    if (index === null) return false;
+    while (this.sm.applied < index && mono() < deadline && !this.isStopped()) await sleep(10);
+    return this.sm.applied >= index;
   }
 
   // ---- follower side ---------------------------------------------------------------------

@@ -28,6 +28,8 @@ export interface SmState {
   skipped: SkipRecord[];
   membership: { index: number; term: number; config: MembershipConfig } | null;
   clusterVersion: number;
+  /** Bytes the applied entries count for beyond their JSON (entry padding): the store's size grows by it. */
+  pad?: number;
 }
 
 export function emptyState(): SmState {
@@ -41,6 +43,7 @@ export function emptyState(): SmState {
     skipped: [],
     membership: null,
     clusterVersion: 0,
+    pad: 0,
   };
 }
 
@@ -130,6 +133,7 @@ export function applyEntry(s: SmState, e: Entry): ApplyResult {
     if (s.clusterVersion === 0) s.clusterVersion = e.membership.clusterVersion;
   } else if (e.kind === 'cmd' && e.cmd) {
     result = applyCommand(s, e, e.cmd);
+    if (e.pad) s.pad = (s.pad ?? 0) + e.pad;
   }
   s.applied = e.index;
   s.appliedTerm = e.term;

@@ -55,6 +55,8 @@ export function dirSize(dir: string): number {
   return total;
 }
 
+const sizes = new WeakMap<Entry, number>();
+
 export class Store {
   dir: string;
   volumeBytes: number | null;
@@ -71,6 +73,9 @@ export class Store {
   private measured = 0;
   private written = 0; // bytes written since the last measurement (estimate)
   private logBytes = 0;
+  // Entry padding (QUEEN_SIM_ENTRY_BYTES): bytes counted as written though no file holds them.
+  private logPad = 0;
+  private statePad = 0;
 
   constructor(dir: string, volumeBytes: number | null) {
     this.dir = dir;
@@ -102,6 +107,7 @@ export class Store {
       this.stateJson = JSON.stringify(this.state);
       this.stateIndex = this.state.applied;
       this.stateTerm = this.state.appliedTerm;
+      this.statePad = this.state.pad ?? 0;
     }
     if (fs.existsSync(this.p(COMMIT))) this.commit = (readJson(COMMIT) as { commit: number }).commit;
     if (fs.existsSync(this.p(LOG))) {
@@ -130,6 +136,7 @@ export class Store {
         const e = obj as Entry;
         if (e.index !== this.purgedIndex + this.log.length + 1) throw new DamagedError(`${LOG} in ${this.dir}: entry ${e.index} out of order`);
         this.log.push(e);
+        this.logPad += e.pad ?? 0;
       }
     }
     if (this.commit < this.purgedIndex) this.commit = this.purgedIndex;
@@ -183,7 +190,27 @@ export class Store {
   }
 
   usage(): number {
-    return this.measured + this.written;
+    return this.measured + this.written + this.logPad + this.statePad;
+  }
+
+  /** What a boot replays: the saved state and the log, padding included. */
+  replayBytes(): number {
+    return this.stateJson.length + this.statePad + this.logBytes + this.logPad;
+  }
+
+  /** What a snapshot of the saved state weighs, padding included. */
+  snapshotBytes(): number {
+    return this.stateJson.length + this.statePad;
+  }
+
+  /** The size an entry counts for on the wire and on disk. */
+  static entryBytes(e: Entry): number {
+    let n = sizes.get(e);
+    if (n === undefined) {
+      n = JSON.stringify(e).length + 1;
+      sizes.set(e, n);
+    }
+    return n + (e.pad ?? 0);
   }
 
   private reserve(bytes: number): void {
@@ -222,10 +249,16 @@ export class Store {
     if (entries.length === 0) return;
     let data = '';
     if (!fs.existsSync(this.p(LOG))) data = JSON.stringify({ purgedIndex: this.purgedIndex, purgedTerm: this.purgedTerm }) + '\n';
-    for (const e of entries) data += JSON.stringify(e) + '\n';
-    this.reserve(data.length);
+    let pad = 0;
+    for (const e of entries) {
+      data += JSON.stringify(e) + '\n';
+      pad += e.pad ?? 0;
+    }
+    this.reserve(data.length + pad);
     fs.appendFileSync(this.p(LOG), data);
     this.logBytes += data.length;
+    this.written -= pad;
+    this.logPad += pad;
     for (const e of entries) this.log.push(e);
   }
 
@@ -241,6 +274,7 @@ export class Store {
     const keep = index - this.purgedIndex - 1;
     if (keep < 0 || keep >= this.log.length) return;
     this.log.length = keep;
+    this.logPad = this.log.reduce((n, e) => n + (e.pad ?? 0), 0);
     if (this.commit >= index) this.commit = index - 1;
     this.rewriteLog();
   }
@@ -252,13 +286,17 @@ export class Store {
     const last = this.log[n - 1]!;
     this.purgedTerm = last.term;
     this.purgedIndex = index;
-    this.log.splice(0, n);
+    for (const e of this.log.splice(0, n)) this.logPad -= e.pad ?? 0;
     this.rewriteLog();
     return n;
   }
 
   saveState(s: SmState): void {
     const json = JSON.stringify(s);
+    const grow = (s.pad ?? 0) - this.statePad;
+    if (grow > 0) this.reserve(grow);
+    this.written -= Math.max(0, grow);
+    this.statePad = s.pad ?? 0;
     this.writeAtomic(STATE, json);
     this.stateJson = json;
     this.stateIndex = s.applied;

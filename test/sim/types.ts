@@ -43,6 +43,8 @@ export interface Entry {
   kind: 'blank' | 'membership' | 'cmd';
   membership?: MembershipConfig;
   cmd?: Command;
+  /** Bytes this entry counts for beyond its own JSON (QUEEN_SIM_ENTRY_BYTES): not written, but counted as written. */
+  pad?: number;
 }
 
 export interface SkipRecord {

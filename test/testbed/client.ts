@@ -83,12 +83,40 @@ export class ControlClient {
   setResizePendingShare(share: number, namespace?: string): Promise<{ share: number }> {
     return this.call('POST', '/storage/resize-pending', { share, namespace });
   }
-  /** Stops a node's heartbeats (its kubelet is down: pods there keep running, nothing is updated). */
-  stopNode(name: string): Promise<{ node: string; up: boolean }> {
-    return this.call('POST', `/nodes/${name}/stop`);
+  /**
+   * A node goes off the network: its kubelet stops reporting (the node turns NotReady, its pods
+   * stay Terminating once deleted, their volumes stay attached), its simulators are cut off (raft
+   * and HTTP), its other containers freeze. With `shutdown` the machine is off: its containers are
+   * killed too, and start again when it comes back.
+   */
+  stopNode(name: string, opts: { shutdown?: boolean } = {}): Promise<{ node: string; up: boolean }> {
+    return this.call('POST', `/nodes/${name}/stop`, opts);
   }
   startNode(name: string): Promise<{ node: string; up: boolean }> {
     return this.call('POST', `/nodes/${name}/start`);
+  }
+  /** Cuts two pods ("<ns>/<pod>") from each other (both ways), or heals the cut. */
+  partition(a: string, b: string, on = true): Promise<{ partitions: string[][] }> {
+    return this.call('POST', '/network/partition', { a, b, on });
+  }
+  /** What a simulated Queen pod refuses (NetworkPolicies), whether it is cut off, its partitions. */
+  networkRules(ns: string, name: string): Promise<{ cutOff?: boolean; partition?: string[]; refuse?: Record<string, string[]> }> {
+    return this.call('GET', `/network/rules/${ns}/${name}`);
+  }
+  /**
+   * Simulator settings for every Queen pod of a namespace started from now on (QUEEN_SIM_ENTRY_BYTES,
+   * QUEEN_SIM_BANDWIDTH, QUEEN_SIM_REPLAY_RATE, QUEEN_SIM_LEADER_PROGRESS, ...); the pod's own env wins.
+   */
+  setSimEnv(namespace: string, env: Record<string, string>): Promise<{ namespace: string; env: Record<string, string> }> {
+    return this.call('POST', '/sim/env', { namespace, env });
+  }
+  /** The image registry: tags (or images) it does not have, the time a node takes to pull a new image. */
+  registry(opts: { missing?: string[]; pullSeconds?: number; forget?: boolean } = {}): Promise<{ missing: string[]; pullSeconds: number; present: Record<string, string[]> }> {
+    return this.call('POST', '/registry', opts);
+  }
+  /** Volume growths in the namespace fail at the resizer (retried) until turned off. */
+  setResizeFailing(namespace: string, on = true): Promise<{ namespaces: string[] }> {
+    return this.call('POST', '/storage/resize-fails', { namespace, on });
   }
   /** What the cluster DNS answers for a name. */
   dns(name: string): Promise<{ rcode: string; ips: string[] }> {

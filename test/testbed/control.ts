@@ -3,6 +3,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { ClusterDns } from './dns.ts';
 import type { Kubelet } from './kubelet.ts';
+import type { PodNetwork } from './network.ts';
 import type { Nodes } from './nodes.ts';
 import type { Storage } from './storage.ts';
 
@@ -11,8 +12,11 @@ export interface ControlDeps {
   storage: Storage;
   nodes: Nodes;
   dns: ClusterDns;
+  network: PodNetwork;
   info: () => unknown;
 }
+
+const SIM_ENV_NAME = /^(QUEEN_|JWT_)[A-Z0-9_]+$/;
 
 class HttpError extends Error {
   status: number;
@@ -75,9 +79,62 @@ export async function startControlServer(d: ControlDeps, host = '127.0.0.1'): Pr
     if ((m = /^\/nodes\/([^/]+)\/(stop|start)$/.exec(path)) && method === 'POST') {
       const [, node, action] = m as unknown as [string, string, string];
       if (!d.nodes.names.includes(node)) throw new HttpError(404, `no node ${node}`);
+      const b = await body();
       await d.nodes.setUp(node, action === 'start');
       if (action === 'start') d.kubelet.resyncNode(node);
-      return { node, up: d.nodes.isUp(node) };
+      else d.kubelet.nodeDown(node, { shutdown: b.shutdown === true });
+      return { node, up: d.nodes.isUp(node), shutdown: action === 'stop' && b.shutdown === true };
+    }
+    if (method === 'POST' && path === '/network/partition') {
+      const b = await body();
+      const pod = (v: unknown) => (typeof v === 'string' && /^[^/]+\/[^/]+$/.test(v) ? v : null);
+      const a = pod(b.a);
+      const c = pod(b.b);
+      if (!a || !c) throw new HttpError(400, 'partition needs {"a": "<ns>/<pod>", "b": "<ns>/<pod>", "on": true|false}');
+      d.network.partition(a, c, b.on !== false);
+      return { partitions: d.network.partitions() };
+    }
+    if (method === 'GET' && path === '/network/partition') return { partitions: d.network.partitions() };
+    if ((m = /^\/network\/rules\/([^/]+)\/([^/]+)$/.exec(path)) && method === 'GET') {
+      const pod = d.kubelet.podObject(m[1]!, m[2]!);
+      if (!pod) throw new HttpError(404, `no pod ${m[1]}/${m[2]} runs on the simulated nodes`);
+      return d.network.rulesFor(pod);
+    }
+    if (method === 'POST' && path === '/sim/env') {
+      const b = await body();
+      if (typeof b.namespace !== 'string' || !b.namespace) throw new HttpError(400, 'sim/env needs {"namespace": "...", "env": {"QUEEN_SIM_...": "..."}}');
+      const env: Record<string, string> = {};
+      for (const [k, v] of Object.entries((b.env ?? {}) as Record<string, unknown>)) {
+        if (!SIM_ENV_NAME.test(k)) throw new HttpError(400, `${k} is not a simulator setting (QUEEN_* or JWT_*)`);
+        env[k] = String(v);
+      }
+      if (Object.keys(env).length) d.kubelet.simEnv.set(b.namespace, env);
+      else d.kubelet.simEnv.delete(b.namespace);
+      return { namespace: b.namespace, env };
+    }
+    if (method === 'GET' && path === '/sim/env') return Object.fromEntries(d.kubelet.simEnv);
+    if (method === 'POST' && path === '/registry') {
+      const b = await body();
+      if (b.missing !== undefined) {
+        if (!Array.isArray(b.missing) || b.missing.some((x: unknown) => typeof x !== 'string')) throw new HttpError(400, 'missing must be a list of tags or images');
+        d.kubelet.registry.missing.clear();
+        for (const x of b.missing) d.kubelet.registry.missing.add(x);
+      }
+      if (b.pullSeconds !== undefined) {
+        const n = Number(b.pullSeconds);
+        if (!(n >= 0)) throw new HttpError(400, 'pullSeconds must be a number >= 0');
+        d.kubelet.registry.pullSeconds = n;
+      }
+      if (b.forget === true) d.kubelet.registry.forget();
+      return d.kubelet.registry.state();
+    }
+    if (method === 'GET' && path === '/registry') return d.kubelet.registry.state();
+    if (method === 'POST' && path === '/storage/resize-fails') {
+      const b = await body();
+      if (typeof b.namespace !== 'string' || !b.namespace) throw new HttpError(400, 'resize-fails needs {"namespace": "...", "on": true|false}');
+      if (b.on === false) d.storage.resizeFailing.delete(b.namespace);
+      else d.storage.resizeFailing.add(b.namespace);
+      return { namespaces: [...d.storage.resizeFailing] };
     }
     if (method === 'GET' && path === '/dns') {
       const name = query.get('name');

@@ -316,7 +316,7 @@ export class ImageStore {
    * The image of the checkout as it is now (a pull): built when the files changed since the last
    * build, found in the cache otherwise; one build at a time per content.
    */
-  prepare(): Promise<BuiltImage> {
+  async prepare(): Promise<BuiltImage> {
     const key = imageKey();
     let p = this.#building.get(key);
     if (p && this.#built.has(key)) {

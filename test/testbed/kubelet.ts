@@ -5,7 +5,7 @@
 // SIGKILL, then the pod object removed).
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { appendFileSync, chmodSync, existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, chmodSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { connect } from 'node:net';
@@ -17,11 +17,15 @@ import { EventRecorder } from './events.ts';
 import { isNotFound, KubeError, parseQuantity, type Informer, type KObject, type Kube } from './kube.ts';
 import { ImageStore, NODE_24, type BuiltImage } from './image.ts';
 import type { Nodes } from './nodes.ts';
-import { killProcessGroup, signalProcess, startProcess, type ExitInfo, type Proc } from './procs.ts';
+import type { PodNetwork } from './network.ts';
+import { killProcessGroup, signalGroup, signalProcess, startProcess, type ExitInfo, type Proc } from './procs.ts';
+import { Registry } from './registry.ts';
 import type { Storage } from './storage.ts';
 
 export const QUEEN_DATA_DIR = '/var/lib/queen/raft';
 const STAND_IN_MAIN = fileURLToPath(new URL('./stand-in.ts', import.meta.url));
+/** A preload for the containers run from an image: their connections leave from the pod's address. */
+const POD_NETWORK_SHIM = fileURLToPath(new URL('./shim/', import.meta.url));
 
 export interface KubeletOptions {
   kube: Kube;
@@ -41,6 +45,10 @@ export interface KubeletOptions {
   podNameserver?: string | null;
   /** The API server's address, where kube-proxy would send the kubernetes Service's clients. */
   apiServer?: { host: string; port: number };
+  /** The pod network: cut-offs, partitions and NetworkPolicies, told to the simulators. */
+  network?: PodNetwork;
+  /** The Node objects (for the volumes the attach/detach controller reports attached). */
+  nodeObjects?: Informer<KObject>;
   log: (line: string) => void;
 }
 
@@ -87,10 +95,20 @@ class Container {
   hold = false;
   killing = false;
   starting = false;
+  /** Stopped (SIGSTOP) while its node is off the network. */
+  frozen = false;
+  /** Exited while its node was away: restarted when the node is back. */
+  restartWhenUp = false;
   backoff?: { ms: number; lastUpdate: number };
   restartTimer?: NodeJS.Timeout;
   containerID = '';
   env: Record<string, string> = {};
+  /** The image's pull back-off (ImagePullBackOff), 10 s doubling to 5 min like the restarts'. */
+  pullBackoff?: { ms: number; lastUpdate: number };
+  /** The simulator's files the test bed writes: its network, its volume's size. */
+  netFile?: string;
+  volumeFile?: string;
+  dataClaim?: string;
 
   constructor(spec: any) {
     this.spec = spec;
@@ -111,6 +129,8 @@ class PodRuntime {
   initStatuses: any[];
   volumes = new Map<string, string>();
   claims = new Map<string, string>(); // volume name → claim name
+  /** Unique names of the attachable volumes it mounts (node.status.volumesInUse). */
+  inUse = new Set<string>();
   volumesReady = false;
   volumeWait?: string;
   volumeWaitSince = 0;
@@ -173,11 +193,19 @@ export class Kubelet {
   #events: EventRecorder;
   #stopping = false;
   #periodic?: NodeJS.Timeout;
+  /** The registry the nodes pull Queen images from. */
+  readonly registry = new Registry();
+  /** Simulator settings per namespace (QUEEN_SIM_* knobs), under what the pod's own env says. */
+  readonly simEnv = new Map<string, Record<string, string>>();
+  /** What each node last reported in node.status.volumesInUse. */
+  #inUseReported = new Map<string, string>();
+  #inUseTimer?: NodeJS.Timeout;
 
   constructor(o: KubeletOptions) {
     this.#o = o;
     this.#f = o.timeFactor;
     this.#events = new EventRecorder(o.kube, 'kubelet');
+    o.nodeObjects?.on({ update: () => this.kick() });
   }
 
   /** A duration of the pod spec, scaled by the pod's time factor. */
@@ -248,17 +276,68 @@ export class Kubelet {
     const rt = this.#runtimes.get(pod.metadata.uid!);
     if (!rt) return;
     rt.gone = true;
+    this.#o.network?.detach(rt.uid);
+    // A node off the network does not hear of it: its pods go on running until it is back.
+    if (!this.#o.nodes.isUp(rt.node)) return;
     if (!rt.finished && !rt.terminating) {
       // Removed without the kubelet's part (a force delete): stop it with the minimum grace.
       void this.#terminate(rt, 0);
     }
   }
 
+  #isSim(c: Container): boolean {
+    const image: string = c.spec.image ?? '';
+    return /queen/i.test(image) && !/operator|testbed-stand-in/i.test(image);
+  }
+
+  /**
+   * A node goes off the network: its simulators are cut off (their network file says so), every
+   * other container is frozen (SIGSTOP), and its kubelet does nothing more (no probes, restarts or
+   * status). With `shutdown` the machine is off: every container is killed, and starts again
+   * (restart policy) when the node comes back.
+   */
+  nodeDown(node: string, opts: { shutdown?: boolean } = {}): void {
+    for (const rt of this.#runtimes.values()) {
+      if (rt.node !== node) continue;
+      for (const c of rt.containers) {
+        if (!c.proc || c.proc.exit) continue;
+        if (opts.shutdown) {
+          c.restartWhenUp = true;
+          killProcessGroup(c.proc);
+        } else if (!this.#isSim(c)) {
+          c.frozen = true;
+          signalGroup(c.proc, 'SIGSTOP');
+        }
+      }
+    }
+    this.#o.network?.recompute();
+  }
+
   /** Called when a node comes back: pods on it are looked at again. */
   resyncNode(node: string): void {
-    for (const rt of this.#runtimes.values()) if (rt.node === node) rt.lastWritten = '';
+    this.#o.network?.recompute();
+    for (const rt of this.#runtimes.values()) {
+      if (rt.node !== node) continue;
+      rt.lastWritten = '';
+      for (const c of rt.containers) {
+        if (c.frozen && c.proc) signalGroup(c.proc, 'SIGCONT');
+        c.frozen = false;
+      }
+      // Deleted by force while the node was away: stopped now.
+      if (rt.gone && !rt.finished && !rt.terminating) {
+        void this.#terminate(rt, 0);
+        continue;
+      }
+      for (const c of rt.containers) {
+        if (c.restartWhenUp) {
+          c.restartWhenUp = false;
+          if (!rt.terminating && (!c.proc || c.proc.exit)) this.#scheduleRestart(rt, c);
+        }
+      }
+    }
     for (const p of this.#o.pods.list()) if (p.spec?.nodeName === node) this.#onPod(p);
     for (const rt of this.#runtimes.values()) if (rt.node === node) this.#writeStatus(rt);
+    this.#reportInUse(node);
   }
 
   #allocateIp(): string {
@@ -338,6 +417,7 @@ export class Kubelet {
       if (c.state.kind === 'terminated') continue; // not restarted by its policy
       if (c.state.kind === 'waiting' && c.state.reason === 'CrashLoopBackOff') continue;
       await this.#startContainer(rt, c);
+      if (c.state.kind === 'waiting' && (c.state.reason === 'ErrImagePull' || c.state.reason === 'ImagePullBackOff')) continue;
       if (rt.terminating || rt.gone) return;
     }
     this.#writeStatus(rt);
@@ -353,6 +433,13 @@ export class Kubelet {
         const pvc = this.#o.storage.claimFolder(rt.ns, claimName);
         if ('waiting' in pvc) return pvc.waiting;
         if (pvc.pvc.metadata.deletionTimestamp) return `persistentvolumeclaim "${claimName}" is being deleted`;
+        // An attachable volume is mounted once the attach/detach controller attached it here.
+        const unique = this.#o.storage.attachName(pvc.pv);
+        if (unique) {
+          rt.inUse.add(unique);
+          this.#reportInUse(rt.node);
+          if (!this.#attached(rt.node, unique)) return `unmounted volumes=[${v.name}], unattached volumes=[${v.name}]: timed out waiting for the condition`;
+        }
         rt.volumes.set(v.name, pvc.folder);
         rt.claims.set(v.name, claimName);
         continue;
@@ -449,6 +536,34 @@ export class Kubelet {
     return join(this.#o.dir, 'logs', 'pods', `${rt.ns}_${rt.name}_${rt.uid.slice(0, 8)}_${c.name}.log`);
   }
 
+  /** The claim mounted where the container keeps `dataDir`, if any. */
+  #claimOf(rt: PodRuntime, c: Container, dataDir: string): string | undefined {
+    const mount = (c.spec.volumeMounts ?? [])
+      .filter((m: any) => dataDir === m.mountPath || dataDir.startsWith(m.mountPath.replace(/\/$/, '') + '/'))
+      .sort((a: any, b: any) => b.mountPath.length - a.mountPath.length)[0];
+    return mount ? rt.claims.get(mount.name) : undefined;
+  }
+
+  /** Whether a running pod mounts the claim. */
+  isMounted(ns: string, claim: string): boolean {
+    for (const rt of this.#runtimes.values()) {
+      if (rt.ns !== ns || rt.terminating || rt.gone || !rt.volumesReady) continue;
+      if ([...rt.claims.values()].includes(claim) && rt.containers.some((c) => c.proc && !c.proc.exit)) return true;
+    }
+    return false;
+  }
+
+  /**
+   * The file system of a claim grew while its pods run (an online expansion): the simulators that
+   * keep their data on it see the new size.
+   */
+  fileSystemResized(ns: string, claim: string, bytes: number): void {
+    for (const rt of this.#runtimes.values()) {
+      if (rt.ns !== ns || rt.terminating || rt.gone) continue;
+      for (const c of rt.containers) if (c.volumeFile && c.dataClaim === claim) writeJsonFile(c.volumeFile, { bytes });
+    }
+  }
+
   async #volumeBytes(rt: PodRuntime, c: Container, dataDir: string): Promise<number | undefined> {
     const mount = (c.spec.volumeMounts ?? [])
       .filter((m: any) => dataDir === m.mountPath || dataDir.startsWith(m.mountPath.replace(/\/$/, '') + '/'))
@@ -535,12 +650,16 @@ export class Kubelet {
       appendFileSync(logPath, `--- test bed: ${time()} starting container ${c.name} of ${rt.key} (restart ${c.restartCount}) image ${image} (built ${built.key}) ip ${rt.ip} on ${node}\n`);
     } else {
       // The Queen broker's image runs the simulator (any image naming queen, but not an operator's).
-      const isQueen = /queen/i.test(image) && !/operator|testbed-stand-in/i.test(image);
+      const isQueen = this.#isSim(c);
+      if (isQueen && !(await this.#pullImage(rt, c))) return;
+      if (rt.terminating || rt.gone || this.#stopping) return;
       const mounts = this.#mountsOf(rt, c);
       containerEnv = {};
       containerEnv.PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
       containerEnv.HOME = cwd;
       containerEnv.HOSTNAME = hostname;
+      // The namespace's simulator settings (data sizes, link speeds...), then what the pod says.
+      if (isQueen) Object.assign(containerEnv, this.simEnv.get(rt.ns) ?? {});
       for (const [k, v] of env) containerEnv[k] = v;
       containerEnv.QUEEN_SIM_IP = rt.ip!;
       containerEnv.QUEEN_SIM_DNS = o.dnsAddress;
@@ -550,8 +669,19 @@ export class Kubelet {
       containerEnv.QUEEN_SIM_POD = `${rt.ns}/${rt.name}`;
       // The simulator's safety net: it exits if the test bed's process is gone.
       containerEnv.QUEEN_SIM_EXIT_WITH_PARENT = String(process.pid);
-      const bytes = await this.#volumeBytes(rt, c, containerEnv.QUEEN_RAFT_DIR || QUEEN_DATA_DIR);
+      const dataDir = containerEnv.QUEEN_RAFT_DIR || QUEEN_DATA_DIR;
+      const bytes = await this.#volumeBytes(rt, c, dataDir);
       if (bytes !== undefined) containerEnv.QUEEN_SIM_VOLUME_BYTES = String(bytes);
+      if (isQueen) {
+        // Files the test bed keeps up to date while it runs: its network, its volume's size.
+        c.netFile = join(cwd, 'net.json');
+        o.network?.attach(rt.pod, c.name, c.netFile);
+        containerEnv.QUEEN_SIM_NET_FILE = c.netFile;
+        c.volumeFile = join(cwd, 'volume.json');
+        c.dataClaim = this.#claimOf(rt, c, dataDir);
+        writeJsonFile(c.volumeFile, bytes === undefined ? {} : { bytes });
+        containerEnv.QUEEN_SIM_VOLUME_FILE = c.volumeFile;
+      }
       if (rt.terminating || rt.gone || this.#stopping) return;
       appendFileSync(logPath, `--- test bed: ${time()} starting container ${c.name} of ${rt.key} (restart ${c.restartCount}) image ${image} ip ${rt.ip} on ${node}\n`);
       if (isQueen) {
@@ -583,6 +713,100 @@ export class Kubelet {
     void proc.exited.then((exit) => this.#onExit(rt, c, proc, exit));
     this.#startProbes(rt, c, Date.now());
     this.#writeStatus(rt);
+  }
+
+  /**
+   * The image pull of a Queen container, as a kubelet does it: present on the node and
+   * IfNotPresent, nothing to do; else Pulling, then Pulled after the registry's pull time, or, for
+   * an image the registry does not have, Failed with NotFound (ErrImagePull), then
+   * ImagePullBackOff until the next try (10 s doubling to 5 min). True once the image is there.
+   */
+  async #pullImage(rt: PodRuntime, c: Container): Promise<boolean> {
+    const image: string = c.spec.image ?? '';
+    const reg = this.registry;
+    const node = rt.node;
+    const tag = Registry.tagOf(image);
+    const policy: string = c.spec.imagePullPolicy ?? (tag === null || tag === 'latest' ? 'Always' : 'IfNotPresent');
+    const field = { host: node, fieldPath: `spec.containers{${c.name}}` };
+    const present = reg.has(node, image);
+    if (present && policy !== 'Always') {
+      this.#events.record(rt.pod, 'Normal', 'Pulled', `Container image "${image}" already present on machine`, field);
+      return true;
+    }
+    if (policy === 'Never') {
+      const message = `Container image "${image}" is not present with pull policy of Never`;
+      this.#events.record(rt.pod, 'Warning', 'ErrImageNeverPull', message, field);
+      c.state = { kind: 'waiting', reason: 'ErrImageNeverPull', message };
+      this.#writeStatus(rt);
+      this.#retryLater(rt);
+      return false;
+    }
+    this.#events.record(rt.pod, 'Normal', 'Pulling', `Pulling image "${image}"`, field);
+    if (c.state.kind !== 'waiting' || c.state.reason !== 'ImagePullBackOff') c.state = { kind: 'waiting', reason: 'ContainerCreating' };
+    this.#writeStatus(rt);
+    const missing = reg.isMissing(image);
+    const ms = missing ? this.#scaled(rt, 1, 100) : present ? this.#scaled(rt, 0.2, 50) : this.#scaled(rt, reg.pullSeconds, 0);
+    await sleep(ms);
+    if (rt.terminating || rt.gone || this.#stopping) return false;
+    if (!missing && !reg.isMissing(image)) {
+      reg.add(node, image);
+      c.pullBackoff = undefined;
+      const secs = `${(ms / rt.factor / 1000).toFixed(3).replace(/\.?0+$/, '')}s`;
+      this.#events.record(rt.pod, 'Normal', 'Pulled', `Successfully pulled image "${image}" in ${secs} (${secs} including waiting). Image size: ${reg.imageBytes} bytes.`, field);
+      return true;
+    }
+    const err = `rpc error: code = NotFound desc = failed to pull and unpack image "${image}": failed to resolve reference "${image}": ${image}: not found`;
+    this.#events.record(rt.pod, 'Warning', 'Failed', `Failed to pull image "${image}": ${err}`, field);
+    this.#events.record(rt.pod, 'Warning', 'Failed', 'Error: ErrImagePull', field);
+    c.state = { kind: 'waiting', reason: 'ErrImagePull', message: err };
+    this.#writeStatus(rt);
+    const now = Date.now();
+    const initial = this.#scaled(rt, 10);
+    const max = this.#scaled(rt, 300);
+    const b = c.pullBackoff;
+    c.pullBackoff = !b || now - b.lastUpdate > 2 * max ? { ms: initial, lastUpdate: now } : { ms: Math.min(b.ms * 2, max), lastUpdate: now };
+    const wait = c.pullBackoff.ms;
+    c.restartTimer = later(() => {
+      c.restartTimer = undefined;
+      if (!rt.terminating && !rt.gone) void this.#sync(rt);
+    }, wait);
+    // The next look at the pod, within the back-off, says ImagePullBackOff.
+    later(() => {
+      if (rt.terminating || rt.gone || !c.restartTimer || c.state.kind !== 'waiting' || c.state.reason !== 'ErrImagePull') return;
+      c.state = { kind: 'waiting', reason: 'ImagePullBackOff', message: `Back-off pulling image "${image}": ErrImagePull: ${err}` };
+      this.#events.record(rt.pod, 'Normal', 'BackOff', `Back-off pulling image "${image}"`, field);
+      this.#events.record(rt.pod, 'Warning', 'Failed', 'Error: ImagePullBackOff', field);
+      this.#writeStatus(rt);
+    }, Math.min(wait / 2, this.#scaled(rt, 2, 100)));
+    return false;
+  }
+
+  /** Whether the attach/detach controller reports the volume attached to the node. */
+  #attached(node: string, unique: string): boolean {
+    const inf = this.#o.nodeObjects;
+    if (!inf) return true;
+    return ((inf.get(node)?.status?.volumesAttached ?? []) as { name: string }[]).some((v) => v.name === unique);
+  }
+
+  /**
+   * node.status.volumesInUse, as a kubelet reports it: the volumes its pods mount or are about to
+   * mount, until they are unmounted. The attach/detach controller does not detach a volume in use
+   * (short of its 6-minute force detach of an unhealthy node's volumes, or the out-of-service taint).
+   */
+  #reportInUse(node: string): void {
+    if (!this.#o.nodeObjects || !this.#o.nodes.isUp(node) || this.#stopping) return;
+    const names = new Set<string>();
+    for (const rt of this.#runtimes.values()) if (rt.node === node) for (const n of rt.inUse) names.add(n);
+    const list = [...names].sort();
+    const text = JSON.stringify(list);
+    if (this.#inUseReported.get(node) === text) return;
+    this.#inUseReported.set(node, text);
+    void this.#o.kube
+      .mergePatch(`/api/v1/nodes/${node}/status`, { status: { volumesInUse: list.length ? list : null } })
+      .catch((e) => {
+        this.#inUseReported.delete(node);
+        this.#o.log(`kubelet: volumesInUse of ${node}: ${(e as Error).message}`);
+      });
   }
 
   /**
@@ -627,6 +851,10 @@ export class Kubelet {
       mkdirSync(host, { recursive: true });
       mounts.push({ path: m.mountPath, host, readOnly: !!m.readOnly });
     }
+    // Its connections leave from the pod's address (test/testbed/shim/pod-source.mjs).
+    mounts.push({ path: '/.testbed', host: POD_NETWORK_SHIM, readOnly: true });
+    containerEnv.NODE_OPTIONS = `${containerEnv.NODE_OPTIONS ?? ''} --import=/.testbed/pod-source.mjs`.trim();
+    containerEnv.TESTBED_POD_IP = rt.ip!;
     const ns = rt.ns;
     const run = containerCommand({
       image: built,
@@ -694,6 +922,11 @@ export class Kubelet {
     const tick = async () => {
       if (p.stopped) return;
       const began = Date.now();
+      if (!this.#o.nodes.isUp(rt.node)) {
+        // A node off the network: its kubelet probes nothing.
+        p.timer = later(tick, period);
+        return;
+      }
       const result = await this.#probe(rt, c, spec, timeout);
       if (p.stopped) return;
       if (result.ok) {
@@ -920,6 +1153,10 @@ export class Kubelet {
 
   /** The kubelet's CrashLoopBackOff: the first restart at once, then 10 s doubling to 5 min. */
   #scheduleRestart(rt: PodRuntime, c: Container): void {
+    if (!this.#o.nodes.isUp(rt.node)) {
+      c.restartWhenUp = true;
+      return;
+    }
     const now = Date.now();
     const max = this.#scaled(rt, 300);
     const b = c.backoff;
@@ -971,6 +1208,8 @@ export class Kubelet {
       await this.#deletePodObject(rt.pod);
     }
     this.#runtimes.delete(rt.uid);
+    this.#o.network?.detach(rt.uid);
+    this.#reportInUse(rt.node);
     rmSync(rt.dir, { recursive: true, force: true });
   }
 
@@ -1132,7 +1371,8 @@ export class Kubelet {
 
   #find(ns: string, name: string): PodRuntime | undefined {
     let found: PodRuntime | undefined;
-    for (const rt of this.#runtimes.values()) if (rt.ns === ns && rt.name === name && (!found || !rt.terminating)) found = rt;
+    const rank = (rt: PodRuntime) => (rt.gone ? 0 : rt.terminating ? 1 : 2);
+    for (const rt of this.#runtimes.values()) if (rt.ns === ns && rt.name === name && (!found || rank(rt) >= rank(found))) found = rt;
     return found;
   }
 
@@ -1172,6 +1412,11 @@ export class Kubelet {
     const c = container ? rt.containers.find((x) => x.name === container) : rt.containers[0];
     if (!c) return undefined;
     return { path: this.#logPath(rt, c), running: () => !!c.proc && !c.proc.exit && !rt.gone };
+  }
+
+  /** The pod object the kubelet runs under that name. */
+  podObject(ns: string, name: string): KObject | undefined {
+    return this.#find(ns, name)?.pod;
   }
 
   podInfo(ns: string, name: string): PodInfo | undefined {
@@ -1252,6 +1497,11 @@ export class Kubelet {
     }
     await Promise.all(all);
   }
+}
+
+function writeJsonFile(file: string, value: unknown): void {
+  writeFileSync(`${file}.tmp`, JSON.stringify(value));
+  renameSync(`${file}.tmp`, file);
 }
 
 const kv = (m?: Record<string, string>) =>

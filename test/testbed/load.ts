@@ -22,6 +22,17 @@ export interface LoadOptions {
   port?: number;
   /** Client timeout of one push attempt (default 10 s). */
   attemptTimeoutMs?: number;
+  /** Bytes of payload per message (default: a small JSON object). */
+  payloadBytes?: number;
+  /** Messages per push request (default 1): 500 messages a second as 50 pushes of 10. */
+  batch?: number;
+  /**
+   * The address the client's connections leave from: a client pod's IP, so that NetworkPolicies
+   * see the pushes coming from that pod (default: this machine's, which they let through).
+   */
+  sourceIp?: string;
+  /** Extra request headers (an Authorization header, ...). */
+  headers?: Record<string, string>;
   /** A message is given up after this long without an acknowledgement (default 60 s). */
   giveUpAfterMs?: number;
   log?: (line: string) => void;
@@ -90,6 +101,8 @@ export function startLoad(opts: LoadOptions): Load {
   const port = opts.port ?? 6632;
   const attemptTimeout = opts.attemptTimeoutMs ?? 10_000;
   const giveUpAfter = opts.giveUpAfterMs ?? 60_000;
+  const batch = Math.max(1, Math.floor(opts.batch ?? 1));
+  const filler = opts.payloadBytes && opts.payloadBytes > 0 ? 'x'.repeat(opts.payloadBytes) : null;
   const log = opts.log ?? (() => {});
   const kube = new Kube(authOf(opts.kubeConfig));
   const slices = new Informer<KObject>(kube, `/apis/discovery.k8s.io/v1/namespaces/${opts.namespace}/endpointslices`, {
@@ -99,7 +112,7 @@ export function startLoad(opts: LoadOptions): Load {
   void slices.start();
   // New connections per request would be closer to kube-proxy's per-connection choice; a keep-alive
   // pool per endpoint is what a real HTTP client does and costs far less.
-  const agent = new Agent({ keepAliveTimeout: 4000, connections: 16 });
+  const agent = new Agent({ keepAliveTimeout: 4000, connections: 16, ...(opts.sourceIp ? { localAddress: opts.sourceIp } : {}) });
 
   const endpoints = (): Endpoint[] => {
     const out = new Map<string, Endpoint>();
@@ -142,13 +155,15 @@ export function startLoad(opts: LoadOptions): Load {
   let stopping = false;
   let rr = 0;
 
-  const attempt = async (id: string, ip: string, n: number): Promise<string | null> => {
+  const attempt = async (ids: string[], ip: string, n: number): Promise<string | null> => {
     try {
+      const at = new Date().toISOString();
+      const items = ids.map((id, i) => ({ queue, payload: filler ? { n: n + i, at, data: filler } : { n: n + i, at }, transactionId: id }));
       const res = await request(`http://${ip}:${port}/api/v1/push`, {
         method: 'POST',
         dispatcher: agent,
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ items: [{ queue, payload: { n, at: new Date().toISOString() }, transactionId: id }] }),
+        headers: { 'content-type': 'application/json', ...(opts.headers ?? {}) },
+        body: JSON.stringify({ items }),
         headersTimeout: attemptTimeout,
         bodyTimeout: attemptTimeout,
       });
@@ -168,9 +183,11 @@ export function startLoad(opts: LoadOptions): Load {
     }
   };
 
-  const pushOne = async (n: number) => {
-    const id = `${prefix}-${n}`;
-    unacked.add(id);
+  // One push of `count` messages from number n: acknowledged together, retried together.
+  const pushOne = async (n: number, count: number) => {
+    const ids = Array.from({ length: count }, (_, i) => `${prefix}-${n + i}`);
+    const id = ids[0]!;
+    for (const x of ids) unacked.add(x);
     const deadline = Date.now() + giveUpAfter;
     let tries = 0;
     let lastFailed: string | undefined;
@@ -186,14 +203,16 @@ export function startLoad(opts: LoadOptions): Load {
       const ip = pool[rr++ % pool.length]!;
       tries++;
       const sentAt = new Date().toISOString();
-      const failure = await attempt(id, ip, n);
+      const failure = await attempt(ids, ip, n);
       if (failure === null) {
-        acknowledged++;
-        if (tries === 1) acknowledgedFirstTry++;
-        else retried++;
-        ackedIds.push(id);
-        unacked.delete(id);
-        perEndpoint[ip] = (perEndpoint[ip] ?? 0) + 1;
+        acknowledged += count;
+        if (tries === 1) acknowledgedFirstTry += count;
+        else retried += count;
+        for (const x of ids) {
+          ackedIds.push(x);
+          unacked.delete(x);
+        }
+        perEndpoint[ip] = (perEndpoint[ip] ?? 0) + count;
         return;
       }
       failedAttempts.push({ transactionId: id, attempt: tries, endpoint: ip, sentAt, at: new Date().toISOString(), reason: failure });
@@ -203,19 +222,21 @@ export function startLoad(opts: LoadOptions): Load {
     }
   };
 
-  const interval = 1000 / rate;
+  // A push of `batch` messages every batch / rate seconds.
+  const interval = (1000 * batch) / rate;
   const ticker = (async () => {
     await slices.start();
     const t0 = Date.now();
-    let n = 0;
+    let k = 0;
     while (!stopping) {
-      const due = t0 + n * interval;
+      const due = t0 + k * interval;
       const wait = due - Date.now();
       if (wait > 0) await sleep(wait);
       else if (-wait > maxSendDelay.ms) maxSendDelay = { ms: -wait, at: new Date().toISOString() };
       if (stopping) break;
-      sent++;
-      const p = pushOne(n++).finally(() => inFlight.delete(p));
+      sent += batch;
+      const p = pushOne(k * batch, batch).finally(() => inFlight.delete(p));
+      k++;
       inFlight.add(p);
     }
   })();

@@ -114,12 +114,15 @@ export class Nodes {
       'topology.kubernetes.io/region': 'tb-region',
       'node.kubernetes.io/instance-type': 'testbed',
     };
+    // As a kubelet with --enable-controller-attach-detach (the default) marks its node: the
+    // attach/detach controller attaches the volumes of its pods.
+    const annotations = { 'volumes.kubernetes.io/controller-managed-attach-detach': 'true' };
     let node: any;
     try {
-      node = await this.#kube.create('/api/v1/nodes', { apiVersion: 'v1', kind: 'Node', metadata: { name: n.name, labels }, spec: {} });
+      node = await this.#kube.create('/api/v1/nodes', { apiVersion: 'v1', kind: 'Node', metadata: { name: n.name, labels, annotations }, spec: {} });
     } catch (e) {
       if (!isConflict(e)) throw e;
-      node = await this.#kube.get(`/api/v1/nodes/${n.name}`);
+      node = await this.#kube.mergePatch(`/api/v1/nodes/${n.name}`, { metadata: { annotations } });
     }
     await this.#kube.mergePatch(`/api/v1/nodes/${n.name}/status`, { status: this.#status(n, true) });
     try {

@@ -135,6 +135,11 @@ export function signalProcess(p: Proc, signal: NodeJS.Signals): void {
   }
 }
 
+/** A signal to the whole process group (SIGSTOP and SIGCONT freeze and thaw a container). */
+export function signalGroup(p: Proc, signal: NodeJS.Signals): void {
+  if (!p.exit && p.pid > 0) killGroup(p.pid, signal);
+}
+
 export function killProcessGroup(p: Proc): void {
   if (p.pid > 0) killGroup(p.pid, 'SIGKILL');
 }

@@ -5,8 +5,8 @@
 import { existsSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, expect, it } from 'vitest';
-import { until } from './checks.ts';
-import { connect } from './client.ts';
+import { getJson, sendJson, until } from './checks.ts';
+import { connect, control } from './client.ts';
 
 const client = connect();
 const namespaces: string[] = [];
@@ -144,4 +144,84 @@ spec:
   await until('the claim gone', async () => (await client.kube().getOrNull(pvcPath(ns, 'data'))) === null, 60_000);
   await until('the volume gone', async () => (await client.kube().getOrNull(`/api/v1/persistentvolumes/${pv.metadata.name}`)) === null, 60_000);
   expect(existsSync(folder)).toBe(false);
+});
+
+it('a volume of the online class grows while its pod runs: the running simulator sees the new size and its disk gate reopens', async () => {
+  const ns = await namespace('storage-online');
+  expect((await client.applyManifest(claim('data-queen-0', '2Mi', 'queen-online'), ns)).code).toBe(0);
+  await boundClaim(ns, 'data-queen-0');
+  const pod = `apiVersion: v1
+kind: Pod
+metadata: { name: queen-0 }
+spec:
+  containers:
+    - name: queen
+      image: ghcr.io/queen-mq/queen:2.6.0
+      env: [{ name: QUEEN_RAFT_DIR, value: /var/lib/queen/raft }]
+      volumeMounts: [{ name: data, mountPath: /var/lib/queen/raft }]
+  volumes: [{ name: data, persistentVolumeClaim: { claimName: data-queen-0 } }]
+`;
+  expect((await client.applyManifest(pod, ns)).code).toBe(0);
+  const ip = await until('the single node serving', async () => {
+    const p = await client.kube().getOrNull<any>(`/api/v1/namespaces/${ns}/pods/queen-0`);
+    if (!p?.status?.podIP) return undefined;
+    const h = await getJson(`http://${p.status.podIP}:6632/_sim/info`).catch(() => null);
+    return h?.status === 200 ? (p.status.podIP as string) : undefined;
+  }, 60_000);
+  const info = (await getJson(`http://${ip}:6632/_sim/info`)).body;
+  expect(info.volumeBytes).toBe(2 * 1024 * 1024);
+  const fill = await sendJson('POST', `http://${ip}:6632/_sim/fill`, { bytes: Math.ceil(0.9 * 2 * 1024 * 1024) - info.usedBytes });
+  expect(fill.body.gateClosed).toBe(true);
+
+  expect((await grow(ns, 'data-queen-0', '4Mi')).code).toBe(0);
+  const after = await until('the running simulator sees 4 MiB', async () => {
+    const i = (await getJson(`http://${ip}:6632/_sim/info`)).body;
+    return i.volumeBytes === 4 * 1024 * 1024 ? i : undefined;
+  }, 30_000);
+  expect(after.pid).toBe(info.pid);
+  await until('the gate reopens', async () => (await getJson(`http://${ip}:6632/_sim/info`)).body.gateClosed === false, 10_000);
+  const pvc = await client.kube().get<any>(pvcPath(ns, 'data-queen-0'));
+  expect(pvc.status.capacity.storage).toBe('4Mi');
+  expect((pvc.status.conditions ?? []).filter((c: any) => c.type === 'FileSystemResizePending')).toEqual([]);
+  const events = await client.kube().get<any>(`/api/v1/namespaces/${ns}/events`, { query: { fieldSelector: 'involvedObject.name=data-queen-0' } });
+  expect(events.items.map((e: any) => e.reason)).toEqual(expect.arrayContaining(['FileSystemResizeRequired', 'FileSystemResizeSuccessful']));
+});
+
+it('a growth past what the limited class provides is accepted, then refused by the resizer; a size it provides, asked instead, is granted', async () => {
+  const ns = await namespace('storage-limited');
+  expect((await client.applyManifest(claim('data-queen-0', '1Gi', 'queen-limited'), ns)).code).toBe(0);
+  await boundClaim(ns, 'data-queen-0');
+  expect((await grow(ns, 'data-queen-0', '3Gi')).code).toBe(0);
+  const refused = await until('ControllerResizeInfeasible', async () => {
+    const pvc = await client.kube().get<any>(pvcPath(ns, 'data-queen-0'));
+    return pvc.status?.allocatedResourceStatuses?.storage === 'ControllerResizeInfeasible' ? pvc : undefined;
+  }, 30_000);
+  expect(refused.status.capacity.storage).toBe('1Gi');
+  const cond = refused.status.conditions.find((c: any) => c.type === 'ControllerResizeError');
+  expect(cond.message).toBe(
+    `resize volume "${refused.spec.volumeName}" by resizer "testbed.queen.local" failed: rpc error: code = OutOfRange desc = the requested size 3Gi exceeds the largest volume of class queen-limited, 2Gi`,
+  );
+  // Taken back to a size the class has (a claim may ask less again after a failed growth).
+  expect((await grow(ns, 'data-queen-0', '2Gi')).code).toBe(0);
+  const granted = await until('2Gi granted', async () => {
+    const pvc = await client.kube().get<any>(pvcPath(ns, 'data-queen-0'));
+    return pvc.status?.capacity?.storage === '2Gi' ? pvc : undefined;
+  }, 30_000);
+  expect((granted.status.conditions ?? []).filter((c: any) => c.type === 'ControllerResizeError')).toEqual([]);
+});
+
+it('a growth the storage backend fails is retried, with the error on the claim, until the backend answers', async () => {
+  const ns = await namespace('storage-failing');
+  expect((await client.applyManifest(claim('data-queen-0', '1Gi'), ns)).code).toBe(0);
+  await boundClaim(ns, 'data-queen-0');
+  await control.setResizeFailing(ns, true);
+  expect((await grow(ns, 'data-queen-0', '2Gi')).code).toBe(0);
+  const failing = await until('ControllerResizeError', async () => {
+    const pvc = await client.kube().get<any>(pvcPath(ns, 'data-queen-0'));
+    return (pvc.status?.conditions ?? []).find((c: any) => c.type === 'ControllerResizeError');
+  }, 30_000);
+  expect(failing.message).toMatch(/rpc error: code = Unavailable desc = the storage backend did not answer/);
+  expect((await client.kube().get<any>(pvcPath(ns, 'data-queen-0'))).status.allocatedResourceStatuses.storage).toBe('ControllerResizeInProgress');
+  await control.setResizeFailing(ns, false);
+  await until('2Gi once the backend answers', async () => (await client.kube().get<any>(pvcPath(ns, 'data-queen-0'))).status?.capacity?.storage === '2Gi', 30_000);
 });

@@ -1,8 +1,19 @@
-// Simulated storage: two StorageClasses, and an external provisioner and resizer for them (what a
-// CSI driver's external-provisioner and external-resizer sidecars do), each volume a folder under
-// the test bed dir. The real PV controller binds claims to the volumes this creates, the real
+// Simulated storage: four StorageClasses, and an external provisioner, attacher and resizer for
+// them (what a CSI driver's external-provisioner, external-attacher and external-resizer sidecars
+// do), each volume a folder under the test bed dir. The real PV controller binds claims to the
+// volumes this creates, the real attach/detach controller attaches a volume to the node of the pod
+// that uses it (VolumeAttachments; a volume attached to a node that went away stays attached
+// until that node is back, its 6-minute force detach, or the out-of-service taint), the real
 // PVC-protection controller holds claims while pods use them, and the real admission plugin
 // refuses to grow a claim of the fixed class.
+//
+//   queen-expandable (default)  grows; for a chosen share of volumes the file system waits for a
+//                               pod to start (FileSystemResizePending), the others at once
+//   queen-online                grows while the pod runs: the node expands the file system of a
+//                               mounted volume in a moment, and the simulator sees the new size
+//   queen-limited               grows up to 2Gi (parameter maxSize); a larger size is accepted by
+//                               the API server, then refused by the resizer (ControllerResizeInfeasible)
+//   queen-fixed                 does not allow expansion
 import { createHash } from 'node:crypto';
 import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
@@ -11,8 +22,11 @@ import { isConflict, isNotFound, KubeError, parseQuantity, type Informer, type K
 
 export const PROVISIONER = 'testbed.queen.local';
 export const EXPANDABLE_CLASS = 'queen-expandable';
+export const ONLINE_CLASS = 'queen-online';
+export const LIMITED_CLASS = 'queen-limited';
 export const FIXED_CLASS = 'queen-fixed';
 const FINALIZER = 'external-provisioner.volume.kubernetes.io/finalizer';
+const ATTACHER_FINALIZER = 'external-attacher/testbed-queen-local';
 const RESIZE_PENDING_MESSAGE = 'Waiting for user to (re-)start a pod to finish file system resize of volume on node.';
 
 const now = () => new Date().toISOString().replace(/\.\d+Z$/, 'Z');
@@ -30,13 +44,24 @@ export class Storage {
   resizePendingShare = 0;
   /** The same, for the claims of one namespace (tests running side by side set their own). */
   resizePendingShareByNamespace = new Map<string, number>();
+  /** Namespaces whose volume growths fail at the resizer (retried until this is cleared). */
+  readonly resizeFailing = new Set<string>();
+  /** How long (simulated seconds) the node takes to expand a mounted volume of the online class. */
+  onlineExpandSeconds = 2;
   onChange: (() => void) | undefined;
+  /** The file system of a claim has a new size while pods may run on it. */
+  onFileSystemResized: ((ns: string, claim: string, bytes: number) => void) | undefined;
+  /** Whether a running pod mounts the claim (the node can expand it online). */
+  isMounted: ((ns: string, claim: string) => boolean) | undefined;
+  timeFactor = 1;
+  #vas: Informer<KObject> | undefined;
   #recorders: Record<'provisioner' | 'resizer' | 'kubelet', EventRecorder>;
 
-  constructor(kube: Kube, pvcs: Informer<KObject>, pvs: Informer<KObject>, dir: string, log: (line: string) => void) {
+  constructor(kube: Kube, pvcs: Informer<KObject>, pvs: Informer<KObject>, dir: string, log: (line: string) => void, vas?: Informer<KObject>) {
     this.#kube = kube;
     this.#pvcs = pvcs;
     this.#pvs = pvs;
+    this.#vas = vas;
     this.#root = join(dir, 'volumes');
     this.#log = log;
     this.#recorders = {
@@ -62,6 +87,26 @@ export class Storage {
       {
         apiVersion: 'storage.k8s.io/v1',
         kind: 'StorageClass',
+        metadata: { name: ONLINE_CLASS },
+        provisioner: PROVISIONER,
+        parameters: { expansion: 'online' },
+        reclaimPolicy: 'Delete',
+        volumeBindingMode: 'Immediate',
+        allowVolumeExpansion: true,
+      },
+      {
+        apiVersion: 'storage.k8s.io/v1',
+        kind: 'StorageClass',
+        metadata: { name: LIMITED_CLASS },
+        provisioner: PROVISIONER,
+        parameters: { maxSize: '2Gi' },
+        reclaimPolicy: 'Delete',
+        volumeBindingMode: 'Immediate',
+        allowVolumeExpansion: true,
+      },
+      {
+        apiVersion: 'storage.k8s.io/v1',
+        kind: 'StorageClass',
         metadata: { name: FIXED_CLASS },
         provisioner: PROVISIONER,
         reclaimPolicy: 'Delete',
@@ -73,7 +118,8 @@ export class Storage {
       apiVersion: 'storage.k8s.io/v1',
       kind: 'CSIDriver',
       metadata: { name: PROVISIONER },
-      spec: { attachRequired: false, podInfoOnMount: false, volumeLifecycleModes: ['Persistent'], fsGroupPolicy: 'None' },
+      // Volumes are attached to a node (VolumeAttachments) before a pod there mounts them.
+      spec: { attachRequired: true, podInfoOnMount: false, volumeLifecycleModes: ['Persistent'], fsGroupPolicy: 'None' },
     };
     const create = async (path: string, body: unknown) => {
       try {
@@ -90,6 +136,11 @@ export class Storage {
   }
 
   start(): void {
+    this.#vas?.on({
+      add: (va) => this.#enqueue(`va/${va.metadata.name}`, () => this.#syncAttachment(va.metadata.name)),
+      update: (va) => this.#enqueue(`va/${va.metadata.name}`, () => this.#syncAttachment(va.metadata.name)),
+    });
+    for (const va of this.#vas?.list() ?? []) this.#enqueue(`va/${va.metadata.name}`, () => this.#syncAttachment(va.metadata.name));
     this.#pvcs.on({
       add: (pvc) => this.#enqueue(`pvc/${pvc.metadata.uid}`, () => this.#syncClaim(pvc.metadata.namespace!, pvc.metadata.name)),
       update: (pvc) => this.#enqueue(`pvc/${pvc.metadata.uid}`, () => this.#syncClaim(pvc.metadata.namespace!, pvc.metadata.name)),
@@ -205,14 +256,52 @@ export class Storage {
     const haveStr: string | undefined = pvc.status?.capacity?.storage;
     if (!wantStr || !haveStr) return;
     const want = parseQuantity(wantStr);
-    if (want <= parseQuantity(haveStr)) return;
+    const path = `/api/v1/namespaces/${pvc.metadata.namespace}/persistentvolumeclaims/${pvc.metadata.name}/status`;
+    const conditions: any[] = pvc.status?.conditions ?? [];
+    const others = conditions.filter((c: any) => !['Resizing', 'FileSystemResizePending', 'ControllerResizeError'].includes(c.type));
+    if (want <= parseQuantity(haveStr)) {
+      // A request taken back after a failed growth (RecoverVolumeExpansionFailure): the failure goes.
+      if (conditions.some((c: any) => c.type === 'ControllerResizeError') || pvc.status?.allocatedResourceStatuses?.storage === 'ControllerResizeInfeasible') {
+        await this.#kube.mergePatch(path, {
+          status: { allocatedResources: { storage: haveStr }, allocatedResourceStatuses: null, conditions: others.length ? others : null },
+        });
+      }
+      return;
+    }
     const allocated = pvc.status?.allocatedResources?.storage;
-    const pending = (pvc.status?.conditions ?? []).some((c: any) => c.type === 'FileSystemResizePending');
+    const pending = conditions.some((c) => c.type === 'FileSystemResizePending');
     if (pending && allocated && parseQuantity(allocated) >= want) return; // waits for the kubelet
     const pvName: string = pvc.spec.volumeName;
     const pv = this.#pvs.get(pvName) ?? (await this.#kube.getOrNull(`/api/v1/persistentvolumes/${pvName}`));
     if (!pv || pv.metadata.annotations?.['pv.kubernetes.io/provisioned-by'] !== PROVISIONER) return;
-    const path = `/api/v1/namespaces/${pvc.metadata.namespace}/persistentvolumeclaims/${pvc.metadata.name}/status`;
+    const ns = pvc.metadata.namespace!;
+    const failed = async (status: 'ControllerResizeInfeasible' | 'ControllerResizeInProgress', error: string) => {
+      const message = `resize volume "${pvName}" by resizer "${PROVISIONER}" failed: ${error}`;
+      const prev = conditions.find((c: any) => c.type === 'ControllerResizeError');
+      if (prev?.message !== message || pvc.status?.allocatedResourceStatuses?.storage !== status) {
+        await this.#kube.mergePatch(path, {
+          status: {
+            allocatedResources: { storage: wantStr },
+            allocatedResourceStatuses: { storage: status },
+            conditions: [...others, { type: 'ControllerResizeError', status: 'True', lastProbeTime: null, lastTransitionTime: prev?.lastTransitionTime ?? now(), message }],
+          },
+        });
+        this.#event(pvc, 'Warning', 'VolumeResizeFailed', message, 'resizer');
+        this.#log(`storage: growing ${pvName} to ${wantStr} failed: ${error}`);
+      }
+    };
+    // A class with a largest size: the API server accepted the request, the backend refuses it.
+    const maxSize = (sc as any).parameters?.maxSize as string | undefined;
+    if (maxSize && want > parseQuantity(maxSize)) {
+      await failed('ControllerResizeInfeasible', `rpc error: code = OutOfRange desc = the requested size ${wantStr} exceeds the largest volume of class ${sc.metadata.name}, ${maxSize}`);
+      return;
+    }
+    // A backend that fails for a while: the resizer tries again.
+    if (this.resizeFailing.has(ns)) {
+      await failed('ControllerResizeInProgress', 'rpc error: code = Unavailable desc = the storage backend did not answer (test bed)');
+      setTimeout(() => this.#enqueue(`pvc/${pvc.metadata.uid}`, () => this.#syncClaim(ns, pvc.metadata.name)), Math.max(500, 5000 * this.timeFactor)).unref();
+      return;
+    }
     await this.#kube.mergePatch(path, {
       status: {
         allocatedResources: { storage: wantStr },
@@ -222,8 +311,8 @@ export class Storage {
     if (parseQuantity(pv.spec?.capacity?.storage) < want) {
       await this.#kube.mergePatch(`/api/v1/persistentvolumes/${pvName}`, { spec: { capacity: { storage: wantStr } } });
     }
-    const others = (pvc.status?.conditions ?? []).filter((c: any) => c.type !== 'Resizing' && c.type !== 'FileSystemResizePending');
-    if (this.#resizeNeedsRestart(pvName, pvc.metadata.namespace!)) {
+    const online = (sc as any).parameters?.expansion === 'online';
+    if (online || this.#resizeNeedsRestart(pvName, ns)) {
       await this.#kube.mergePatch(path, {
         status: {
           allocatedResourceStatuses: { storage: 'NodeResizePending' },
@@ -231,13 +320,23 @@ export class Storage {
         },
       });
       this.#event(pvc, 'Normal', 'FileSystemResizeRequired', 'Require file system resize of volume on node', 'resizer');
-      this.#log(`storage: ${pvName} grown to ${wantStr}; file system resize pending until a pod starts`);
+      if (online) {
+        // The node expands a mounted volume's file system while the pod runs, a moment later.
+        this.#log(`storage: ${pvName} grown to ${wantStr}; the node expands its file system online`);
+        const claim = pvc.metadata.name;
+        setTimeout(() => {
+          if (this.isMounted?.(ns, claim)) this.#enqueue(`pvc/${pvc.metadata.uid}`, () => this.finishNodeResize(ns, claim));
+        }, Math.max(100, this.onlineExpandSeconds * 1000 * this.timeFactor)).unref();
+      } else {
+        this.#log(`storage: ${pvName} grown to ${wantStr}; file system resize pending until a pod starts`);
+      }
     } else {
       await this.#kube.mergePatch(path, {
         status: { capacity: { storage: wantStr }, allocatedResourceStatuses: null, conditions: others.length ? others : null },
       });
       this.#event(pvc, 'Normal', 'VolumeResizeSuccessful', `resize volume "${pvName}" by resizer "${PROVISIONER}" finished successfully`, 'resizer');
       this.#log(`storage: ${pvName} grown to ${wantStr}`);
+      this.onFileSystemResized?.(ns, pvc.metadata.name, want);
     }
   }
 
@@ -258,6 +357,7 @@ export class Storage {
     });
     this.#event(pvc, 'Normal', 'FileSystemResizeSuccessful', `MountVolume.NodeExpandVolume succeeded for volume "${pvc.spec.volumeName}"`, 'kubelet');
     this.#log(`storage: file system of ${ns}/${claimName} resized to ${size}`);
+    this.onFileSystemResized?.(ns, claimName, parseQuantity(size));
   }
 
   async #syncVolume(pvName: string): Promise<void> {
@@ -291,6 +391,47 @@ export class Storage {
       if (isNotFound(e) || (e instanceof KubeError && e.status === 422)) return;
       throw e;
     }
+  }
+
+  /**
+   * The external attacher: a VolumeAttachment of our driver is attached at once (status.attached)
+   * and detached when it is deleted (its finalizer removed). The attach/detach controller decides
+   * when: it attaches a volume to the node of a pod that uses it, and detaches it once no pod there
+   * uses it and the node's kubelet reports it unmounted.
+   */
+  async #syncAttachment(name: string): Promise<void> {
+    const va = this.#vas?.get(name);
+    if (!va || (va as any).spec?.attacher !== PROVISIONER) return;
+    const fins: string[] = va.metadata.finalizers ?? [];
+    if (va.metadata.deletionTimestamp) {
+      const i = fins.indexOf(ATTACHER_FINALIZER);
+      if (i < 0) return;
+      try {
+        await this.#kube.jsonPatch(`/apis/storage.k8s.io/v1/volumeattachments/${name}`, [
+          { op: 'test', path: `/metadata/finalizers/${i}`, value: ATTACHER_FINALIZER },
+          { op: 'remove', path: `/metadata/finalizers/${i}` },
+        ]);
+        this.#log(`storage: detached ${(va as any).spec?.source?.persistentVolumeName} from ${(va as any).spec?.nodeName}`);
+      } catch (e) {
+        if (isNotFound(e) || (e instanceof KubeError && e.status === 422)) return;
+        throw e;
+      }
+      return;
+    }
+    if (!fins.includes(ATTACHER_FINALIZER)) {
+      await this.#kube.mergePatch(`/apis/storage.k8s.io/v1/volumeattachments/${name}`, { metadata: { finalizers: [...fins, ATTACHER_FINALIZER] } });
+    }
+    if ((va as any).status?.attached !== true) {
+      await this.#kube.mergePatch(`/apis/storage.k8s.io/v1/volumeattachments/${name}/status`, { status: { attached: true } });
+      this.#log(`storage: attached ${(va as any).spec?.source?.persistentVolumeName} to ${(va as any).spec?.nodeName}`);
+    }
+  }
+
+  /** The name a node reports an attachable volume of ours under (node.status.volumesAttached/InUse), or null. */
+  attachName(pv: KObject): string | null {
+    const csi = pv.spec?.csi;
+    if (!this.#vas || csi?.driver !== PROVISIONER || !csi.volumeHandle) return null;
+    return `kubernetes.io/csi/${PROVISIONER}^${csi.volumeHandle}`;
   }
 
   /** The folder behind a claim, once it is bound to a volume of ours. */

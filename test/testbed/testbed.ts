@@ -12,6 +12,7 @@ import type { Server } from 'node:http';
 import { KubeConfig } from '@kubernetes/client-node';
 import { Agent, request } from 'undici';
 import { startControlServer } from './control.ts';
+import { PodNetwork } from './network.ts';
 import { ClusterDns } from './dns.ts';
 import { Informer, Kube, type KObject } from './kube.ts';
 import { serviceAccountKubeconfig as makeSaKubeconfig, writeKubeconfig } from './kubeconfig.ts';
@@ -297,6 +298,10 @@ export async function startTestbed(opts: TestbedOptions = {}): Promise<Testbed> 
     const slices = informer('/apis/discovery.k8s.io/v1/endpointslices');
     const pvcs = informer('/api/v1/persistentvolumeclaims');
     const pvs = informer('/api/v1/persistentvolumes');
+    const vas = informer('/apis/storage.k8s.io/v1/volumeattachments');
+    const nodeObjects = informer('/api/v1/nodes');
+    const namespaces = informer('/api/v1/namespaces');
+    const policies = informer('/apis/networking.k8s.io/v1/networkpolicies');
     // The kubelet API (for kubectl logs) on every node address, with the API server's own
     // certificate (the API server does not verify kubelets it has no CA for).
     let kubeletRef: Kubelet | undefined;
@@ -309,9 +314,21 @@ export async function startTestbed(opts: TestbedOptions = {}): Promise<Testbed> 
     cleanups.push(() => kubeletServer.stop());
     const nodes = new Nodes(kube, tools.k8sVersion, logLine, kubeletServer.port);
     cleanups.push(() => nodes.stop());
-    const storage = new Storage(kube, pvcs, pvs, dir, logLine);
+    const storage = new Storage(kube, pvcs, pvs, dir, logLine, vas);
+    storage.timeFactor = timeFactor;
     const dns = new ClusterDns(services, slices, Math.max(1, Math.round(5 * timeFactor)));
-    await Promise.all([nodes.install(), storage.install(), services.start(), slices.start(), pvcs.start(), pvs.start()]);
+    await Promise.all([
+      nodes.install(),
+      storage.install(),
+      services.start(),
+      slices.start(),
+      pvcs.start(),
+      pvs.start(),
+      vas.start(),
+      nodeObjects.start(),
+      namespaces.start(),
+      policies.start(),
+    ]);
     const dnsPort = await dns.start('127.0.0.1');
     cleanups.push(() => dns.stop());
     const dnsAddress = `127.0.0.1:${dnsPort}`;
@@ -334,12 +351,15 @@ export async function startTestbed(opts: TestbedOptions = {}): Promise<Testbed> 
     // The operator's image, built from the Dockerfile (cached): pulled ahead, as a node would.
     const images = new ImageStore(log);
     void images.prepare().catch((e) => log(`building the operator image failed: ${(e as Error).message}`));
+    const network = new PodNetwork({ pods, policies, namespaces, nodes, log: logLine });
     const kubelet = new Kubelet({
       kube,
       pods,
       services,
       storage,
       nodes,
+      network,
+      nodeObjects,
       dir,
       timeFactor,
       dnsAddress,
@@ -353,12 +373,14 @@ export async function startTestbed(opts: TestbedOptions = {}): Promise<Testbed> 
     kubeletRef = kubelet;
     cleanups.push(() => kubelet.stop());
     storage.onChange = () => kubelet.kick();
+    storage.onFileSystemResized = (ns, claim, bytes) => kubelet.fileSystemResized(ns, claim, bytes);
+    storage.isMounted = (ns, claim) => kubelet.isMounted(ns, claim);
     storage.start();
     await pods.start();
     kubelet.start();
 
     let info!: TestbedInfo;
-    const control = await startControlServer({ kubelet, storage, nodes, dns, info: () => info });
+    const control = await startControlServer({ kubelet, storage, nodes, dns, network, info: () => info });
     cleanups.push(() => new Promise<void>((r) => (control.server as Server).close(() => r())));
     (control.server as Server).unref();
 

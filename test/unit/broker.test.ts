@@ -13,9 +13,11 @@ import {
   promote,
   readHealth,
   readMembership,
+  readMembershipAnswer,
   removeMember,
   type ChangeResult,
 } from '../../activities/broker.ts';
+import { refusedWords } from '../../activities/credentials.ts';
 
 type Handler = (req: IncomingMessage, body: string, res: ServerResponse) => void;
 let server: Server;
@@ -167,5 +169,36 @@ describe('a joint configuration left behind is finished with PUT voters (queen-b
     await setVoters(base, [1, 2, 3, 4]);
     expect(seen.at(-1)).toMatchObject({ method: 'PUT', url: '/api/v1/system/raft/membership/voters' });
     expect(JSON.parse(seen.at(-1)!.body)).toEqual({ voters: [1, 2, 3, 4] });
+  });
+});
+
+describe('an Admin token for brokers run with JWT_ENABLED (issue 12)', () => {
+  it('is sent as a bearer token on the system routes and the probe; a 401 or 403 is told apart from no answer', async () => {
+    const auth: (string | undefined)[] = [];
+    handler = (req, _body, res) => {
+      auth.push(req.headers.authorization);
+      if (req.headers.authorization !== 'Bearer good') {
+        res.writeHead(401, { 'content-type': 'application/json' }).end(JSON.stringify({ error: 'the token has expired', code: 'unauthorized' }));
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ engine: 'raft', ok: true, membership: { nodeId: 1, source: 'leader', leader: 1, term: 2, voters: [1], learners: [], members: [] } }));
+    };
+    const ok = await readMembershipAnswer(base, 1000, 'good');
+    expect(ok.refused).toBeNull();
+    expect(ok.view?.leader).toBe(1);
+    const refused = await readMembershipAnswer(base, 1000, 'stale');
+    expect(refused).toEqual({ view: null, refused: { status: 401, error: 'the token has expired' } });
+    expect(await readMembershipAnswer(base, 1000)).toMatchObject({ refused: { status: 401 } });
+    const change = await removeMember(base, 3, 'stale');
+    expect(change).toMatchObject({ ok: false, code: 'unauthorized', kind: 'permanent' });
+    await removeMember(base, 3, 'good');
+    await probeWrite(base, 'pod 0', 1000, new Date(), 'good');
+    expect(auth).toEqual(['Bearer good', 'Bearer stale', undefined, 'Bearer stale', 'Bearer good', 'Bearer good']);
+    expect(refusedWords({ token: null, problem: null, source: null }, 401, 'no token')).toBe(
+      'the brokers ask for an Admin token on their membership API (401: no token): set spec.adminTokenSecret to a Secret key that holds one',
+    );
+    expect(refusedWords({ token: 'x', problem: null, source: 'Secret a, key b' }, 403, 'this route needs the Admin role')).toBe(
+      'the brokers refuse the Admin token of Secret a, key b (403: this route needs the Admin role): put a valid token with the Admin role there',
+    );
   });
 });

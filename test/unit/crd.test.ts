@@ -57,6 +57,7 @@ describe('the QueenCluster API', () => {
       storage: true, resources: true, podAntiAffinity: true, zoneSpread: true, nodeSelector: true, tolerations: true,
       priorityClassName: true, proxy: true, kafka: true, env: true, podLabels: true, podAnnotations: true, port: true,
       raftPort: true, clusterDomain: true, minReadySeconds: true, terminationGracePeriodSeconds: true, upgrade: true,
+      adminTokenSecret: true, networkPolicy: true,
     };
     expect(Object.keys(typed).sort()).toEqual(specKeys);
   });
@@ -77,6 +78,7 @@ describe('the QueenCluster API', () => {
       clusterDomain: 'cluster.local',
       minReadySeconds: 30,
       terminationGracePeriodSeconds: 90,
+      networkPolicy: { enabled: true },
     });
     expect(withDefaults({ version: '2.6.0', secretName: 'q', minReadySeconds: 0, storage: { size: '10Gi' } })).toMatchObject({
       minReadySeconds: 0,

@@ -5,7 +5,7 @@ import { assess } from '../../workflows/plan/assess.ts';
 import { stopGate, type GateOptions } from '../../workflows/plan/gates.ts';
 import type { Observation } from '../../workflows/plan/observation.ts';
 import { nextRestart } from '../../workflows/plan/restarts.ts';
-import { isStalled, stallMemoryFromStatus, trackStalls, type StallMemory } from '../../workflows/plan/stalls.ts';
+import { answeringNodes, isStalled, stallMemoryFromStatus, trackStalls, type StallMemory } from '../../workflows/plan/stalls.ts';
 import { cluster, member, pod, setMember, stalledSince, T0 } from './fixture.ts';
 
 const OPTS: GateOptions = { minReadyMs: 30_000, stallAfterMs: 10_000, caughtUpEntries: 1000 };
@@ -204,6 +204,21 @@ describe('stall tracking (G12)', () => {
     pod(obs, 1).running = false;
     expect(isStalled(obs, stalledSince(obs, 2, T0 - 60_000), 2, 10_000)).toBe(false);
   });
+  it('a node whose broker does not answer yet (it replays its store at boot) is not stalled, and its clock starts when it answers (issue 12)', () => {
+    const obs = cluster(3, 3, 1);
+    setMember(obs, member(2, true, 300));
+    const booting = { ...obs, health: { ...obs.health } };
+    delete booting.health[1];
+    let memory = trackStalls({}, booting.membership, T0 - 60_000, answeringNodes(booting));
+    memory = trackStalls(memory, booting.membership, T0 - 1_000, answeringNodes(booting));
+    // Its pod runs, the leader's matched for it has not moved for a minute: still not stalled.
+    expect(isStalled(booting, memory, 2, 10_000)).toBe(false);
+    // It answers now: the minute without an answer does not count.
+    memory = trackStalls(memory, obs.membership, T0, answeringNodes(obs));
+    expect(isStalled(obs, memory, 2, 10_000)).toBe(false);
+    memory = trackStalls(memory, obs.membership, T0 + 11_000, answeringNodes(obs));
+    expect(isStalled({ ...obs, at: T0 + 11_000 }, memory, 2, 10_000)).toBe(true);
+  });
   it('survives an operator restart through status.members', () => {
     const obs = cluster(3, 3, 1);
     setMember(obs, member(2, true, 72));
@@ -325,5 +340,26 @@ describe('without its StatefulSet no pod is stopped: it would not come back (iss
     const obs = cluster(3, 3, 1);
     obs.statefulSet = null;
     expect(gate(obs, 2)).toEqual({ gate: 'statefulset-present', reason: 'the StatefulSet queen is gone: the cluster has to be formed again' });
+  });
+});
+
+describe('a pod whose image cannot be pulled (issue 12)', () => {
+  it('holds the next restart with the image and the registry\'s cause, and shows as Degraded at rest', () => {
+    const obs = cluster(3, 3, 1);
+    allOld(obs);
+    const p2 = pod(obs, 2);
+    p2.hash = obs.wantedHash;
+    p2.ready = false;
+    p2.running = false;
+    p2.readySince = null;
+    p2.image = 'ghcr.io/queen-mq/queen:2.6.9';
+    p2.waitingReason = 'ImagePullBackOff';
+    p2.waitingMessage = 'Back-off pulling image "ghcr.io/queen-mq/queen:2.6.9": ErrImagePull: rpc error: code = NotFound desc = failed to resolve reference "ghcr.io/queen-mq/queen:2.6.9": not found';
+    delete obs.health[2];
+    expect(gate(obs, 1, {}, { ...OPTS, minReadyMs: 0 })).toEqual({ gate: 'pod-running', reason: 'pod 2 cannot pull its image ghcr.io/queen-mq/queen:2.6.9 (ImagePullBackOff: not found)' });
+    expect(phaseOf(obs)).toEqual({ phase: 'Degraded', message: 'pod 2 cannot pull its image ghcr.io/queen-mq/queen:2.6.9 (ImagePullBackOff: not found)', reason: 'image-pull' });
+    p2.waitingReason = 'ErrImagePull';
+    p2.waitingMessage = 'failed to authorize: 401 Unauthorized';
+    expect(phaseOf(obs).message).toBe('pod 2 cannot pull its image ghcr.io/queen-mq/queen:2.6.9 (ErrImagePull: access denied)');
   });
 });

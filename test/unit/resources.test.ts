@@ -1,7 +1,7 @@
 // The objects made from a QueenCluster: names, labels, the pod template of seed 001, the peer
 // list, and which changes restart pods (the template hash).
 import { describe, expect, it } from 'vitest';
-import { disruptionBudget, imageTag, peersFor, podTemplate, services, specHash, statefulSet } from '../../activities/resources.ts';
+import { disruptionBudget, imageTag, networkPolicy, peersFor, podTemplate, services, setOperatorNamespace, specHash, statefulSet } from '../../activities/resources.ts';
 import { RESERVED_ENV } from '../../crd/embedded.ts';
 import { withDefaults } from '../../crd/defaults.ts';
 import type { QueenCluster, QueenClusterSpec } from '../../crd/schema.ts';
@@ -140,5 +140,43 @@ describe('the Services and the disruption budget', () => {
   it('a drain may take one of three or five voters, and none of one (G25)', () => {
     expect(disruptionBudget(qc()).spec!.maxUnavailable).toBe(1);
     expect(disruptionBudget(qc({ replicas: 1 })).spec!.maxUnavailable).toBe(0);
+  });
+});
+
+describe('the NetworkPolicy (issue 12)', () => {
+  it('lets the raft port in from the cluster only, the broker port from it, the operator\'s namespace and labelled clients', () => {
+    setOperatorNamespace('queen-system');
+    try {
+      const np = networkPolicy(qc())!;
+      expect(np.metadata).toMatchObject({ name: 'queen', namespace: 'queen', ownerReferences: [{ kind: 'QueenCluster', uid: 'uid-1', controller: true }] });
+      const own = { podSelector: { matchLabels: { 'app.kubernetes.io/name': 'queen', 'app.kubernetes.io/instance': 'queen' } } };
+      expect(np.spec).toEqual({
+        podSelector: own.podSelector,
+        policyTypes: ['Ingress'],
+        ingress: [
+          { from: [own], ports: [{ protocol: 'TCP', port: 7400 }] },
+          {
+            from: [
+              own,
+              { namespaceSelector: {}, podSelector: { matchLabels: { 'queenmq.com/client': 'true' } } },
+              { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'queen-system' } } },
+            ],
+            ports: [{ protocol: 'TCP', port: 6632 }],
+          },
+        ],
+      });
+      // The proxy and Kafka ports have their own authentication and outside clients: open.
+      const open = networkPolicy(qc({ proxy: { enabled: true }, kafka: { enabled: true } }))!.spec.ingress.at(-1);
+      expect(open).toEqual({ ports: [{ protocol: 'TCP', port: 6711 }, { protocol: 'TCP', port: 9092 }] });
+    } finally {
+      setOperatorNamespace(null);
+    }
+    // Outside a cluster the operator's namespace is not known: no rule for it.
+    expect(networkPolicy(qc())!.spec.ingress[1]!.from).toHaveLength(2);
+  });
+
+  it('is left out when turned off, and turning it on or off is a change to apply', () => {
+    expect(networkPolicy(qc({ networkPolicy: { enabled: false } }))).toBeNull();
+    expect(specHash(qc({ networkPolicy: { enabled: false } }))).not.toBe(specHash(qc()));
   });
 });

@@ -60,3 +60,34 @@ describe('a second raise during a grow retargets it (issue 8, item 10)', () => {
     expect(step(obs)).toEqual({ kind: 'wait', message: 'the StatefulSet queen is gone: the cluster has to be formed again', gate: 'statefulset-present' });
   });
 });
+
+describe('growth that does not go as asked (issue 12)', () => {
+  const asked = (obs: Observation) => {
+    for (const c of obs.claims) Object.assign(c, { request: '100Gi', requestBytes: 100 * GI });
+  };
+  it('a size the storage refuses after the API server accepted it is Blocked with the storage\'s words', () => {
+    const obs = cluster(3, 3, 3);
+    asked(obs);
+    Object.assign(obs.claims[0]!, { resizeInfeasible: true, resizeError: 'resize volume "pvc-1" failed: rpc error: code = OutOfRange desc = too big' });
+    expect(step(obs)).toEqual({
+      kind: 'wait',
+      phase: 'Blocked',
+      message: 'the volume of pod 0 cannot grow to 100Gi: resize volume "pvc-1" failed: rpc error: code = OutOfRange desc = too big',
+      gate: 'volume-can-grow',
+    });
+  });
+  it('a resizer that fails and tries again is waited for, with its error', () => {
+    const obs = cluster(3, 3, 3);
+    asked(obs);
+    obs.claims[0]!.resizeError = 'rpc error: code = Unavailable desc = down';
+    expect(step(obs)).toEqual({ kind: 'wait', message: 'the volume of pod 0 is growing to 100Gi, but its storage fails and tries again: rpc error: code = Unavailable desc = down', gate: 'volume-grown' });
+  });
+  it('a file system waiting for its node gets a moment to grow online before its pod is restarted', () => {
+    const obs = cluster(3, 3, 3);
+    asked(obs);
+    Object.assign(obs.claims[0]!, { resizePending: true, resizePendingSince: obs.at - 5_000 });
+    expect(step(obs)).toEqual({ kind: 'wait', message: "the file system of pod 0's volume is growing to 100Gi", gate: 'volume-grown' });
+    obs.claims[0]!.resizePendingSince = obs.at - 25_000;
+    expect(step(obs)).toMatchObject({ kind: 'restart', ordinal: 0 });
+  });
+});

@@ -2,7 +2,7 @@
 // reason when a pod is down or a voter is behind, Blocked when only a person can decide, Forming
 // before the first leader. Phases are not sticky: this is computed afresh from every observation.
 import type { Phase } from '../../crd/schema.ts';
-import { stopGate, type GateName } from './gates.ts';
+import { imagePullProblem, stopGate, type GateName } from './gates.ts';
 import type { Observation, PodObservation } from './observation.ts';
 import type { StallMemory } from './stalls.ts';
 
@@ -10,7 +10,7 @@ export interface Assessment {
   phase: Phase;
   message: string;
   /** The named gate or check behind a Degraded or Blocked phase. */
-  reason?: GateName | 'pod-config' | 'crash-loop' | 'unschedulable' | 'forming' | 'last-operation';
+  reason?: GateName;
 }
 
 export interface AssessInput {
@@ -60,6 +60,8 @@ export function assess(input: AssessInput): Assessment {
       return { phase: 'Blocked', message: `apply stopped on pod ${pod.ordinal}: this needs a person, see the recovery guide`, reason: 'apply-running' };
     }
   }
+  // The brokers refuse the operator's credentials (JWT_ENABLED): only a person can fix that.
+  if (!obs.membership && obs.brokerAuth) return { phase: 'Blocked', message: obs.brokerAuth, reason: 'broker-credentials' };
   if (!obs.membership) {
     if (!input.formed) return { phase: 'Forming', message: 'waiting for the pods to start and elect a leader', reason: 'forming' };
     return {
@@ -72,6 +74,8 @@ export function assess(input: AssessInput): Assessment {
   for (const pod of obs.pods) {
     const loop = crashLoop(pod);
     if (loop) return { phase: 'Degraded', message: loop, reason: 'crash-loop' };
+    const pull = imagePullProblem(pod);
+    if (pull) return { phase: 'Degraded', message: pull, reason: 'image-pull' };
     if (pod.unschedulable) return { phase: 'Degraded', message: `pod ${pod.ordinal} cannot be scheduled: ${pod.unschedulable}`, reason: 'unschedulable' };
   }
   const hold = stopGate({

@@ -4,7 +4,7 @@
 // A node about to leave the membership passes the same gate (`removing`): the voters that stay
 // must carry the cluster without it, so a removal never leaves two voters that cannot commit.
 import { goDuration, lagText } from './format.ts';
-import type { Observation } from './observation.ts';
+import { memberOf, type Observation, podAt, type PodObservation } from './observation.ts';
 import { isStalled, type StallMemory } from './stalls.ts';
 
 export interface GateOptions {
@@ -63,6 +63,23 @@ export const GATE_NAMES = [
   // client Services' endpoints, then the requests in flight on it finish.
   'pod-out-of-endpoints',
   'requests-drained',
+  // Evictions the PodDisruptionBudget refuses for now (another disruption is under way).
+  'disruption-budget',
+  // Holds only a person can lift (the phase is Blocked): objects someone else owns, a
+  // replacement whose annotation changed, a membership change the leader refuses, a volume the
+  // storage cannot grow, the Admin token the brokers want.
+  'objects-ours',
+  'replace-target',
+  'membership-change',
+  'volume-can-grow',
+  'broker-credentials',
+  // What the phase at rest names when it is Degraded or Blocked (status.operation is not set).
+  'pod-config',
+  'crash-loop',
+  'image-pull',
+  'unschedulable',
+  'forming',
+  'last-operation',
 ] as const;
 export type GateName = (typeof GATE_NAMES)[number];
 
@@ -71,6 +88,24 @@ export function voterIds(obs: Observation): number[] {
   const ids = new Set<number>(obs.membership?.voters ?? []);
   for (let id = 1; id <= obs.voters; id++) ids.add(id);
   return [...ids].sort((a, b) => a - b);
+}
+
+/**
+ * A pod whose image the node cannot pull (ErrImagePull, ImagePullBackOff), in one line with the
+ * registry's cause when the kubelet gives it (not found, access denied); null otherwise.
+ */
+export function imagePullProblem(pod: PodObservation): string | null {
+  const reason = pod.waitingReason;
+  if (reason !== 'ErrImagePull' && reason !== 'ImagePullBackOff' && reason !== 'InvalidImageName' && reason !== 'ErrImageNeverPull') return null;
+  const msg = pod.waitingMessage ?? '';
+  const cause = /not ?found|manifest unknown/i.test(msg)
+    ? 'not found'
+    : /unauthorized|denied|forbidden|\b40[13]\b/i.test(msg)
+      ? 'access denied'
+      : /timeout|i\/o|connection/i.test(msg)
+        ? 'the registry does not answer'
+        : '';
+  return `pod ${pod.ordinal} cannot pull its image ${pod.image ?? ''} (${reason}${cause ? `: ${cause}` : ''})`.replace('image  (', 'image (');
 }
 
 const otherVoters = (c: GateContext) => voterIds(c.obs).filter((id) => c.target === null || id !== c.target + 1);
@@ -84,7 +119,9 @@ export const STOP_GATES: readonly Gate[] = [
     check: ({ obs }) =>
       obs.membership && obs.membership.leader !== null
         ? null
-        : 'no pod answers with a leader\'s view of the membership: an election is under way, or the cluster lost its majority',
+        : !obs.membership && obs.brokerAuth
+          ? obs.brokerAuth
+          : 'no pod answers with a leader\'s view of the membership: an election is under way, or the cluster lost its majority',
   },
   {
     // Without its StatefulSet a stopped pod never comes back: the cluster has to be formed again first.
@@ -109,8 +146,8 @@ export const STOP_GATES: readonly Gate[] = [
     name: 'pod-running',
     check: (c) => {
       for (const id of otherVoters(c)) {
-        const pod = c.obs.pods.find((p) => p.ordinal === id - 1);
-        if (!pod || pod.terminating || !pod.running) return `pod ${id - 1} is not running`;
+        const pod = podAt(c.obs, id - 1);
+        if (!pod || pod.terminating || !pod.running) return (pod && !pod.terminating && imagePullProblem(pod)) || `pod ${id - 1} is not running`;
       }
       return null;
     },
@@ -124,7 +161,7 @@ export const STOP_GATES: readonly Gate[] = [
       for (const id of voterIds(c.obs)) {
         if (c.removing && c.target !== null && id === c.target + 1) continue;
         if (isStalled(c.obs, c.memory, id, c.opts.stallAfterMs)) {
-          const m = c.obs.membership?.members.find((x) => x.nodeId === id);
+          const m = memberOf(c.obs.membership, id);
           return `node ${id} is behind the leader and does not catch up${lagText(m?.lag)}: if its volume was wiped or put back from a copy, it has to be replaced`;
         }
       }
@@ -135,8 +172,8 @@ export const STOP_GATES: readonly Gate[] = [
     name: 'pod-ready',
     check: (c) => {
       for (const id of otherVoters(c)) {
-        const pod = c.obs.pods.find((p) => p.ordinal === id - 1);
-        if (pod && !pod.ready) return `pod ${id - 1} is not Ready`;
+        const pod = podAt(c.obs, id - 1);
+        if (pod && !pod.ready) return imagePullProblem(pod) ?? `pod ${id - 1} is not Ready`;
       }
       return null;
     },
@@ -146,7 +183,7 @@ export const STOP_GATES: readonly Gate[] = [
     check: (c) => {
       if (c.opts.minReadyMs <= 0) return null;
       for (const id of otherVoters(c)) {
-        const pod = c.obs.pods.find((p) => p.ordinal === id - 1);
+        const pod = podAt(c.obs, id - 1);
         // A Ready time in the future (clock skew) counts as just now, never as a negative wait.
         const readyFor = pod?.readySince === null || pod?.readySince === undefined ? 0 : Math.max(0, c.obs.at - pod.readySince);
         if (readyFor < c.opts.minReadyMs) return `pod ${id - 1} has been Ready for less than ${goDuration(c.opts.minReadyMs)}`;
@@ -158,7 +195,7 @@ export const STOP_GATES: readonly Gate[] = [
     name: 'voter-live',
     check: (c) => {
       for (const id of otherVoters(c)) {
-        const m = c.obs.membership?.members.find((x) => x.nodeId === id);
+        const m = memberOf(c.obs.membership, id);
         if (!m || !m.live) return `the leader has not heard from node ${id}`;
       }
       return null;
@@ -168,7 +205,7 @@ export const STOP_GATES: readonly Gate[] = [
     name: 'voter-caught-up',
     check: (c) => {
       for (const id of otherVoters(c)) {
-        const m = c.obs.membership?.members.find((x) => x.nodeId === id);
+        const m = memberOf(c.obs.membership, id);
         if (m && (m.lag === null || m.lag > c.opts.caughtUpEntries)) return `node ${id} is behind the leader${lagText(m.lag)}`;
       }
       return null;

@@ -43,6 +43,12 @@ export interface ClaimObservation {
   capacityBytes: number;
   request: string;
   resizePending: boolean;
+  /** Since when the file system has waited for the node (FileSystemResizePending), in ms. */
+  resizePendingSince?: number | null;
+  /** The resizer's error (ControllerResizeError / NodeResizeError), while it tries again or after it gave up. */
+  resizeError?: string | null;
+  /** The storage refused the size for good (ControllerResizeInfeasible / NodeResizeInfeasible). */
+  resizeInfeasible?: boolean;
 }
 
 export interface HealthObservation {
@@ -124,8 +130,21 @@ export interface Observation {
   membership: MembershipObservation | null;
   /** The ordinal of the pod that gave it. */
   membershipVia: number | null;
+  /**
+   * Why the brokers refuse the operator on their system routes (JWT_ENABLED: no token, a token
+   * refused, a Secret that cannot be read), in one line; null or absent when they do not.
+   */
+  brokerAuth?: string | null;
 }
 
+// The one place a pod, a claim or a member is looked up by its pod ordinal or node id. A node's id
+// is its pod's ordinal + 1 (queen-0 is node 1), fixed at formation by the StatefulSet's order.
+
+/** The pod of an ordinal, Terminating or not. */
 export const podAt = (obs: Observation, ordinal: number) => obs.pods.find((p) => p.ordinal === ordinal);
+/** The claim of an ordinal, being deleted or not. */
 export const claimAt = (obs: Observation, ordinal: number) => obs.claims.find((c) => c.ordinal === ordinal);
-export const memberOf = (m: MembershipObservation | null, nodeId: number) => m?.members.find((x) => x.nodeId === nodeId);
+/** The claim of an ordinal that is not being deleted: the one its pod mounts next. */
+export const liveClaimAt = (obs: Observation, ordinal: number) => obs.claims.find((c) => c.ordinal === ordinal && !c.terminating);
+/** The member of a node id in a membership view. */
+export const memberOf = (m: MembershipObservation | null | undefined, nodeId: number) => m?.members.find((x) => x.nodeId === nodeId);

@@ -5,7 +5,7 @@
 //
 // The memory (per node: the last `matched` seen and since when) is plain data: the observer keeps
 // it across operator restarts (in status.members) and every gate starts from it.
-import type { MembershipObservation, Observation, PodObservation } from './observation.ts';
+import { memberOf, type MembershipObservation, type Observation, podAt, type PodObservation } from './observation.ts';
 
 export interface StallEntry {
   matched: number | null;
@@ -17,29 +17,43 @@ export type StallMemory = Record<string, StallEntry>;
 
 export const DEFAULT_STALL_AFTER_MS = 10_000;
 
-/** The memory after one more look at the membership: unchanged `matched` keeps its time. */
-export function trackStalls(prev: StallMemory, membership: MembershipObservation | null, now: number): StallMemory {
+/**
+ * The memory after one more look at the membership: unchanged `matched` keeps its time. With
+ * `answering` (the nodes whose pods answered /health), the clock of a node that does not answer
+ * starts again: a broker that replays its store at boot keeps its port closed for as long as that
+ * takes, and only the time it has been up without moving counts.
+ */
+export function trackStalls(prev: StallMemory, membership: MembershipObservation | null, now: number, answering?: ReadonlySet<number>): StallMemory {
   if (!membership) return prev;
   const next: StallMemory = {};
   for (const m of membership.members) {
     const old = prev[String(m.nodeId)];
-    next[String(m.nodeId)] = old && old.matched === m.matched ? old : { matched: m.matched, since: now };
+    const keep = old && old.matched === m.matched && (!answering || answering.has(m.nodeId));
+    next[String(m.nodeId)] = keep ? old : { matched: m.matched, since: now };
   }
   return next;
 }
 
+/** The node ids whose pods answered /health in this observation. */
+export function answeringNodes(obs: Pick<Observation, 'health'>): Set<number> {
+  return new Set(Object.keys(obs.health).map((ordinal) => Number(ordinal) + 1));
+}
+
 /**
- * A voter is stalled when its pod runs, the leader has a `matched` for it that is behind and has
- * not moved for `stallAfterMs`. A node receiving a snapshot is not stalled: its `matched` is
+ * A voter is stalled when its pod runs and answers, the leader has a `matched` for it that is
+ * behind and has not moved for `stallAfterMs` while it answered. A node receiving a snapshot is not stalled: its `matched` is
  * unknown (null) while the snapshot is in flight, and it restarts once with exit code 75 to load it.
  */
 export function isStalled(obs: Observation, memory: StallMemory, nodeId: number, stallAfterMs: number): boolean {
-  const member = obs.membership?.members.find((m) => m.nodeId === nodeId);
+  const member = memberOf(obs.membership, nodeId);
   if (!member || !member.voter || member.matched === null) return false;
   if (member.lag === null || member.lag <= 0) return false;
   if (obs.membership?.leader === nodeId) return false;
-  const pod = obs.pods.find((p) => p.ordinal === nodeId - 1);
+  const pod = podAt(obs, nodeId - 1);
   if (!pod || !pod.running || pod.terminating) return false;
+  // A node that does not answer cannot be judged: it may be booting (replaying its store) or down,
+  // which the other gates say.
+  if (!obs.health[pod.ordinal]) return false;
   if (loadingSnapshot(pod, obs.at, stallAfterMs)) return false;
   const entry = memory[String(nodeId)];
   if (!entry || entry.matched !== member.matched) return false;

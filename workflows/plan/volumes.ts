@@ -5,13 +5,17 @@
 // Every step carries the size it works towards, read from the spec at that step: a second raise
 // during a grow retargets it. The re-creation carries the pod count of the StatefulSet it replaces.
 import type { Observation } from './observation.ts';
+import type { GateName } from './gates.ts';
 
 export type VolumeStep =
   | { kind: 'done'; size: string }
-  | { kind: 'wait'; message: string; gate: string }
+  | { kind: 'wait'; message: string; gate: GateName; phase?: 'Blocked' }
   | { kind: 'expand'; ordinal: number; claimName: string; claimUid: string; size: string; message: string }
   | { kind: 'restart'; ordinal: number; message: string; next: string }
   | { kind: 'recreate'; pods: number; size: string; message: string };
+
+/** How long a file system waiting for its node (FileSystemResizePending) is given to grow online before its pod is restarted. */
+export const ONLINE_EXPANSION_MS = 20_000;
 
 export function nextVolumeStep(obs: Observation, size: string, sizeBytes: number, templateBytes: number): VolumeStep {
   const sts = obs.statefulSet;
@@ -24,7 +28,26 @@ export function nextVolumeStep(obs: Observation, size: string, sizeBytes: number
   }
   for (const c of obs.claims) {
     if (c.terminating || c.capacityBytes === 0 || c.capacityBytes >= sizeBytes) continue;
-    if (!c.resizePending) return { kind: 'wait', message: `the volume of pod ${c.ordinal} is growing to ${size}`, gate: 'volume-grown' };
+    // Accepted by the API server, then refused by the storage: only a person can change that.
+    if (c.resizeInfeasible) {
+      return {
+        kind: 'wait',
+        phase: 'Blocked',
+        message: `the volume of pod ${c.ordinal} cannot grow to ${size}: ${c.resizeError ?? 'its storage refuses that size'}`,
+        gate: 'volume-can-grow',
+      };
+    }
+    if (!c.resizePending) {
+      if (c.resizeError) {
+        return { kind: 'wait', message: `the volume of pod ${c.ordinal} is growing to ${size}, but its storage fails and tries again: ${c.resizeError}`, gate: 'volume-grown' };
+      }
+      return { kind: 'wait', message: `the volume of pod ${c.ordinal} is growing to ${size}`, gate: 'volume-grown' };
+    }
+    // A node that expands a mounted volume's file system by itself (online) does so within
+    // moments: a restart is for the file systems that wait for one.
+    if (c.resizePendingSince != null && obs.at - c.resizePendingSince < ONLINE_EXPANSION_MS) {
+      return { kind: 'wait', message: `the file system of pod ${c.ordinal}'s volume is growing to ${size}`, gate: 'volume-grown' };
+    }
     return {
       kind: 'restart',
       ordinal: c.ordinal,

@@ -5,11 +5,12 @@
 // A node that left the membership never comes back with its old data (the broker forbids it):
 // a pod whose node is not a member but holds data gets an empty volume before it is added.
 import { idsText, lagText } from './format.ts';
-import type { Observation } from './observation.ts';
+import { liveClaimAt, memberOf, type Observation, podAt } from './observation.ts';
+import type { GateName } from './gates.ts';
 
 export type VoterStep =
   | { kind: 'done' }
-  | { kind: 'wait'; message: string; gate: string }
+  | { kind: 'wait'; message: string; gate: GateName }
   | { kind: 'scale-pods'; pods: number; message: string }
   | { kind: 'add-learner'; nodeId: number; message: string }
   | { kind: 'promote'; nodeIds: number[]; message: string }
@@ -36,15 +37,15 @@ export function nextVoterStep(obs: Observation, wanted: number): VoterStep {
 
   const learners = [];
   for (let id = 1; id <= wanted; id++) {
-    const member = m.members.find((x) => x.nodeId === id);
+    const member = memberOf(m, id);
     if (member?.voter) continue;
     if (!member) {
-      const pod = obs.pods.find((p) => p.ordinal === id - 1);
+      const pod = podAt(obs, id - 1);
       if (!pod || pod.terminating || !pod.running || !obs.health[id - 1]) {
         return { kind: 'wait', message: `waiting for pod ${id - 1} to start before node ${id} is added`, gate: 'pod-running' };
       }
       if (holdsOldData(obs, id)) {
-        const claim = obs.claims.find((c) => c.ordinal === id - 1 && !c.terminating);
+        const claim = liveClaimAt(obs, id - 1);
         if (!claim) return { kind: 'wait', message: `waiting for pod ${id - 1} to start on an empty volume before node ${id} is added`, gate: 'pod-running' };
         return {
           kind: 'wipe-claim',
@@ -75,7 +76,7 @@ export function nextVoterStep(obs: Observation, wanted: number): VoterStep {
   if (extra.length > 0) {
     const id = extra[0]!;
     if (m.leader === id) {
-      const pod = obs.pods.find((p) => p.ordinal === id - 1);
+      const pod = podAt(obs, id - 1);
       if (!pod || pod.terminating) return { kind: 'wait', message: `node ${id} leads and is leaving: waiting for another leader`, gate: 'leader-known' };
       return { kind: 'hand-off', nodeId: id, message: `node ${id} leads: stopping its pod once so it hands leadership away before it is removed` };
     }
