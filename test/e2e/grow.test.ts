@@ -45,6 +45,9 @@ it.each([
   const events = await clusterEvents(s);
   const restarted = events.filter((e) => e.reason === 'RestartPod').map((e) => Number(/pod (\d)/.exec(e.message ?? '')![1]));
   expect(restarted.sort()).toEqual(share ? [0, 1, 2] : []);
+  // Each pod left the client Service before it restarted.
+  const drained = events.filter((e) => e.reason === 'DrainPod').map((e) => e.message);
+  expect(drained.sort()).toEqual(restarted.map((o) => `taking pod ${o} out of the client Service before it restarts`));
   expect(events.filter((e) => e.reason === 'RestartPod').every((e) => /^restarting pod \d to finish growing its volume$/.test(e.message ?? ''))).toBe(true);
   // Only the pods that needed it restarted; the StatefulSet's re-creation restarted nobody.
   for (let o = 0; o < 3; o++) expect(watch.uids.get(`queen-${o}`), `queen-${o}`).toHaveLength(restarted.includes(o) ? 2 : 1);

@@ -111,8 +111,17 @@ export function startLoad(opts: LoadOptions): Load {
   });
   void slices.start();
   // New connections per request would be closer to kube-proxy's per-connection choice; a keep-alive
-  // pool per endpoint is what a real HTTP client does and costs far less.
-  const agent = new Agent({ keepAliveTimeout: 4000, connections: 16, ...(opts.sourceIp ? { localAddress: opts.sourceIp } : {}) });
+  // pool per endpoint is what a real HTTP client does and costs far less. A push picks its endpoint
+  // only once a connection to it is free (as kube-proxy picks one when a connection is made): a
+  // push queued in the pool of an endpoint would still go to it after it left the Service.
+  const CONNECTIONS = 16;
+  const agent = new Agent({ keepAliveTimeout: 4000, connections: CONNECTIONS, ...(opts.sourceIp ? { localAddress: opts.sourceIp } : {}) });
+  const busy = new Map<string, number>();
+  const freed: (() => void)[] = [];
+  const release = (ip: string) => {
+    busy.set(ip, (busy.get(ip) ?? 1) - 1);
+    for (const w of freed.splice(0)) w();
+  };
 
   const endpoints = (): Endpoint[] => {
     const out = new Map<string, Endpoint>();
@@ -194,16 +203,18 @@ export function startLoad(opts: LoadOptions): Load {
     for (;;) {
       const cands = candidates();
       // Another endpoint than the one that just failed, when there is one.
-      const pool = cands.length > 1 && lastFailed ? cands.filter((c) => c !== lastFailed) : cands;
+      const pool = (cands.length > 1 && lastFailed ? cands.filter((c) => c !== lastFailed) : cands).filter((c) => (busy.get(c) ?? 0) < CONNECTIONS);
       if (!pool.length) {
         if (Date.now() > deadline) return;
-        await sleep(100);
+        // Every connection busy: wait for one to be free (or the endpoints to change), then pick.
+        await Promise.race([new Promise<void>((r) => freed.push(r)), sleep(cands.length ? 1000 : 100)]);
         continue;
       }
       const ip = pool[rr++ % pool.length]!;
       tries++;
       const sentAt = new Date().toISOString();
-      const failure = await attempt(ids, ip, n);
+      busy.set(ip, (busy.get(ip) ?? 0) + 1);
+      const failure = await attempt(ids, ip, n).finally(() => release(ip));
       if (failure === null) {
         acknowledged += count;
         if (tries === 1) acknowledgedFirstTry += count;
