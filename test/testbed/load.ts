@@ -117,10 +117,12 @@ export function startLoad(opts: LoadOptions): Load {
   const CONNECTIONS = 16;
   const agent = new Agent({ keepAliveTimeout: 4000, connections: CONNECTIONS, ...(opts.sourceIp ? { localAddress: opts.sourceIp } : {}) });
   const busy = new Map<string, number>();
-  const freed: (() => void)[] = [];
+  // Pushes waiting for a free connection, first come first served: one is woken per freed
+  // connection, all when the endpoints change.
+  const waiting: (() => void)[] = [];
   const release = (ip: string) => {
     busy.set(ip, (busy.get(ip) ?? 1) - 1);
-    for (const w of freed.splice(0)) w();
+    waiting.shift()?.();
   };
 
   const endpoints = (): Endpoint[] => {
@@ -146,7 +148,10 @@ export function startLoad(opts: LoadOptions): Load {
   let maxSendDelay: LoadReport['maxSendDelay'] = { ms: 0, at: null };
   const noteEndpoints = () => {
     const now = candidates().sort();
-    if (JSON.stringify(endpointChanges.at(-1)?.endpoints) !== JSON.stringify(now)) endpointChanges.push({ at: new Date().toISOString(), endpoints: now });
+    if (JSON.stringify(endpointChanges.at(-1)?.endpoints) !== JSON.stringify(now)) {
+      endpointChanges.push({ at: new Date().toISOString(), endpoints: now });
+      for (const w of waiting.splice(0)) w();
+    }
   };
   slices.on({ add: noteEndpoints, update: noteEndpoints, delete: noteEndpoints });
 
@@ -207,7 +212,8 @@ export function startLoad(opts: LoadOptions): Load {
       if (!pool.length) {
         if (Date.now() > deadline) return;
         // Every connection busy: wait for one to be free (or the endpoints to change), then pick.
-        await Promise.race([new Promise<void>((r) => freed.push(r)), sleep(cands.length ? 1000 : 100)]);
+        if (cands.length) await new Promise<void>((r) => waiting.push(r));
+        else await sleep(100);
         continue;
       }
       const ip = pool[rr++ % pool.length]!;
