@@ -205,17 +205,23 @@ export function startLoad(opts: LoadOptions): Load {
     const deadline = Date.now() + giveUpAfter;
     let tries = 0;
     let lastFailed: string | undefined;
+    // Woken from the queue of waiting pushes: it goes before the pushes that came after it.
+    let woken = false;
     for (;;) {
       const cands = candidates();
       // Another endpoint than the one that just failed, when there is one.
       const pool = (cands.length > 1 && lastFailed ? cands.filter((c) => c !== lastFailed) : cands).filter((c) => (busy.get(c) ?? 0) < CONNECTIONS);
-      if (!pool.length) {
+      // Every connection busy, or pushes that came first still wait: wait for a free connection
+      // (or the endpoints to change), then pick. First come, first served.
+      if (!pool.length || (!woken && waiting.length > 0)) {
         if (Date.now() > deadline) return;
-        // Every connection busy: wait for one to be free (or the endpoints to change), then pick.
-        if (cands.length) await new Promise<void>((r) => waiting.push(r));
-        else await sleep(100);
+        if (cands.length) {
+          await new Promise<void>((r) => (woken ? waiting.unshift(r) : waiting.push(r)));
+          woken = true;
+        } else await sleep(100);
         continue;
       }
+      woken = false;
       const ip = pool[rr++ % pool.length]!;
       tries++;
       const sentAt = new Date().toISOString();
