@@ -214,7 +214,11 @@ export function startLoad(opts: LoadOptions): Load {
       // Every connection busy, or pushes that came first still wait: wait for a free connection
       // (or the endpoints to change), then pick. First come, first served.
       if (!pool.length || (!woken && waiting.length > 0)) {
-        if (Date.now() > deadline) return;
+        if (Date.now() > deadline) {
+          // Given up: the wake it had goes to the next push that waits.
+          if (woken) waiting.shift()?.();
+          return;
+        }
         if (cands.length) {
           await new Promise<void>((r) => (woken ? waiting.unshift(r) : waiting.push(r)));
           woken = true;
