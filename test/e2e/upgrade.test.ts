@@ -23,7 +23,9 @@ export function expectedOrder(voters: number, leader: number): number[] {
 
 async function upgrade(prefix: string, replicas: 3 | 5) {
   s = await scenario(prefix, { sim: BIG_STORE });
-  await formed(s, seedSpec({ replicas }));
+  // 4Gi: at 200 pushes a second of 16 KiB the store grows by about 3 MB a second, and five pods
+  // each replaying it take minutes (1Gi filled up before the last pod was Ready).
+  await formed(s, seedSpec({ replicas, storage: { size: '4Gi' } }));
   await buildStore(s, BIG_STORE_MESSAGES);
   const before = await waitForCluster(s, 'Ready with the store', (q) => q.status?.phase === 'Ready' && q.status?.commits === true, 120_000);
   const leader = before.status!.leader!;
