@@ -188,6 +188,7 @@ export function operatorCommand(): Command {
     .addOption(opt('--probe-interval <duration>', 'how often the write probe behind COMMITS runs at rest (1s to 24h)', 'QUEEN_PROBE_INTERVAL').argParser(durationWithin('1s', '24h')).default(d.probeIntervalMs, ms(d.probeIntervalMs)))
     .addOption(opt('--stall-after <duration>', 'a voter behind the leader that has not moved this long is stalled (1s to 24h)', 'QUEEN_STALL_AFTER').argParser(durationWithin('1s', '24h')).default(d.stallAfterMs, ms(d.stallAfterMs)))
     .addOption(opt('--settle-timeout <duration>', 'how long an upgrade waits for the cluster after its last restart (10s to 24h)', 'QUEEN_SETTLE_TIMEOUT').argParser(durationWithin('10s', '24h')).default(d.settleTimeoutMs, ms(d.settleTimeoutMs)))
+    .addOption(opt('--drain-wait <duration>', "before a node leaves the membership, how long its pod stays up once out of the client Service's endpoints, for clients to see it and requests in flight to finish (0s to 10m)", 'QUEEN_DRAIN_WAIT').argParser(durationWithin('0s', '10m')).default(d.drainMs, ms(d.drainMs)))
     .addOption(opt('--shutdown-grace <duration>', "on SIGTERM, how long running steps may take to finish (0s to 1h; keep it under the pod's terminationGracePeriodSeconds)", 'QUEEN_SHUTDOWN_GRACE').argParser(durationWithin('0s', '1h')).default(20_000, '20s'))
     .addOption(opt('--unhealthy-after <duration>', '/healthz fails once the watches have been broken this long (10s to 24h)', 'QUEEN_UNHEALTHY_AFTER').argParser(durationWithin('10s', '24h')).default(120_000, '2m'))
     .addOption(opt('--log-level <level>', 'how much the log says', 'LOG_LEVEL').choices(LOG_LEVELS).default('info'))
@@ -258,6 +259,7 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): Options | 
       probeIntervalMs: o.probeInterval as number,
       stallAfterMs: o.stallAfter as number,
       settleTimeoutMs: o.settleTimeout as number,
+      drainMs: o.drainWait as number,
     },
   };
 }

@@ -17,6 +17,7 @@ import {
   type ClusterRef,
 } from './common.ts';
 import { recordProbe } from './gate.ts';
+import { labelServing } from './drain.ts';
 import { applyObject, deleteOwnedNetworkPolicy, getStatefulSet, listPods, patchClusterStatus, readObject } from './kube.ts';
 import { clusterObjects, keptShape, names, networkPolicy, parseOrdinal, statefulSet } from './resources.ts';
 import { observedStatus } from './status.ts';
@@ -76,6 +77,8 @@ export function formActivities(deps: ActivityDeps) {
         if (existingSts?.metadata?.deletionTimestamp) {
           return { hold: { phase: 'Forming', gate: 'statefulset-deleted', message: `waiting for the old StatefulSet ${ref.name} to be deleted` } };
         }
+        // Pods made before the serving label get it before the client Services select on it.
+        await labelServing(deps, ref);
         for (const obj of wanted) await applyObject(deps.kube, obj);
         if (!networkPolicy(qc)) await deleteOwnedNetworkPolicy(deps.kube, qc, names.networkPolicy(ref.name));
         const shape = existingSts

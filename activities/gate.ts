@@ -13,6 +13,7 @@ import type { Observation } from '../plan/observation.ts';
 import type { RestartPick } from '../plan/restarts.ts';
 import { answeringNodes, stallMemoryFromStatus, trackStalls, type StallMemory } from '../plan/stalls.ts';
 import { beat, handOverIfStopping, holdUntil, loadCluster, pause, observeCluster, opLogger, probeThrough, stepEvent, writeStep, type ActivityDeps, type ClusterRef, type Hold } from './common.ts';
+import { drainPod, setServing, type DrainTarget } from './drain.ts';
 import { deletePodByUid, evictPodByUid, getPod, getStatefulSet, patchClusterStatus } from './kube.ts';
 import { names } from './resources.ts';
 
@@ -99,7 +100,8 @@ export function gateActivities(deps: ActivityDeps) {
     },
 
     /**
-     * Restarts one pod: checks the stop gate once more, deletes the pod with a UID precondition
+     * Restarts one pod: checks the stop gate once more, drains it (activities/drain.ts), checks
+     * the gate again, deletes the pod with a UID precondition
      * (a retry never stops its successor) and returns once the StatefulSet has made the successor.
      */
     async restartPod(ref: ClusterRef, pick: RestartPick, words?: RestartWords): Promise<{ restarted: boolean; reason?: string }> {
@@ -113,13 +115,29 @@ export function gateActivities(deps: ActivityDeps) {
       // budget allows no eviction, has its pod deleted.
       const single = withDefaults(qc.spec).replicas === 1;
       let waiting = '';
+      // The pod drained before it stops (its UID): out of the client Services, the requests in
+      // flight on it finished, so that no client is cut off. Put back if it does not stop after all.
+      let drained: DrainTarget | null = null;
+      const undrain = async () => {
+        if (drained) await setServing(deps.kube, ref.namespace, drained, true);
+        drained = null;
+      };
       for (let pod = current; pod && pod.metadata?.uid === pick.podUid && !pod.metadata?.deletionTimestamp; pod = await getPod(deps.kube, ref.namespace, pick.podName)) {
         handOverIfStopping(deps);
         const obs = await observeCluster(deps, qc);
         const hold = stopGate({ obs, memory: stallMemory(qc, obs), target: pick.ordinal, opts: gateOptions(deps, obs, obs.minReadySeconds) });
         if (hold) {
+          await undrain();
           log.info({ gate: hold.gate }, `not restarting pod ${pick.ordinal}: ${hold.reason}`);
           return { restarted: false, reason: hold.reason };
+        }
+        if (!drained) {
+          const target = { ordinal: pick.ordinal, name: pick.podName, uid: pick.podUid, ip: pod.status?.podIP ?? null };
+          const event = `taking pod ${pick.ordinal} out of the client Service before it restarts`;
+          if (!(await drainPod(deps, ref, target, { phase: said.phase, what: said.message, event }))) break;
+          drained = target;
+          // The gate is looked at again after the drain, which took a few seconds.
+          continue;
         }
         if (!waiting) await writeStep(deps, ref, { phase: said.phase, message: said.message, gate: null });
         const r = single

@@ -12,6 +12,7 @@ import { memberOf, type Observation, podAt } from '../plan/observation.ts';
 import { holdsOldData } from '../plan/voters.ts';
 import { addLearner, promote, refusalAdvice, removeMember, type ChangeResult } from './broker.ts';
 import { brokerToken, holdUntil, loadCluster, observeCluster, opLogger, stepEvent, type ActivityDeps, type ClusterRef, type Hold } from './common.ts';
+import { drainPod, drainTarget, setServing, type DrainTarget } from './drain.ts';
 import { gateOptions, stallMemory, stopHold } from './gate.ts';
 import { brokerBase } from './observe.ts';
 import { ordinalOf, podHost } from './resources.ts';
@@ -121,33 +122,53 @@ export function membershipActivities(deps: ActivityDeps) {
     /**
      * Takes a node that does not lead out of the membership; a no-op once it is not a member.
      * `held` when the removal gate closed since the wait for it (the operation waits again).
+     * Its pod is drained first (activities/drain.ts), and put back in the client Services when
+     * the node does not leave after all.
      */
     async removeNode(ref: ClusterRef, nodeId: number, phase: Phase): Promise<'removed' | 'leads' | 'held'> {
       const log = opLogger(deps, ref);
+      const what = `removing node ${nodeId} from the membership`;
       let sent = false;
-      return holdUntil<'removed' | 'leads' | 'held'>(deps, ref, async () => {
-        const qc = await loadCluster(deps, ref);
-        const obs = await observeCluster(deps, qc);
-        const m = obs.membership;
-        const what = `removing node ${nodeId} from the membership`;
-        if (!m) return { hold: { phase, message: `${what}: waiting for a leader's view of the membership`, gate: 'leader-known' } };
-        if (!m.members.some((x) => x.nodeId === nodeId)) {
-          if (sent) await stepEvent(deps, qc, 'RemoveMember', what);
+      // The pod drained by this attempt (its UID): the removal goes only once it is.
+      let drained: DrainTarget | null = null;
+      const undrain = async () => {
+        if (drained) await setServing(deps.kube, ref.namespace, drained, true);
+        drained = null;
+      };
+      for (;;) {
+        const r = await holdUntil<'removed' | 'leads' | 'held' | { drain: DrainTarget }>(deps, ref, async () => {
+          const qc = await loadCluster(deps, ref);
+          const obs = await observeCluster(deps, qc);
+          const m = obs.membership;
+          if (!m) return { hold: { phase, message: `${what}: waiting for a leader's view of the membership`, gate: 'leader-known' } };
+          if (!m.members.some((x) => x.nodeId === nodeId)) {
+            if (sent) await stepEvent(deps, qc, 'RemoveMember', what);
+            return { done: 'removed' };
+          }
+          if (m.leader === nodeId) return { done: 'leads' };
+          if (m.changeInFlight || m.joint) return { hold: { phase, message: `${what}: a membership change is in flight`, gate: 'no-change-in-flight' } };
+          const held = removalHeld(deps, qc, obs, nodeId);
+          if (held) {
+            log.info(`not removing node ${nodeId} yet: ${held}`);
+            return { done: 'held' };
+          }
+          const pod = drainTarget(obs, nodeId - 1);
+          if (pod && pod.uid !== drained?.uid) return { done: { drain: pod } };
+          sent = true;
+          const c = await changeThroughLeader(deps, qc, obs, phase, what, nodeId, (base, token) => removeMember(base, nodeId, token));
+          if ('hold' in c) return c;
+          await stepEvent(deps, qc, 'RemoveMember', what);
           return { done: 'removed' };
+        });
+        if (typeof r === 'object') {
+          await undrain();
+          const event = `taking pod ${r.drain.ordinal} out of the client Service before node ${nodeId} leaves the membership`;
+          if (await drainPod(deps, ref, r.drain, { phase, what, event })) drained = r.drain;
+          continue;
         }
-        if (m.leader === nodeId) return { done: 'leads' };
-        if (m.changeInFlight || m.joint) return { hold: { phase, message: `${what}: a membership change is in flight`, gate: 'no-change-in-flight' } };
-        const held = removalHeld(deps, qc, obs, nodeId);
-        if (held) {
-          log.info(`not removing node ${nodeId} yet: ${held}`);
-          return { done: 'held' };
-        }
-        sent = true;
-        const c = await changeThroughLeader(deps, qc, obs, phase, what, nodeId, (base, token) => removeMember(base, nodeId, token));
-        if ('hold' in c) return c;
-        await stepEvent(deps, qc, 'RemoveMember', what);
-        return { done: 'removed' };
-      });
+        if (r !== 'removed') await undrain();
+        return r;
+      }
     },
   };
 }

@@ -15,7 +15,7 @@ import type {
 import { freshestView, readHealth, readMembershipAnswer } from './broker.ts';
 import { refusedWords, type BrokerCredentials } from './credentials.ts';
 import { getStatefulSet, listClaims, listPods, listServices, toMs, type Kube } from './kube.ts';
-import { CONTAINER, names, parseOrdinal, podHost, wantedTemplateHash } from './resources.ts';
+import { CONTAINER, names, parseOrdinal, podHost, SERVING_LABEL, wantedTemplateHash } from './resources.ts';
 
 /** How the operator reaches a pod's broker port. */
 export type BrokerAccessMode = 'dns' | 'pod-ip';
@@ -33,6 +33,7 @@ export function podObservation(clusterName: string, pod: V1Pod): PodObservation 
   const ready = pod.status?.conditions?.find((c) => c.type === 'Ready');
   const scheduled = pod.status?.conditions?.find((c) => c.type === 'PodScheduled');
   const last = cs?.lastState?.terminated ?? cs?.state?.terminated;
+  const serving = pod.metadata?.labels?.[SERVING_LABEL];
   return {
     ordinal,
     name,
@@ -42,6 +43,7 @@ export function podObservation(clusterName: string, pod: V1Pod): PodObservation 
     running: pod.status?.phase === 'Running' && !!cs?.state?.running,
     ready: ready?.status === 'True',
     readySince: ready?.status === 'True' ? toMs(ready.lastTransitionTime as Date | string | undefined) : null,
+    serving: serving === undefined ? null : serving === 'true',
     hash: pod.metadata?.annotations?.[ANNOTATIONS.configHash] ?? null,
     image: cs?.image ?? pod.spec?.containers.find((c) => c.name === CONTAINER)?.image ?? null,
     ip: pod.status?.podIP ?? null,

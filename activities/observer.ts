@@ -13,6 +13,7 @@ import { readAnnotations } from '../crd/annotations.ts';
 import { answeringNodes, stallMemoryFromStatus, trackStalls, type StallMemory } from '../plan/stalls.ts';
 import { setVoters } from './broker.ts';
 import { beat, observeCluster, opLogger, pause, probeThrough, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
+import { serveAgain } from './drain.ts';
 import { changeThroughLeader } from './membership.ts';
 import { getCluster, isConflict, patchClusterStatus } from './kube.ts';
 import { leaderChanges } from '../metrics.ts';
@@ -108,6 +109,10 @@ async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: Observer
   const running = qc.status?.operation ?? null;
   let assessment: Assessment | null = null;
   if (!running) {
+    // No operation drains a pod now: every pod whose node is a member takes client connections.
+    await serveAgain(deps, { ...ref, uid: qc.metadata.uid }, obs).catch((err: unknown) =>
+      opLogger(deps, { ...ref, uid: qc.metadata.uid ?? '' }).warn({ err: String(err) }, 'could not set the serving label of a pod'),
+    );
     const view = clusterView(qc, obs);
     // The spec is rolled out (nothing behind, no operation needed): observedGeneration catches up.
     if (neededOperation(view) === null) status.observedGeneration = qc.metadata.generation;

@@ -7,6 +7,7 @@ import { ANNOTATIONS, type QueenCluster } from '../crd/schema.ts';
 import { removeMember } from './broker.ts';
 import { holdUntil, loadCluster, observeCluster, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
 import { deleteClaimByUid, deletePodByUid, patchClusterAnnotations } from './kube.ts';
+import { drainPod, drainTarget, setServing, type DrainTarget } from './drain.ts';
 import { changeThroughLeader, removalHold } from './membership.ts';
 import { names, nodeIdOf } from './resources.ts';
 import { liveClaimAt, memberOf, podAt } from '../plan/observation.ts';
@@ -54,26 +55,49 @@ export function replaceActivities(deps: ActivityDeps) {
     /**
      * Takes the node out of the membership. Returns `handOff` when it leads (its pod is stopped
      * once first, through the stop gate), `abandoned` when the annotation went before it left.
+     * Its pod is drained first (activities/drain.ts), and put back in the client Services when
+     * the node does not leave after all.
      */
     async leaveMembership(ref: ClusterRef, r: Replacement): Promise<'left' | 'handOff' | 'abandoned'> {
-      return holdUntil<'left' | 'handOff' | 'abandoned'>(deps, ref, async () => {
-        const qc = await loadCluster(deps, ref);
-        const obs = await observeCluster(deps, qc);
-        const m = obs.membership;
-        const what = `removing node ${r.nodeId} from the membership`;
-        if (!m) return { hold: { phase: 'Replacing', message: `${what}: waiting for a leader's view of the membership`, gate: 'leader-known' } };
-        if (!m.members.some((x) => x.nodeId === r.nodeId)) return { done: 'left' };
-        if (!stillAsked(qc, r.pod)) return { done: 'abandoned' };
-        if (m.leader === r.nodeId) return { done: 'handOff' };
-        if (m.changeInFlight || m.joint) return { hold: { phase: 'Replacing', message: `${what}: a membership change is in flight`, gate: 'no-change-in-flight' } };
-        // The voters that stay must carry the cluster: the stop gate, the node's own stall excepted.
-        const hold = await removalHold(deps, qc, obs, r.nodeId, 'Replacing');
-        if (hold) return { hold };
-        const c = await changeThroughLeader(deps, qc, obs, 'Replacing', what, r.nodeId, (base, token) => removeMember(base, r.nodeId, token));
-        if ('hold' in c) return c;
-        await stepEvent(deps, qc, 'RemoveMember', what);
-        return { done: 'left' };
-      });
+      const what = `removing node ${r.nodeId} from the membership`;
+      // The pod drained by this attempt (its UID): the removal goes only once it is.
+      let drained: DrainTarget | null = null;
+      const undrain = async () => {
+        if (drained) await setServing(deps.kube, ref.namespace, drained, true);
+        drained = null;
+      };
+      for (;;) {
+        const out = await holdUntil<'left' | 'handOff' | 'abandoned' | { drain: DrainTarget }>(deps, ref, async () => {
+          const qc = await loadCluster(deps, ref);
+          const obs = await observeCluster(deps, qc);
+          const m = obs.membership;
+          if (!m) return { hold: { phase: 'Replacing', message: `${what}: waiting for a leader's view of the membership`, gate: 'leader-known' } };
+          if (!m.members.some((x) => x.nodeId === r.nodeId)) return { done: 'left' };
+          if (!stillAsked(qc, r.pod)) return { done: 'abandoned' };
+          if (m.leader === r.nodeId) return { done: 'handOff' };
+          if (m.changeInFlight || m.joint) return { hold: { phase: 'Replacing', message: `${what}: a membership change is in flight`, gate: 'no-change-in-flight' } };
+          // The voters that stay must carry the cluster: the stop gate, the node's own stall excepted.
+          const hold = await removalHold(deps, qc, obs, r.nodeId, 'Replacing');
+          if (hold) {
+            await undrain();
+            return { hold };
+          }
+          const pod = drainTarget(obs, r.ordinal);
+          if (pod && pod.uid !== drained?.uid) return { done: { drain: pod } };
+          const c = await changeThroughLeader(deps, qc, obs, 'Replacing', what, r.nodeId, (base, token) => removeMember(base, r.nodeId, token));
+          if ('hold' in c) return c;
+          await stepEvent(deps, qc, 'RemoveMember', what);
+          return { done: 'left' };
+        });
+        if (typeof out === 'object') {
+          await undrain();
+          const event = `taking pod ${r.ordinal} out of the client Service before node ${r.nodeId} leaves the membership`;
+          if (await drainPod(deps, ref, out.drain, { phase: 'Replacing', what, event })) drained = out.drain;
+          continue;
+        }
+        if (out !== 'left') await undrain();
+        return out;
+      }
     },
 
     /**
@@ -96,9 +120,14 @@ export function replaceActivities(deps: ActivityDeps) {
         // The claim is held (pvc-protection) while a pod scheduled with it exists: that pod goes too,
         // running or not (one still waiting for the volume to be attached to its node holds it as
         // well, and could never mount a claim being deleted). A successor the scheduler cannot
-        // place, for its claim is being deleted, holds nothing.
+        // place, for its claim is being deleted, holds nothing. One still in the client Services
+        // leaves them first.
         const pod = podAt(obs, r.ordinal);
-        if (pod && !pod.terminating && !pod.unschedulable) await deletePodByUid(deps.kube, ref.namespace, pod.name, pod.uid);
+        if (pod && !pod.terminating && !pod.unschedulable) {
+          const words = { phase: 'Replacing' as const, what: message, event: `taking pod ${r.ordinal} out of the client Service before it is deleted` };
+          await drainPod(deps, ref, { ordinal: r.ordinal, name: pod.name, uid: pod.uid, ip: pod.ip }, words);
+          await deletePodByUid(deps.kube, ref.namespace, pod.name, pod.uid);
+        }
         return { hold: { phase: 'Replacing', message: `waiting for the old volume of pod ${r.ordinal} to go`, gate: 'old-volume-gone' } };
       });
     },

@@ -34,6 +34,15 @@ export const names = {
 // The ordinals and node ids are part of the API (crd/ordinals.ts); the objects' names are made here.
 export { nodeIdOf, ordinalOf, parseOrdinal } from '../crd/ordinals.ts';
 
+/**
+ * On every pod: "true" while it takes client connections. The client Services (the broker port,
+ * the proxy) select it; the headless Service does not (the raft peers need each other whatever
+ * the clients do). The operator sets it to "false" to drain a pod before its node leaves the
+ * membership or its pod goes for good (activities/drain.ts), and back to "true" when the pod's
+ * node stays. It is left out of the template's hash: setting it on a pod is not a new template.
+ */
+export const SERVING_LABEL = 'queenmq.com/serving';
+
 export function selectorLabels(name: string): Record<string, string> {
   return { 'app.kubernetes.io/name': 'queen', 'app.kubernetes.io/instance': name };
 }
@@ -193,7 +202,7 @@ export function podTemplate(qc: QueenCluster, pods: number): { template: V1PodTe
   const spec = withDefaults(qc.spec);
   const name = qc.metadata.name;
   const selector = { matchLabels: selectorLabels(name) };
-  const labels = { ...(spec.podLabels ?? {}), ...selectorLabels(name) };
+  const labels = { ...(spec.podLabels ?? {}), ...selectorLabels(name), [SERVING_LABEL]: 'true' };
   const template: V1PodTemplateSpec = {
     metadata: { labels, annotations: { ...(spec.podAnnotations ?? {}) } },
     spec: {
@@ -232,10 +241,15 @@ export function podTemplate(qc: QueenCluster, pods: number): { template: V1PodTe
   return { template, hash };
 }
 
-/** The hash of a template without its hash annotation and with the peer list blanked. */
+/**
+ * The hash of a template without its hash annotation, without the serving label (the operator
+ * sets it on live pods; pods made before it existed run the same template) and with the peer
+ * list blanked.
+ */
 function templateHash(template: V1PodTemplateSpec): string {
   const copy = structuredClone(template);
   delete copy.metadata?.annotations?.[ANNOTATIONS.configHash];
+  delete copy.metadata?.labels?.[SERVING_LABEL];
   for (const c of copy.spec?.containers ?? []) {
     for (const e of c.env ?? []) if (e.name === 'QUEEN_RAFT_PEERS') e.value = '';
   }
@@ -313,10 +327,12 @@ export function services(qc: QueenCluster): V1Service[] {
   const spec = withDefaults(qc.spec);
   const name = qc.metadata.name;
   const selector = selectorLabels(name);
+  // The Services clients reach select only the pods that serve; the peers' Service selects every pod.
+  const serving = { ...selector, [SERVING_LABEL]: 'true' };
   const http = { name: 'http', port: spec.port, targetPort: 'http' as never };
   const kafka = spec.kafka.enabled ? [{ name: 'kafka', port: spec.kafka.port, targetPort: 'kafka' as never }] : [];
   const out = [
-    service(qc, names.clientService(name), 'client', { selector, ports: [http, ...kafka] }),
+    service(qc, names.clientService(name), 'client', { selector: serving, ports: [http, ...kafka] }),
     service(qc, names.headlessService(name), 'peers', {
       clusterIP: 'None',
       publishNotReadyAddresses: true,
@@ -325,7 +341,7 @@ export function services(qc: QueenCluster): V1Service[] {
     }),
   ];
   if (spec.proxy.enabled) {
-    out.push(service(qc, names.proxyService(name), 'proxy', { selector, ports: [{ name: 'proxy', port: spec.proxy.port, targetPort: 'proxy' as never }] }));
+    out.push(service(qc, names.proxyService(name), 'proxy', { selector: serving, ports: [{ name: 'proxy', port: spec.proxy.port, targetPort: 'proxy' as never }] }));
   }
   return out;
 }

@@ -6,9 +6,10 @@ import { ApplicationFailure } from '@temporalio/common';
 import { withDefaults } from '../crd/defaults.ts';
 import { nextVoterStep, type VoterStep } from '../plan/voters.ts';
 import { holdUntil, loadCluster, observeCluster, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
-import { applyObject, deleteClaimByUid, deletePodByUid, getStatefulSet } from './kube.ts';
+import { drainPod, serveAgain } from './drain.ts';
+import { applyObject, deleteClaimByUid, deletePodByUid, getPod, getStatefulSet } from './kube.ts';
 import { removalHold } from './membership.ts';
-import { keptShape, names, statefulSet } from './resources.ts';
+import { keptShape, names, parseOrdinal, statefulSet } from './resources.ts';
 
 export type ActionableVoterStep = Exclude<VoterStep, { kind: 'wait' }>;
 
@@ -19,6 +20,8 @@ export function scaleActivities(deps: ActivityDeps) {
       return holdUntil<ActionableVoterStep>(deps, ref, async () => {
         const qc = await loadCluster(deps, ref);
         const obs = await observeCluster(deps, qc);
+        // Nothing is drained while this waits: a pod drained for a removal that did not happen serves again.
+        await serveAgain(deps, ref, obs);
         const s = nextVoterStep(obs, withDefaults(qc.spec).replicas);
         if (s.kind === 'wait') return { hold: { phase: 'Scaling', message: s.message, gate: s.gate } };
         if (s.kind === 'remove-member') {
@@ -44,9 +47,16 @@ export function scaleActivities(deps: ActivityDeps) {
      * Gives the pod of a node that left the membership an empty volume: deletes its claim (the UID
      * observed) and the pod on it (its UID), so the StatefulSet makes both again, empty.
      */
-    async wipeClaim(ref: ClusterRef, step: { claimName: string; claimUid: string; podName: string; podUid: string; message: string }): Promise<void> {
+    async wipeClaim(ref: ClusterRef, step: { ordinal?: number; claimName: string; claimUid: string; podName: string; podUid: string; message: string }): Promise<void> {
       const qc = await loadCluster(deps, ref);
       const deleted = await deleteClaimByUid(deps.kube, ref.namespace, step.claimName, step.claimUid);
+      // Its node is not a member: a pod still in the client Services leaves them before it goes.
+      const ordinal = step.ordinal ?? parseOrdinal(ref.name, step.podName);
+      const pod = await getPod(deps.kube, ref.namespace, step.podName);
+      if (pod?.metadata?.uid === step.podUid && !pod.metadata?.deletionTimestamp) {
+        const words = { phase: 'Scaling' as const, what: step.message, event: `taking pod ${ordinal} out of the client Service before it is deleted` };
+        await drainPod(deps, ref, { ordinal, name: step.podName, uid: step.podUid, ip: pod.status?.podIP ?? null }, words);
+      }
       await deletePodByUid(deps.kube, ref.namespace, step.podName, step.podUid);
       if (deleted) await stepEvent(deps, qc, 'WipeVolume', step.message);
     },

@@ -17,6 +17,12 @@ export interface Settings {
   caughtUpEntries: number;
   /** How long an upgrade waits for the cluster to settle after its last restart. */
   settleTimeoutMs: number;
+  /**
+   * Before a node leaves the membership or its pod goes for good: how long its pod stays up once
+   * it is out of the client Services' endpoints, for the clients to see that and for the requests
+   * in flight on it to finish (activities/drain.ts).
+   */
+  drainMs: number;
 }
 
 export const DEFAULT_SETTINGS: Settings = {
@@ -28,4 +34,5 @@ export const DEFAULT_SETTINGS: Settings = {
   stallAfterMs: 10_000,
   caughtUpEntries: 100,
   settleTimeoutMs: 10 * 60_000,
+  drainMs: 2000,
 };

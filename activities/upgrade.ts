@@ -19,7 +19,8 @@ import { brokerToken, holdUntil, loadCluster, observeCluster, probeThrough, step
 import { gateOptions, recordProbe, stallMemory, stopHold } from './gate.ts';
 import { applyObject, deleteOwnedNetworkPolicy, getStatefulSet, listPods, patchClusterStatus, rawRequest } from './kube.ts';
 import { brokerBase, podObservation } from './observe.ts';
-import { CONTAINER, clusterObjects, imageRef, imageTag, keptShape, names, networkPolicy, peersFor, podTemplate, specHash, statefulSet } from './resources.ts';
+import { labelServing } from './drain.ts';
+import { CONTAINER, clusterObjects, imageRef, imageTag, keptShape, names, networkPolicy, peersFor, podTemplate, SERVING_LABEL, specHash, statefulSet } from './resources.ts';
 import { podVersion } from './status.ts';
 
 /** Where a rollback goes: the template recorded before the first pod moved. */
@@ -171,6 +172,8 @@ async function recordPrevious(deps: ActivityDeps, ref: ClusterRef, qc: QueenClus
 /** The recorded template, with the peer list of the pod count the StatefulSet has now. */
 function previousTemplate(qc: QueenCluster, spec: StoredSpec, recorded: Record<string, unknown>, pods: number): V1PodTemplateSpec {
   const template = structuredClone(recorded) as V1PodTemplateSpec;
+  // A template recorded before the serving label: its pods must still reach the client Services.
+  template.metadata = { ...template.metadata, labels: { ...template.metadata?.labels, [SERVING_LABEL]: 'true' } };
   for (const c of template.spec?.containers ?? []) {
     for (const e of c.env ?? []) if (e.name === 'QUEEN_RAFT_PEERS') e.value = peersFor(qc, spec, pods);
   }
@@ -207,6 +210,8 @@ export function upgradeActivities(deps: ActivityDeps) {
       if (rollback) await patchUpgradeStatus(deps, ref, { rollback: null });
       await recordPrevious(deps, ref, qc, live, hash);
       const before = live.spec?.template.metadata?.annotations?.[ANNOTATIONS.configHash];
+      // Pods made before the serving label get it before the client Services select on it.
+      await labelServing(deps, ref);
       for (const obj of clusterObjects(qc)) await applyObject(deps.kube, obj);
       if (!networkPolicy(qc)) await deleteOwnedNetworkPolicy(deps.kube, qc, names.networkPolicy(ref.name));
       await applyObject(deps.kube, statefulSet(qc, shape));

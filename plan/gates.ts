@@ -59,6 +59,10 @@ export const GATE_NAMES = [
   'statefulset-present',
   'statefulset-recreated',
   'worker-polling',
+  // A pod drained before its node leaves the membership or its pod goes for good: out of the
+  // client Services' endpoints, then the requests in flight on it finish.
+  'pod-out-of-endpoints',
+  'requests-drained',
   // Evictions the PodDisruptionBudget refuses for now (another disruption is under way).
   'disruption-budget',
   // Holds only a person can lift (the phase is Blocked): objects someone else owns, a

@@ -13,6 +13,11 @@ export interface PodObservation {
   ready: boolean;
   /** When the Ready condition last turned True (ms since the epoch), if it is True. */
   readySince: number | null;
+  /**
+   * Its serving label (queenmq.com/serving): true while the client Services may send it
+   * connections, false while the operator drains it, null on a pod made before the label existed.
+   */
+  serving: boolean | null;
   /** The template hash the pod was made from (queenmq.com/config-hash). */
   hash: string | null;
   image: string | null;

@@ -105,7 +105,8 @@ const VOTER_GATES: Record<string, GateName[]> = {
   'add-learner': ['leader-known', 'no-change-in-flight', 'pod-running'],
   promote: ['learner-caught-up', 'no-change-in-flight'],
   'hand-off': [...STOP_GATE_NAMES],
-  'remove-member': ['leader-known', 'no-change-in-flight'],
+  // Its pod is drained first: out of the client Services, then the requests in flight finish.
+  'remove-member': ['leader-known', 'no-change-in-flight', 'pod-out-of-endpoints', 'requests-drained'],
   'delete-claim': ['pod-gone'],
 };
 
@@ -172,7 +173,7 @@ function replaceSteps({ view, obs }: PlanInput): PlannedStep[] {
     steps.push({ step: `pod ${o} leads: stopping it once so it hands leadership away before it is removed`, gates: [...STOP_GATE_NAMES], note: 'it leads' });
   }
   steps.push(
-    { step: `removing node ${id} from the membership`, gates: ['leader-known', 'no-change-in-flight'] },
+    { step: `removing node ${id} from the membership`, gates: ['leader-known', 'no-change-in-flight', 'pod-out-of-endpoints', 'requests-drained'] },
     { step: `deleting the volume of pod ${o}`, gates: ['old-volume-gone'] },
     { step: `adding node ${id} as a learner`, gates: ['pod-running', 'leader-known', 'no-change-in-flight'] },
     { step: `promoting node ${id} to voters`, gates: ['learner-caught-up', 'no-change-in-flight'] },

@@ -4,7 +4,7 @@
 // running pods with the new claim template, since a StatefulSet's claim template cannot be edited.
 // Every step carries the size it works towards, read from the spec at that step: a second raise
 // during a grow retargets it. The re-creation carries the pod count of the StatefulSet it replaces.
-import type { Observation } from './observation.ts';
+import { podAt, type Observation } from './observation.ts';
 import type { GateName } from './gates.ts';
 
 export type VolumeStep =
@@ -47,6 +47,12 @@ export function nextVolumeStep(obs: Observation, size: string, sizeBytes: number
     // moments: a restart is for the file systems that wait for one.
     if (c.resizePendingSince != null && obs.at - c.resizePendingSince < ONLINE_EXPANSION_MS) {
       return { kind: 'wait', message: `the file system of pod ${c.ordinal}'s volume is growing to ${size}`, gate: 'volume-grown' };
+    }
+    // A pod that has not started yet (the successor of a restart, or a pod the StatefulSet is
+    // making) grows the file system as it mounts the volume: restarting it would only stop it again.
+    const pod = podAt(obs, c.ordinal);
+    if (!pod || pod.terminating || pod.phase === 'Pending') {
+      return { kind: 'wait', message: `the file system of pod ${c.ordinal}'s volume grows to ${size} as pod ${c.ordinal} starts`, gate: 'volume-grown' };
     }
     return {
       kind: 'restart',

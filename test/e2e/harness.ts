@@ -12,9 +12,10 @@ import { AppsV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, PatchStrategy, setH
 import { Client, Connection } from '@temporalio/client';
 import { inject } from 'vitest';
 import { isMap, isSeq, parseAllDocuments } from 'yaml';
+import { expect } from 'vitest';
 import { GROUP, PLURAL, VERSION, type QueenCluster, type QueenClusterSpec } from '../../crd/schema.ts';
 import { control } from '../testbed/client.ts';
-import { startLoad } from '../testbed/load.ts';
+import { startLoad, verifyAcknowledged, type Load, type LoadReport } from '../testbed/load.ts';
 
 const MAIN = fileURLToPath(new URL('../../main.ts', import.meta.url));
 const NAMESPACED = fileURLToPath(new URL('../../deploy/namespaced.yaml', import.meta.url));
@@ -567,4 +568,35 @@ spec:
   s.onClose(lift);
   await sleep(3000);
   return lift;
+}
+
+/** The rate the scenarios of every operation push at (issue 14: zero failed pushes at 200 a second). */
+export const LOAD_RATE = 200;
+
+/**
+ * Stops the load and checks what a client saw: every push acknowledged on its first try, none
+ * left unanswered, and every acknowledged message in the committed log of every voter. The
+ * report is printed (with the failed attempts and the endpoints the client used, if any failed).
+ */
+export async function expectEveryPushFirstTry(s: Scenario, load: Load, what: string, name = 'queen'): Promise<LoadReport> {
+  const report = await load.stop();
+  const missing = await verifyAcknowledged(report, await voterIps(s, name));
+  console.log(
+    `${what}: ${report.acknowledged} acknowledged (${report.acknowledgedFirstTry} on the first try), ` +
+      `${report.failedAttempts.length} failed attempts, ${report.unacknowledged.length} unanswered, ${missing.length} lost; ` +
+      `pushes sent up to ${report.maxSendDelay.ms} ms late (the client's own process busy)`,
+  );
+  for (const f of report.failedAttempts.slice(0, 20)) console.log(`  failed: ${JSON.stringify(f)}`);
+  if (report.failedAttempts.length) {
+    for (const c of report.endpointChanges) console.log(`  endpoints at ${c.at}: ${c.endpoints.join(' ')}`);
+    const file = join(testbed().dir, `load-${s.ns}-${Date.now()}.json`);
+    writeFileSync(file, JSON.stringify({ ...report, acknowledgedIds: undefined }, null, 1));
+    console.log(`  the whole report: ${file}`);
+  }
+  expect(report.acknowledged).toBeGreaterThan(0);
+  expect(report.failedAttempts).toEqual([]);
+  expect(report.acknowledgedFirstTry).toBe(report.acknowledged);
+  expect(report.unacknowledged).toEqual([]);
+  expect(missing).toEqual([]);
+  return report;
 }

@@ -2,12 +2,13 @@
 // back (the stale voter); the person annotates the pod; the operator takes the node out of the
 // membership, deletes the volume (only the claim it recorded), adds the node back as a learner
 // and promotes it once it caught up, then removes the annotation. Under load: the client notices
-// nothing, and every acknowledged message is on every voter, the new one included. A leader is
-// first stopped once so it hands leadership away.
+// nothing (its pod leaves the client Service before the node leaves the membership, every push is
+// acknowledged on its first try), and every acknowledged message is on every voter, the new one
+// included. A leader is first stopped once so it hands leadership away.
 import { afterEach, expect, it } from 'vitest';
 import { control } from '../testbed/client.ts';
-import { startLoad, verifyAcknowledged } from '../testbed/load.ts';
-import { annotate, BIG_STORE, BIG_STORE_MESSAGES, buildStore, clusterEvents, formed, getCluster, scenario, seedSpec, sleep, voterIps, waitFor, waitForCluster, type Scenario } from './harness.ts';
+import { startLoad } from '../testbed/load.ts';
+import { annotate, BIG_STORE, BIG_STORE_MESSAGES, buildStore, clusterEvents, expectEveryPushFirstTry, formed, getCluster, pods, scenario, seedSpec, sleep, waitFor, waitForCluster, type Scenario } from './harness.ts';
 import { recordHistory, workflowRuns } from './temporal.ts';
 
 let s: Scenario | null = null;
@@ -39,6 +40,9 @@ it('replace: a stale voter is replaced in the order that keeps the cluster whole
   await waitForCluster(s, 'the stale voter reported', (q) => /has to be replaced$/.test(q.status?.message ?? ''), 120_000);
   const oldClaim = await claimUid(s, ordinal);
 
+  // 50 a second, not 200: with this store's 16 KiB messages, 200 a second grow the store faster
+  // than the new learner's snapshot crosses the simulated link (each try timed out on a bigger
+  // snapshot until the disk filled), whatever the operator does.
   const load = startLoad({ kubeConfig: s.kc, namespace: s.ns, service: 'queen', rate: 50 });
   await sleep(2000);
   await annotate(s, { 'queenmq.com/replace-pod': `queen-${ordinal}` });
@@ -49,7 +53,7 @@ it('replace: a stale voter is replaced in the order that keeps the cluster whole
     300_000,
   );
   await sleep(2000);
-  const report = await load.stop();
+  await expectEveryPushFirstTry(s, load, 'replace a follower');
   expect(done.metadata.annotations?.['queenmq.com/replace-pod']).toBeUndefined();
   expect(done.status?.voters).toEqual([1, 2, 3]);
   expect(await claimUid(s, ordinal)).not.toBe(oldClaim);
@@ -63,13 +67,19 @@ it('replace: a stale voter is replaced in the order that keeps the cluster whole
     `promoting node ${follower} to voters`,
     `pod ${ordinal} is a voter again`,
   ]);
+  // The pod left the client Service before its node left the membership.
+  const drainAndLeave = (await clusterEvents(s)).filter((e) => e.reason === 'DrainPod' || e.reason === 'RemoveMember').map((e) => e.message);
+  expect(drainAndLeave).toEqual([`taking pod ${ordinal} out of the client Service before node ${follower} leaves the membership`, `removing node ${follower} from the membership`]);
   const runs = (await workflowRuns(s, `queencluster/${s.ns}/queen`)).filter((r) => r.type === 'replaceNode');
   expect(runs.map((r) => r.status)).toEqual(['COMPLETED']);
   await recordHistory(s, runs[0]!, 'replaceNode');
-  console.log(`replace: ${report.acknowledged} acknowledged, ${report.failedAttempts.length} failed attempts, ${report.retried} retried`);
-  expect(report.failedAttempts).toEqual([]);
-  expect(await verifyAcknowledged(report, await voterIps(s))).toEqual([]);
+  await expectServing(s);
 });
+
+/** Every pod takes client connections again once the replacement is done (kubectl get pods -L queenmq.com/serving). */
+async function expectServing(sc: Scenario) {
+  await waitFor('every pod serving', async () => (await pods(sc)).every((p) => p.metadata?.labels?.['queenmq.com/serving'] === 'true'), 30_000);
+}
 
 it('replace: the leader hands leadership away first', async () => {
   s = await scenario('replead');
@@ -77,6 +87,7 @@ it('replace: the leader hands leadership away first', async () => {
   const leader = qc.status!.leader!;
   await annotate(s, { 'queenmq.com/replace-pod': `queen-${leader - 1}` });
   const done = await waitForCluster(s, 'the replacement done', (q) => q.status?.lastOperation?.type === 'ReplaceNode' && q.status?.phase === 'Ready', 300_000);
+  await expectServing(s);
   expect(done.status?.leader).not.toBe(leader);
   const events = (await clusterEvents(s)).filter((e) => ['RestartPod', ...STEPS].includes(e.reason!)).map((e) => e.message);
   expect(events.slice(0, 3)).toEqual([

@@ -42,6 +42,8 @@ export interface FailedAttempt {
   transactionId: string;
   attempt: number;
   endpoint: string;
+  /** When the attempt was sent, and when it failed. */
+  sentAt: string;
   at: string;
   reason: string;
 }
@@ -61,6 +63,10 @@ export interface LoadReport {
   acknowledgedIds: string[];
   /** Endpoint addresses the pushes went to, with the count of acknowledgements each gave. */
   endpoints: Record<string, number>;
+  /** How late, at most, a push was sent after its time (the client's own process was busy): ms and when. */
+  maxSendDelay: { ms: number; at: string | null };
+  /** The endpoints pushes were sent to, each time they changed (as the client saw it). */
+  endpointChanges: { at: string; endpoints: string[] }[];
 }
 
 export interface Load {
@@ -105,8 +111,19 @@ export function startLoad(opts: LoadOptions): Load {
   });
   void slices.start();
   // New connections per request would be closer to kube-proxy's per-connection choice; a keep-alive
-  // pool per endpoint is what a real HTTP client does and costs far less.
-  const agent = new Agent({ keepAliveTimeout: 4000, connections: 16, ...(opts.sourceIp ? { localAddress: opts.sourceIp } : {}) });
+  // pool per endpoint is what a real HTTP client does and costs far less. A push picks its endpoint
+  // only once a connection to it is free (as kube-proxy picks one when a connection is made): a
+  // push queued in the pool of an endpoint would still go to it after it left the Service.
+  const CONNECTIONS = 16;
+  const agent = new Agent({ keepAliveTimeout: 4000, connections: CONNECTIONS, ...(opts.sourceIp ? { localAddress: opts.sourceIp } : {}) });
+  const busy = new Map<string, number>();
+  // Pushes waiting for a free connection, first come first served: one is woken per freed
+  // connection, all when the endpoints change.
+  const waiting: (() => void)[] = [];
+  const release = (ip: string) => {
+    busy.set(ip, (busy.get(ip) ?? 1) - 1);
+    waiting.shift()?.();
+  };
 
   const endpoints = (): Endpoint[] => {
     const out = new Map<string, Endpoint>();
@@ -126,6 +143,17 @@ export function startLoad(opts: LoadOptions): Load {
     if (ready.length) return ready;
     return eps.filter((e) => e.serving && e.terminating).map((e) => e.ip);
   };
+
+  const endpointChanges: LoadReport['endpointChanges'] = [];
+  let maxSendDelay: LoadReport['maxSendDelay'] = { ms: 0, at: null };
+  const noteEndpoints = () => {
+    const now = candidates().sort();
+    if (JSON.stringify(endpointChanges.at(-1)?.endpoints) !== JSON.stringify(now)) {
+      endpointChanges.push({ at: new Date().toISOString(), endpoints: now });
+      for (const w of waiting.splice(0)) w();
+    }
+  };
+  slices.on({ add: noteEndpoints, update: noteEndpoints, delete: noteEndpoints });
 
   const prefix = `load-${randomBytes(3).toString('hex')}`;
   const began = Date.now();
@@ -177,18 +205,32 @@ export function startLoad(opts: LoadOptions): Load {
     const deadline = Date.now() + giveUpAfter;
     let tries = 0;
     let lastFailed: string | undefined;
+    // Woken from the queue of waiting pushes: it goes before the pushes that came after it.
+    let woken = false;
     for (;;) {
       const cands = candidates();
       // Another endpoint than the one that just failed, when there is one.
-      const pool = cands.length > 1 && lastFailed ? cands.filter((c) => c !== lastFailed) : cands;
-      if (!pool.length) {
-        if (Date.now() > deadline) return;
-        await sleep(100);
+      const pool = (cands.length > 1 && lastFailed ? cands.filter((c) => c !== lastFailed) : cands).filter((c) => (busy.get(c) ?? 0) < CONNECTIONS);
+      // Every connection busy, or pushes that came first still wait: wait for a free connection
+      // (or the endpoints to change), then pick. First come, first served.
+      if (!pool.length || (!woken && waiting.length > 0)) {
+        if (Date.now() > deadline) {
+          // Given up: the wake it had goes to the next push that waits.
+          if (woken) waiting.shift()?.();
+          return;
+        }
+        if (cands.length) {
+          await new Promise<void>((r) => (woken ? waiting.unshift(r) : waiting.push(r)));
+          woken = true;
+        } else await sleep(100);
         continue;
       }
+      woken = false;
       const ip = pool[rr++ % pool.length]!;
       tries++;
-      const failure = await attempt(ids, ip, n);
+      const sentAt = new Date().toISOString();
+      busy.set(ip, (busy.get(ip) ?? 0) + 1);
+      const failure = await attempt(ids, ip, n).finally(() => release(ip));
       if (failure === null) {
         acknowledged += count;
         if (tries === 1) acknowledgedFirstTry += count;
@@ -200,7 +242,7 @@ export function startLoad(opts: LoadOptions): Load {
         perEndpoint[ip] = (perEndpoint[ip] ?? 0) + count;
         return;
       }
-      failedAttempts.push({ transactionId: id, attempt: tries, endpoint: ip, at: new Date().toISOString(), reason: failure });
+      failedAttempts.push({ transactionId: id, attempt: tries, endpoint: ip, sentAt, at: new Date().toISOString(), reason: failure });
       lastFailed = ip;
       if (Date.now() > deadline) return;
       await sleep(100);
@@ -217,6 +259,7 @@ export function startLoad(opts: LoadOptions): Load {
       const due = t0 + k * interval;
       const wait = due - Date.now();
       if (wait > 0) await sleep(wait);
+      else if (-wait > maxSendDelay.ms) maxSendDelay = { ms: -wait, at: new Date().toISOString() };
       if (stopping) break;
       sent += batch;
       const p = pushOne(k * batch, batch).finally(() => inFlight.delete(p));
@@ -245,6 +288,8 @@ export function startLoad(opts: LoadOptions): Load {
         unacknowledged: [...unacked],
         acknowledgedIds: ackedIds,
         endpoints: perEndpoint,
+        maxSendDelay,
+        endpointChanges,
       };
     },
   };

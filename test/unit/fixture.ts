@@ -18,6 +18,7 @@ export function cluster(pods: number, voters: number, leader: number): Observati
       running: true,
       ready: true,
       readySince: T0 - 3600_000,
+      serving: true,
       hash: 'new',
       image: 'ghcr.io/queen-mq/queen:2.6.0',
       ip: `127.1.0.${i + 1}`,

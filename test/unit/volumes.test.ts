@@ -90,4 +90,15 @@ describe('growth that does not go as asked (issue 12)', () => {
     obs.claims[0]!.resizePendingSince = obs.at - 25_000;
     expect(step(obs)).toMatchObject({ kind: 'restart', ordinal: 0 });
   });
+  it('a pod that has not started yet grows its file system as it starts: it is waited for, not restarted again', () => {
+    const obs = cluster(3, 3, 3);
+    asked(obs);
+    Object.assign(obs.claims[0]!, { resizePending: true, resizePendingSince: obs.at - 25_000 });
+    Object.assign(obs.pods[0]!, { uid: 'successor', phase: 'Pending', running: false, ready: false, readySince: null });
+    expect(step(obs)).toEqual({ kind: 'wait', message: "the file system of pod 0's volume grows to 100Gi as pod 0 starts", gate: 'volume-grown' });
+    obs.pods[0]!.phase = 'Running';
+    expect(step(obs)).toMatchObject({ kind: 'restart', ordinal: 0 });
+    obs.pods[0]!.terminating = true;
+    expect(step(obs)).toMatchObject({ kind: 'wait', gate: 'volume-grown' });
+  });
 });

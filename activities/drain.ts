@@ -1,0 +1,176 @@
+// Draining a pod before its node leaves the membership or its pod goes for good. A request on a
+// node at the moment it leaves waits out its deadline (the node no longer learns what commits),
+// and a pod that is deleted resets what it still holds; so first the pod stops taking client
+// connections: its serving label goes to "false", the client Services (which select on it) lose
+// it from their endpoints, as the EndpointSlice controller writes them; then the pod stays up for
+// the drain wait, while clients see the change and the requests in flight on it finish; only then
+// does the step go on. The headless Service keeps it: the raft peers still need each other.
+import type { V1EndpointSlice } from '@kubernetes/client-node';
+import type { Phase, QueenCluster } from '../crd/schema.ts';
+import { podAt, type Observation } from '../plan/observation.ts';
+import { podsToServe } from '../plan/serving.ts';
+import { withDefaults } from '../crd/defaults.ts';
+import { readHealth } from './broker.ts';
+import { holdUntil, loadCluster, observeCluster, opLogger, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
+import { brokerBase } from './observe.ts';
+import { isConflict, isNotFound, listPods, listServices, rawRequest, statusCode, type Kube } from './kube.ts';
+import { names, SERVING_LABEL } from './resources.ts';
+
+/** How often a drain looks at the EndpointSlices: they change within a second of the label. */
+const DRAIN_POLL_MS = 100;
+
+/** The pod a drain works on: the one observed (a successor of the same name is not drained). */
+export interface DrainTarget {
+  ordinal: number;
+  name: string;
+  uid: string;
+  ip: string | null;
+}
+
+export interface DrainWords {
+  phase: Phase;
+  /** The step the drain comes before, e.g. "removing node 5 from the membership". */
+  what: string;
+  /** The Event, e.g. "taking pod 4 out of the client Service before node 5 leaves the membership". */
+  event: string;
+}
+
+/**
+ * Sets a pod's serving label, if the pod is still the one given (its UID in the patch: the API
+ * server refuses a patch whose UID is not the object's). False when that pod is gone.
+ */
+export async function setServing(kube: Kube, namespace: string, pod: { name: string; uid: string }, serving: boolean): Promise<boolean> {
+  try {
+    await rawRequest(
+      kube.kc,
+      'PATCH',
+      `/api/v1/namespaces/${namespace}/pods/${encodeURIComponent(pod.name)}`,
+      { metadata: { uid: pod.uid, labels: { [SERVING_LABEL]: serving ? 'true' : 'false' } } },
+      'application/merge-patch+json',
+    );
+    return true;
+  } catch (err) {
+    // Gone (404), or another pod of that name (409, or 422 for a UID that is not the object's).
+    if (isNotFound(err) || isConflict(err) || statusCode(err) === 422) return false;
+    throw err;
+  }
+}
+
+/**
+ * Puts back in the client Services every pod that should serve (plan/serving.ts): a
+ * member's pod that a removal drained and that stays. Only when no step drains one.
+ */
+export async function serveAgain(deps: ActivityDeps, ref: Pick<ClusterRef, 'namespace' | 'name'> & { uid?: string }, obs: Observation): Promise<void> {
+  for (const pod of podsToServe(obs)) {
+    if (await setServing(deps.kube, ref.namespace, pod, true)) {
+      opLogger(deps, { namespace: ref.namespace, name: ref.name, uid: ref.uid ?? '' }).info(
+        { pod: pod.name },
+        pod.serving === null ? `pod ${pod.ordinal} gets the serving label` : `pod ${pod.ordinal} takes client connections again: its node stays a member`,
+      );
+    }
+  }
+}
+
+/**
+ * Labels the pods made before the serving label existed, so that the client Services, once they
+ * select on it, still reach them: called before the Services are applied.
+ */
+export async function labelServing(deps: ActivityDeps, ref: Pick<ClusterRef, 'namespace' | 'name'>): Promise<void> {
+  for (const pod of await listPods(deps.kube, ref.namespace, ref.name)) {
+    if (pod.metadata?.deletionTimestamp || pod.metadata?.labels?.[SERVING_LABEL] !== undefined) continue;
+    await setServing(deps.kube, ref.namespace, { name: pod.metadata!.name!, uid: pod.metadata!.uid! }, true);
+  }
+}
+
+/** The cluster's Services that select on the serving label (the client Service, the proxy's). */
+async function servingServices(kube: Kube, qc: QueenCluster): Promise<string[]> {
+  const services = await listServices(kube, qc.metadata.namespace!, qc.metadata.name);
+  return services
+    .filter((s) => !s.metadata?.deletionTimestamp && s.spec?.selector?.[SERVING_LABEL] === 'true')
+    .map((s) => s.metadata!.name!)
+    .sort();
+}
+
+/** Whether the pod is an endpoint (in any condition) of one of those Services. */
+async function inEndpoints(kube: Kube, namespace: string, services: string[], pod: DrainTarget): Promise<boolean> {
+  const selector = encodeURIComponent(`kubernetes.io/service-name in (${services.join(',')})`);
+  const list = (await rawRequest(kube.kc, 'GET', `/apis/discovery.k8s.io/v1/namespaces/${namespace}/endpointslices?labelSelector=${selector}`)) as {
+    items?: V1EndpointSlice[];
+  };
+  return (list.items ?? []).some((slice) =>
+    (slice.endpoints ?? []).some((ep) => ep.targetRef?.uid === pod.uid || (pod.ip !== null && ep.addresses.includes(pod.ip))),
+  );
+}
+
+/**
+ * Drains a pod: its serving label to "false", then waits until it is out of the client Services'
+ * endpoints (gate pod-out-of-endpoints), then for the drain wait and until the pod applied what
+ * the leader held then (gate requests-drained). A pod that no client Service lists (not Ready, or
+ * drained already) is only labelled: no client sends it anything. False when the pod is gone.
+ */
+export async function drainPod(deps: ActivityDeps, ref: ClusterRef, pod: DrainTarget, words: DrainWords): Promise<boolean> {
+  const log = opLogger(deps, ref);
+  const qc = await loadCluster(deps, ref);
+  const services = await servingServices(deps.kube, qc);
+  // An older client Service that does not select on the label lists every Ready pod: drained by time only.
+  const old = services.length === 0;
+  const listed = old || (await inEndpoints(deps.kube, ref.namespace, services, pod));
+  if (!(await setServing(deps.kube, ref.namespace, pod, false))) return false;
+  if (!listed) return true;
+  await stepEvent(deps, qc, 'DrainPod', words.event);
+  log.info({ pod: pod.name }, words.event);
+  const fast: ActivityDeps = { ...deps, settings: { ...deps.settings, pollMs: DRAIN_POLL_MS } };
+  if (old) {
+    // A Service applied by an operator before the label: it reaches the pod whatever its label
+    // says, until the next operation applies the Services again.
+    log.warn({ service: names.clientService(ref.name) }, `the client Service does not select on ${SERVING_LABEL} yet: pod ${pod.ordinal} stays in it`);
+  } else {
+    await holdUntil<true>(fast, ref, async () => {
+      await loadCluster(deps, ref);
+      if (!(await inEndpoints(deps.kube, ref.namespace, services, pod))) return { done: true };
+      return { hold: { phase: words.phase, message: `${words.what}: waiting for pod ${pod.ordinal} to leave the client Service's endpoints`, gate: 'pod-out-of-endpoints' } };
+    });
+  }
+  const out = Date.now();
+  // A request the pod took is answered once the pod has applied its entry: everything the leader
+  // holds now, at most. Waited for only while the pod moves (a node that does not catch up answers
+  // nothing more however long one waits), and only for a pod that clients could reach.
+  const holding = await leaderHolds(deps, qc, pod);
+  let applied: { index: number; at: number } | null = null;
+  await holdUntil<true>(fast, ref, async () => {
+    const now = Date.now();
+    if (holding) {
+      const h = await readHealth(holding.base, 1000);
+      if (h && h.applied < holding.index) {
+        if (applied?.index !== h.applied) applied = { index: h.applied, at: now };
+        if (now - applied.at < deps.settings.stallAfterMs) {
+          return {
+            hold: {
+              phase: words.phase,
+              message: `${words.what}: letting the requests in flight on pod ${pod.ordinal} finish (${holding.index - h.applied} entries to apply)`,
+              gate: 'requests-drained',
+            },
+          };
+        }
+      }
+    }
+    if (now - out >= deps.settings.drainMs) return { done: true };
+    return { hold: { phase: words.phase, message: `${words.what}: letting the requests in flight on pod ${pod.ordinal} finish`, gate: 'requests-drained' } };
+  });
+  return true;
+}
+
+/** The leader's last entry and the drained pod's broker address, when both are known. */
+async function leaderHolds(deps: ActivityDeps, qc: QueenCluster, pod: DrainTarget): Promise<{ index: number; base: string } | null> {
+  const obs = await observeCluster(deps, qc);
+  const observed = obs.pods.find((p) => p.uid === pod.uid);
+  const index = obs.membership?.lastLogIndex ?? null;
+  const base = observed ? brokerBase(deps.settings.brokerAccess, qc, withDefaults(qc.spec), observed) : null;
+  return index !== null && base ? { index, base } : null;
+}
+
+/** The pod of an ordinal as drainPod takes it, from an observation. */
+export function drainTarget(obs: Observation, ordinal: number): DrainTarget | null {
+  const p = podAt(obs, ordinal);
+  return p && !p.terminating ? { ordinal, name: p.name, uid: p.uid, ip: p.ip } : null;
+}

@@ -1,0 +1,18 @@
+// Which pods take client connections. A pod is drained (its serving label "false", out of the
+// client Services' endpoints) only for the moments before its node leaves the membership or its
+// pod goes for good (activities/drain.ts). A pod whose node is a member serves again as soon as no
+// step drains it: after a removal that did not happen (the gate closed again, the target changed,
+// the operation was cancelled or ended from outside). A pod whose node is not a member stays out:
+// it is about to go, or its node left and it can no longer commit what it is sent. A pod without
+// the label was made before the label existed: it serves, as it did.
+import { memberOf, type Observation, type PodObservation } from './observation.ts';
+
+/** The pods whose serving label should be set to "true" now, when no step is draining one. */
+export function podsToServe(obs: Observation): PodObservation[] {
+  return obs.pods.filter((p) => {
+    if (p.terminating || p.serving === true) return false;
+    if (p.serving === null) return true;
+    // Without a leader's view nobody can tell whether its node is a member: left as it is.
+    return obs.membership !== null && memberOf(obs.membership, p.ordinal + 1) !== undefined;
+  });
+}
