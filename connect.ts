@@ -109,7 +109,12 @@ export function temporalConnectionOptions(t: TemporalOptions): NativeConnectionO
 
 /** What went wrong reaching the Temporal frontend, in words (the transport's error is a dump). */
 export function describeTemporalError(err: unknown, t: Pick<TemporalOptions, 'tls' | 'tlsCa' | 'tlsCert' | 'apiKey' | 'namespace'>): string {
-  const text = err instanceof Error ? `${err.message} ${String((err as { details?: unknown }).details ?? '')}` : String(err);
+  // The transport's words are in the message, its details, or further down the causes.
+  const parts: string[] = [];
+  for (let e: unknown = err, depth = 0; e != null && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    parts.push(e instanceof Error ? `${e.message} ${String((e as { details?: unknown }).details ?? '')}` : String(e));
+  }
+  const text = parts.join(' ');
   if (/UnknownIssuer|unknown ca|self[- ]signed|certificate verify failed/i.test(text)) {
     return t.tlsCa
       ? `its TLS certificate is not signed by the CA of --temporal-tls-ca (${t.tlsCa})`
