@@ -2,7 +2,7 @@
 // then one closing line `N passed, N failed` (type checking counts as one test).
 // Arguments go to vitest, e.g. `npm test -- --project unit`.
 //
-// The `unit` project runs first and alone, then the `testbed` project (two scenarios at a time),
+// The `unit` project runs first and alone, then the `testbed` project (three scenarios at a time),
 // then those that act on a whole node one at a time beside `install` (the README's cluster-wide
 // install, in a test bed of its own): the simulator's own tests
 // time a protocol of 300 ms elections, and the end-to-end scenarios put a control plane, a Temporal
@@ -65,12 +65,12 @@ if (args.some((a) => a.startsWith('--project'))) {
   // A file filter may match files of one project only: the other then has nothing to run.
   const filtered = args.length > 0 ? ['--passWithNoTests'] : [];
   await runVitest('unit', ['--project', 'unit', '--maxWorkers=2', ...filtered, ...args]);
-  // The scenarios run two at a time: most of their time is spent waiting for pods, elections and
+  // The scenarios run three at a time: most of their time is spent waiting for pods, elections and
   // gates, not computing. Those that act on a whole test bed node (stop it, cordon or drain it)
   // would disrupt the scenario beside them: they run afterwards, one at a time (vitest.config.ts),
   // beside the cluster-wide install, which has a test bed of its own (it would act on the other
   // scenarios' clusters); the install's output follows once it ends.
-  await runVitest('testbed', ['--project', 'testbed', '--maxWorkers=2', ...filtered, ...args]);
+  await runVitest('testbed', ['--project', 'testbed', '--maxWorkers=3', ...filtered, ...args]);
   await Promise.all([
     runVitest('testbed-alone', ['--project', 'testbed-alone', '--maxWorkers=1', ...filtered, ...args]),
     runVitest('install', ['--project', 'install', ...filtered, ...args], true),
