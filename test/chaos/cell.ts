@@ -310,10 +310,8 @@ function injectWorldFault(c: Ctx, op: OperationName, fault: WorldFault, began: n
         const leader = qc?.status?.leader ?? null;
         const followers = voters.filter((v) => v !== leader).map((v) => `queen-${v - 1}`);
         const victim = followers.find((p) => (c.tracker.podUids.get(p)?.length ?? 0) === 1) ?? followers[0]!;
-        const node = (await pods(c.s)).find((p) => p.metadata?.name === victim)?.spec?.nodeName;
+        const node = await stopNodeOf(c.s, c.tracker, victim, 3_600_000);
         if (!node) throw new Error(`${victim} runs on no node`);
-        c.tracker.exempt(victim, Date.now() + 3_600_000);
-        await control.call('POST', `/nodes/${node}/stop`, {});
         notes.push(`${at()} node ${node} (of ${victim}) stopped`);
         // A person is told what to do, or the operation ends; then the node comes back.
         let told = '';
@@ -538,4 +536,17 @@ async function checkAfter(c: Ctx, def: OperationDef, result: CellResult): Promis
     const extra = ['queen-3', 'queen-4'].reduce((n, p) => n + Math.max(0, (tracker.podUids.get(p)?.length ?? 1) - 1), 0);
     if (extra !== (counted.get('RestartPod') ?? 0)) result.violations.push(`${extra} hand-off restarts of pods 3 and 4, ${counted.get('RestartPod') ?? 0} RestartPod Events`);
   }
+}
+
+/**
+ * Stops the test bed node `pod` runs on (its kubelet silent, its pods cut off the network), the
+ * pod exempt from the invariants for `exemptMs`: its voter is down by the world's hand, not the
+ * operator's. Returns the node's name, or null when the pod runs on none.
+ */
+export async function stopNodeOf(s: Scenario, tracker: Tracker, pod: string, exemptMs: number): Promise<string | null> {
+  const node = (await pods(s)).find((p) => p.metadata?.name === pod)?.spec?.nodeName;
+  if (!node) return null;
+  tracker.exempt(pod, Date.now() + exemptMs);
+  await control.call('POST', `/nodes/${node}/stop`, {});
+  return node;
 }

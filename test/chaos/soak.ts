@@ -9,6 +9,7 @@ import { control } from '../testbed/client.ts';
 import { startLoad, verifyAcknowledged } from '../testbed/load.ts';
 import { annotate, formed, getCluster, kubectl, patchSpec, pods, row, scenario, seedSpec, sleep, voterIps, waitFor, type Scenario } from '../e2e/harness.ts';
 import { currentStep } from '../e2e/temporal.ts';
+import { stopNodeOf } from './cell.ts';
 import { track, type Tracker } from './tracker.ts';
 import { rng, type SoakResult } from './results.ts';
 
@@ -158,10 +159,8 @@ async function injectSoakFault(s: Scenario, tracker: Tracker, fault: SoakFault, 
     case 'node-stop': {
       const follower = voters.filter((v) => v !== leader);
       const pod = `queen-${(follower[0] ?? 1) - 1}`;
-      const node = (await pods(s)).find((p) => p.metadata?.name === pod)?.spec?.nodeName;
+      const node = await stopNodeOf(s, tracker, pod, 600_000);
       if (!node) return;
-      tracker.exempt(pod, Date.now() + 600_000);
-      await control.call('POST', `/nodes/${node}/stop`, {});
       notes.push(`${at()} node ${node} (of ${pod}) stopped`);
       let told = '';
       await waitFor(
