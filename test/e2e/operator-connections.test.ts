@@ -7,7 +7,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
-import { freePorts } from '../testbed/temporal.ts';
+import { freePorts } from '../testbed/ports.ts';
 import { makePki, startApiKeyGateway, startTcpProxy, startTlsTerminator, type Pki, type Proxy } from '../testbed/proxies.ts';
 import { createCluster, operatorSetup, scenario, seedSpec, testbed, waitFor, waitForCluster, type OperatorProcess, type Scenario } from './harness.ts';
 

@@ -1,9 +1,9 @@
 // The Temporal dev server of the test bed (the Temporal CLI's `server start-dev`, with its Web UI),
 // on free loopback ports. Usable alone: startTemporal({dir}).
 import { mkdirSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { request } from 'undici';
+import { freePorts, releasePorts } from './ports.ts';
 import { startProcess, stopProcess, type Proc } from './procs.ts';
 import { ensureTools } from './tools.ts';
 
@@ -42,23 +42,6 @@ export interface TemporalOptions {
   ports?: TemporalPorts;
 }
 
-export async function freePorts(n: number): Promise<number[]> {
-  const servers = await Promise.all(
-    Array.from(
-      { length: n },
-      () =>
-        new Promise<ReturnType<typeof createServer>>((resolve, reject) => {
-          const s = createServer();
-          s.once('error', reject);
-          s.listen(0, '127.0.0.1', () => resolve(s));
-        }),
-    ),
-  );
-  const ports = servers.map((s) => (s.address() as { port: number }).port);
-  await Promise.all(servers.map((s) => new Promise((r) => s.close(r))));
-  return ports;
-}
-
 async function ok(url: string): Promise<boolean> {
   try {
     const res = await request(url, { headersTimeout: 3000, bodyTimeout: 3000 });
@@ -75,7 +58,10 @@ export async function launchTemporal(opts: TemporalOptions): Promise<TemporalSer
   mkdirSync(opts.dir, { recursive: true });
   const [port, uiPort, httpPort, metricsPort] = opts.ports
     ? [opts.ports.port, opts.ports.uiPort, opts.ports.httpPort, opts.ports.metricsPort]
-    : ((await freePorts(4)) as [number, number, number, number]);
+    : ((await freePorts(4, `temporal ${opts.dir}`)) as [number, number, number, number]);
+  // Ports this launch reserved are released when it is stopped; a server started again on the ports
+  // of an earlier one leaves them to that one.
+  const reserved = opts.ports ? [] : [port, uiPort, httpPort, metricsPort];
   const args = [
     'server', 'start-dev',
     '--ip', '127.0.0.1',
@@ -120,6 +106,7 @@ export async function launchTemporal(opts: TemporalOptions): Promise<TemporalSer
     ready,
     async stop() {
       await stopProcess(proc, 5000);
+      releasePorts(reserved);
     },
   };
 }

@@ -24,7 +24,8 @@ import { startKubeletServer } from './kubelet-server.ts';
 import { NODES, Nodes } from './nodes.ts';
 import { isAlive, liveProcesses, startProcess, stopProcess, trackPidsIn, type Proc } from './procs.ts';
 import { EXPANDABLE_CLASS, FIXED_CLASS, PROVISIONER, Storage } from './storage.ts';
-import { freePorts, launchTemporal, type TemporalServer } from './temporal.ts';
+import { launchTemporal, type TemporalServer } from './temporal.ts';
+import { freePorts, releasePorts } from './ports.ts';
 import { ensureTools, type Tools } from './tools.ts';
 
 export interface TestbedInfo {
@@ -174,7 +175,9 @@ export async function startTestbed(opts: TestbedOptions = {}): Promise<Testbed> 
     });
     watchdog.unref();
 
-    const [etcdPort, etcdPeerPort, apiPort, kcmPort, schedPort] = await freePorts(5);
+    const controlPlanePorts = await freePorts(5, `test bed ${dir}`);
+    cleanups.push(() => releasePorts(controlPlanePorts));
+    const [etcdPort, etcdPeerPort, apiPort, kcmPort, schedPort] = controlPlanePorts as [number, number, number, number, number];
 
     // Credentials: static tokens for the control plane's own clients, a key for ServiceAccount tokens.
     const token = () => randomBytes(24).toString('hex');
@@ -209,6 +212,7 @@ export async function startTestbed(opts: TestbedOptions = {}): Promise<Testbed> 
     procs.push(etcd);
     const temporal: TemporalServer = await launchTemporal({ dir: join(dir, 'temporal'), temporalBin: tools.temporal, owner: dir });
     procs.push(temporal.proc);
+    cleanups.push(() => releasePorts(Object.values(temporal.ports)));
     let temporalReady = temporal.ready;
     await waitFor('etcd', () => httpOk(`http://127.0.0.1:${etcdPort}/health`), 30_000, etcd);
 
