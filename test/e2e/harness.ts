@@ -389,7 +389,7 @@ const mergePatchOptions = () => setHeaderOptions('Content-Type', PatchStrategy.M
 /** The status as `kubectl get queencluster` prints it. */
 export function row(qc: QueenCluster): string {
   const st = qc.status ?? {};
-  return `version=${st.version ?? ''} voters=${JSON.stringify(st.voters ?? [])} commits=${st.commits ?? ''} phase=${st.phase ?? ''} message=${st.message ?? ''}`;
+  return `version=${st.version ?? ''} voters=${JSON.stringify(st.voters ?? [])} leader=${st.leader ?? ''} term=${st.term ?? ''} commits=${st.commits ?? ''} phase=${st.phase ?? ''} message=${st.message ?? ''}`;
 }
 
 /** Waits until the QueenCluster's status satisfies `ok`; the error says the last status seen. */

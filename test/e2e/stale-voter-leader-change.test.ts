@@ -1,7 +1,7 @@
 // e2e `stale-voter-leader-change` (issue 12, item 4): the stale-voter diagnosis under both things
 // a new leader may know of the followers' progress (QUEEN_SIM_LEADER_PROGRESS). A follower's
 // volume is wiped behind the operator's back: Degraded "has to be replaced" in both. Then the
-// leader's process is killed and another node leads. A leader that carries the progress over
+// leader's process is killed and held down until another node leads. A leader that carries the progress over
 // keeps the wiped voter stale, and the cluster stays Degraded with that message; a leader that
 // knows nothing until the followers answer backs off to what the wiped voter holds and repairs
 // it, and the cluster is Ready again (a node that is being repaired is never called stale).
@@ -27,10 +27,13 @@ it.each(['carry', 'unknown'] as const)('stale-voter with QUEEN_SIM_LEADER_PROGRE
   const degraded = await waitForCluster(s, 'the stale voter reported', (q) => q.status?.phase === 'Degraded' && STALE.test(q.status?.message ?? ''), 120_000);
   expect(STALE.exec(degraded.status!.message!)![1]).toBe(String(follower));
 
-  // The leader's process dies; its pod restarts in place and another node leads.
+  // The leader's process dies and stays down until another node leads (started again at once, it
+  // may win the election itself: its log is as long as the other follower's); then its pod
+  // restarts in place.
   const watch = monitor(s, 200);
-  await control.kill(s.ns, `queen-${leader - 1}`, { signal: 'SIGKILL' });
+  await control.kill(s.ns, `queen-${leader - 1}`, { signal: 'SIGKILL', hold: true });
   await waitForCluster(s, 'another leader', (q) => q.status?.leader != null && q.status.leader !== leader && (q.status.term ?? 0) > (qc.status?.term ?? 0), 120_000);
+  await control.release(s.ns, `queen-${leader - 1}`);
   if (mode === 'carry') {
     await waitForCluster(s, 'still stale', (q) => q.status?.phase === 'Degraded' && STALE.test(q.status?.message ?? ''), 120_000);
     const until = Date.now() + 20_000;
