@@ -122,53 +122,89 @@ export function membershipActivities(deps: ActivityDeps) {
     /**
      * Takes a node that does not lead out of the membership; a no-op once it is not a member.
      * `held` when the removal gate closed since the wait for it (the operation waits again).
-     * Its pod is drained first (activities/drain.ts), and put back in the client Services when
-     * the node does not leave after all.
      */
     async removeNode(ref: ClusterRef, nodeId: number, phase: Phase): Promise<'removed' | 'leads' | 'held'> {
       const log = opLogger(deps, ref);
-      const what = `removing node ${nodeId} from the membership`;
-      let sent = false;
-      // The pod drained by this attempt (its UID): the removal goes only once it is.
-      let drained: DrainTarget | null = null;
-      const undrain = async () => {
-        if (drained) await setServing(deps.kube, ref.namespace, drained, true);
-        drained = null;
-      };
-      for (;;) {
-        const r = await holdUntil<'removed' | 'leads' | 'held' | { drain: DrainTarget }>(deps, ref, async () => {
-          const qc = await loadCluster(deps, ref);
-          const obs = await observeCluster(deps, qc);
-          const m = obs.membership;
-          if (!m) return { hold: { phase, message: `${what}: waiting for a leader's view of the membership`, gate: 'leader-known' } };
-          if (!m.members.some((x) => x.nodeId === nodeId)) {
-            if (sent) await stepEvent(deps, qc, 'RemoveMember', what);
-            return { done: 'removed' };
-          }
-          if (m.leader === nodeId) return { done: 'leads' };
-          if (m.changeInFlight || m.joint) return { hold: { phase, message: `${what}: a membership change is in flight`, gate: 'no-change-in-flight' } };
+      return leaveAfterDrain<'removed' | 'leads' | 'held'>(deps, ref, {
+        nodeId,
+        phase,
+        removed: 'removed',
+        exits: (_qc, _obs, m) => (m.leader === nodeId ? 'leads' : null),
+        gate: async (qc, obs) => {
           const held = removalHeld(deps, qc, obs, nodeId);
-          if (held) {
-            log.info(`not removing node ${nodeId} yet: ${held}`);
-            return { done: 'held' };
-          }
-          const pod = drainTarget(obs, nodeId - 1);
-          if (pod && pod.uid !== drained?.uid) return { done: { drain: pod } };
-          sent = true;
-          const c = await changeThroughLeader(deps, qc, obs, phase, what, nodeId, (base, token) => removeMember(base, nodeId, token));
-          if ('hold' in c) return c;
-          await stepEvent(deps, qc, 'RemoveMember', what);
-          return { done: 'removed' };
-        });
-        if (typeof r === 'object') {
-          await undrain();
-          const event = `taking pod ${r.drain.ordinal} out of the client Service before node ${nodeId} leaves the membership`;
-          if (await drainPod(deps, ref, r.drain, { phase, what, event })) drained = r.drain;
-          continue;
-        }
-        if (r !== 'removed') await undrain();
-        return r;
-      }
+          if (!held) return null;
+          log.info(`not removing node ${nodeId} yet: ${held}`);
+          return { done: 'held' };
+        },
+      });
     },
   };
+}
+
+/** What a removal does when the cluster as it is now says it should not go on (yet). */
+export interface LeaveRules<R> {
+  nodeId: number;
+  phase: Phase;
+  /** The result once the node is not a member. */
+  removed: R;
+  /** Ends the step before anything else is looked at (the node leads, the request went away). */
+  exits: (qc: QueenCluster, obs: Observation, m: NonNullable<Observation['membership']>) => R | null;
+  /** The removal gate, once no change is in flight: an end of the step, or a hold to wait out. */
+  gate: (qc: QueenCluster, obs: Observation) => Promise<{ done: R } | { hold: Hold } | null>;
+}
+
+/**
+ * The one way a node leaves the membership: its pod is drained first (activities/drain.ts: out of
+ * the client Services, the requests in flight finished), then the leader is asked to remove it.
+ * The drained pod goes back in the client Services whenever the node does not leave after all
+ * (the gate closed, the node leads, the request went away). A change sent whose answer was lost
+ * still counts: the node is gone at the next look, and the Event says it was removed.
+ */
+export async function leaveAfterDrain<R>(deps: ActivityDeps, ref: ClusterRef, rules: LeaveRules<R>): Promise<R> {
+  const { nodeId, phase } = rules;
+  const what = `removing node ${nodeId} from the membership`;
+  let sent = false;
+  // The pod drained by this attempt (its UID): the removal goes only once it is.
+  let drained: DrainTarget | null = null;
+  const undrain = async () => {
+    if (drained) await setServing(deps.kube, ref.namespace, drained, true);
+    drained = null;
+  };
+  type Look = { result: R } | { drain: DrainTarget };
+  for (;;) {
+    const look = await holdUntil<Look>(deps, ref, async () => {
+      const qc = await loadCluster(deps, ref);
+      const obs = await observeCluster(deps, qc);
+      const m = obs.membership;
+      if (!m) return { hold: { phase, message: `${what}: waiting for a leader's view of the membership`, gate: 'leader-known' } };
+      if (!memberOf(m, nodeId)) {
+        if (sent) await stepEvent(deps, qc, 'RemoveMember', what);
+        return { done: { result: rules.removed } };
+      }
+      const exit = rules.exits(qc, obs, m);
+      if (exit !== null) return { done: { result: exit } };
+      if (m.changeInFlight || m.joint) return { hold: { phase, message: `${what}: a membership change is in flight`, gate: 'no-change-in-flight' } };
+      const gated = await rules.gate(qc, obs);
+      if (gated) {
+        await undrain();
+        return 'done' in gated ? { done: { result: gated.done } } : gated;
+      }
+      const pod = drainTarget(obs, nodeId - 1);
+      if (pod && pod.uid !== drained?.uid) return { done: { drain: pod } };
+      sent = true;
+      const c = await changeThroughLeader(deps, qc, obs, phase, what, nodeId, (base, token) => removeMember(base, nodeId, token));
+      if ('hold' in c) return c;
+      sent = false;
+      await stepEvent(deps, qc, 'RemoveMember', what);
+      return { done: { result: rules.removed } };
+    });
+    if ('drain' in look) {
+      await undrain();
+      const event = `taking pod ${look.drain.ordinal} out of the client Service before node ${nodeId} leaves the membership`;
+      if (await drainPod(deps, ref, look.drain, { phase, what, event })) drained = look.drain;
+      continue;
+    }
+    if (look.result !== rules.removed) await undrain();
+    return look.result;
+  }
 }

@@ -4,11 +4,10 @@
 // everything from the leader, promoted once it has caught up.
 import { readAnnotations, replaceRequest } from '../crd/annotations.ts';
 import { ANNOTATIONS, type QueenCluster } from '../crd/schema.ts';
-import { removeMember } from './broker.ts';
 import { holdUntil, loadCluster, observeCluster, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
 import { deleteClaimByUid, deletePodByUid, patchClusterAnnotations } from './kube.ts';
-import { drainPod, drainTarget, setServing, type DrainTarget } from './drain.ts';
-import { changeThroughLeader, removalHold } from './membership.ts';
+import { drainPod } from './drain.ts';
+import { leaveAfterDrain, removalHold } from './membership.ts';
 import { names, nodeIdOf } from './resources.ts';
 import { liveClaimAt, memberOf, podAt } from '../plan/observation.ts';
 import { podStartProblem } from '../plan/assess.ts';
@@ -53,51 +52,19 @@ export function replaceActivities(deps: ActivityDeps) {
     },
 
     /**
-     * Takes the node out of the membership. Returns `handOff` when it leads (its pod is stopped
-     * once first, through the stop gate), `abandoned` when the annotation went before it left.
-     * Its pod is drained first (activities/drain.ts), and put back in the client Services when
-     * the node does not leave after all.
+     * Takes the node out of the membership (its pod drained first: leaveAfterDrain). Returns
+     * `handOff` when it leads (its pod is stopped once first, through the stop gate), `abandoned`
+     * when the annotation went before it left.
      */
     async leaveMembership(ref: ClusterRef, r: Replacement): Promise<'left' | 'handOff' | 'abandoned'> {
-      const what = `removing node ${r.nodeId} from the membership`;
-      // The pod drained by this attempt (its UID): the removal goes only once it is.
-      let drained: DrainTarget | null = null;
-      const undrain = async () => {
-        if (drained) await setServing(deps.kube, ref.namespace, drained, true);
-        drained = null;
-      };
-      for (;;) {
-        const out = await holdUntil<'left' | 'handOff' | 'abandoned' | { drain: DrainTarget }>(deps, ref, async () => {
-          const qc = await loadCluster(deps, ref);
-          const obs = await observeCluster(deps, qc);
-          const m = obs.membership;
-          if (!m) return { hold: { phase: 'Replacing', message: `${what}: waiting for a leader's view of the membership`, gate: 'leader-known' } };
-          if (!m.members.some((x) => x.nodeId === r.nodeId)) return { done: 'left' };
-          if (!stillAsked(qc, r.pod)) return { done: 'abandoned' };
-          if (m.leader === r.nodeId) return { done: 'handOff' };
-          if (m.changeInFlight || m.joint) return { hold: { phase: 'Replacing', message: `${what}: a membership change is in flight`, gate: 'no-change-in-flight' } };
-          // The voters that stay must carry the cluster: the stop gate, the node's own stall excepted.
-          const hold = await removalHold(deps, qc, obs, r.nodeId, 'Replacing');
-          if (hold) {
-            await undrain();
-            return { hold };
-          }
-          const pod = drainTarget(obs, r.ordinal);
-          if (pod && pod.uid !== drained?.uid) return { done: { drain: pod } };
-          const c = await changeThroughLeader(deps, qc, obs, 'Replacing', what, r.nodeId, (base, token) => removeMember(base, r.nodeId, token));
-          if ('hold' in c) return c;
-          await stepEvent(deps, qc, 'RemoveMember', what);
-          return { done: 'left' };
-        });
-        if (typeof out === 'object') {
-          await undrain();
-          const event = `taking pod ${r.ordinal} out of the client Service before node ${r.nodeId} leaves the membership`;
-          if (await drainPod(deps, ref, out.drain, { phase: 'Replacing', what, event })) drained = out.drain;
-          continue;
-        }
-        if (out !== 'left') await undrain();
-        return out;
-      }
+      return leaveAfterDrain<'left' | 'handOff' | 'abandoned'>(deps, ref, {
+        nodeId: r.nodeId,
+        phase: 'Replacing',
+        removed: 'left',
+        exits: (qc, _obs, m) => (!stillAsked(qc, r.pod) ? 'abandoned' : m.leader === r.nodeId ? 'handOff' : null),
+        // The voters that stay must carry the cluster: the stop gate, the node's own stall excepted.
+        gate: async (qc, obs) => removalHold(deps, qc, obs, r.nodeId, 'Replacing').then((hold) => (hold ? { hold } : null)),
+      });
     },
 
     /**
