@@ -15,6 +15,7 @@ import {
   setHeaderOptions,
   type CoreV1Event,
   type KubernetesObject,
+  type V1Node,
   type V1PersistentVolumeClaim,
   type V1Pod,
   type V1StatefulSet,
@@ -258,6 +259,19 @@ export async function getStatefulSet(kube: Kube, namespace: string, name: string
     return await kube.apps.readNamespacedStatefulSet({ namespace, name });
   } catch (err) {
     if (isNotFound(err)) return null;
+    throw err;
+  }
+}
+
+/**
+ * A node, or null when it is gone or the operator may not read nodes (an operator bound in one
+ * namespace has no right to cluster-scoped objects: its words then do not name a node's state).
+ */
+export async function getNode(kube: Kube, name: string): Promise<V1Node | null> {
+  try {
+    return await kube.core.readNode({ name });
+  } catch (err) {
+    if (isNotFound(err) || statusCode(err) === 403) return null;
     throw err;
   }
 }

@@ -1,6 +1,6 @@
 // Taking an Observation of a cluster: its pods, claims and StatefulSet from the API server, then
 // /health of every running pod and the membership view of the pods that answered, concurrently.
-import type { V1PersistentVolumeClaim, V1Pod, V1StatefulSet } from '@kubernetes/client-node';
+import type { V1Node, V1PersistentVolumeClaim, V1Pod, V1StatefulSet } from '@kubernetes/client-node';
 import { withDefaults } from '../crd/defaults.ts';
 import { ANNOTATIONS, type QueenCluster, type StoredSpec } from '../crd/schema.ts';
 import { parseQuantity } from '../plan/format.ts';
@@ -8,13 +8,14 @@ import type {
   ClaimObservation,
   HealthObservation,
   MembershipObservation,
+  NodeDown,
   Observation,
   PodObservation,
   StatefulSetObservation,
 } from '../plan/observation.ts';
 import { freshestView, readHealth, readMembershipAnswer } from './broker.ts';
 import { refusedWords, type BrokerCredentials } from './credentials.ts';
-import { getStatefulSet, listClaims, listPods, listServices, toMs, type Kube } from './kube.ts';
+import { getNode, getStatefulSet, listClaims, listPods, listServices, toMs, type Kube } from './kube.ts';
 import { CONTAINER, names, parseOrdinal, podHost, SERVING_LABEL, wantedTemplateHash } from './resources.ts';
 
 /** How the operator reaches a pod's broker port. */
@@ -53,7 +54,40 @@ export function podObservation(clusterName: string, pod: V1Pod): PodObservation 
     waitingReason: cs?.state?.waiting?.reason ?? null,
     waitingMessage: cs?.state?.waiting?.message ?? null,
     unschedulable: scheduled?.status === 'False' && scheduled.reason === 'Unschedulable' ? (scheduled.message ?? 'unschedulable') : null,
+    node: pod.spec?.nodeName ?? null,
+    nodeDown: null,
   };
+}
+
+/** A node whose Ready condition is not True, in the observation's terms; null when it is Ready. */
+export function nodeDown(node: V1Node): NodeDown | null {
+  const ready = node.status?.conditions?.find((c) => c.type === 'Ready');
+  if (!ready || ready.status === 'True') return null;
+  return {
+    node: node.metadata?.name ?? '',
+    ready: ready.status === 'False' ? 'False' : 'Unknown',
+    since: toMs(ready.lastTransitionTime as Date | string | undefined),
+    message: ready.status === 'False' ? (ready.message ?? null) : null,
+  };
+}
+
+/**
+ * The nodes of the pods that are not well (not Ready, not running, stopping, or not answering
+ * /health): each read once, so a cluster at rest costs no node reads at all.
+ */
+async function downNodes(kube: Kube, pods: PodObservation[], health: Record<number, HealthObservation>): Promise<Map<string, NodeDown>> {
+  const wanted = new Set(
+    pods.filter((p) => p.node && (!p.ready || !p.running || p.terminating || !health[p.ordinal])).map((p) => p.node!),
+  );
+  const down = new Map<string, NodeDown>();
+  await Promise.all(
+    [...wanted].map(async (name) => {
+      const node = await getNode(kube, name).catch(() => null);
+      const d = node ? nodeDown(node) : null;
+      if (d) down.set(name, d);
+    }),
+  );
+  return down;
 }
 
 export function claimObservation(clusterName: string, claim: V1PersistentVolumeClaim): ClaimObservation | null {
@@ -137,6 +171,8 @@ export async function observe(
         return a?.view ? { view: a.view, via: p.ordinal } : null;
       }),
   );
+  const down = await downNodes(kube, podObs, health);
+  for (const p of podObs) p.nodeDown = (p.node && down.get(p.node)) || null;
   const r = refused as { status: number; error: string } | null;
   const brokerAuth = creds.problem ?? (r ? refusedWords(creds, r.status, r.error) : null);
   // Only a leader's own view (a follower relays it verbatim) says who is live and caught up now; a

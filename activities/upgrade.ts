@@ -348,7 +348,10 @@ export function upgradeActivities(deps: ActivityDeps) {
           const probe = base ? await probeWrite(base, `pod ${o}`, undefined, undefined, await brokerToken(deps, qc)) : { ok: false as const, error: `pod ${o} has no address` };
           if (!probe.ok) problem = { reason: `a write through pod ${o} does not commit: ${probe.error}`, fatal: false };
         }
-        if (problem) {
+        if (problem?.waits) {
+          // Not the version's doing: the soak starts again once the node is back.
+          soakUntil = Date.now() + c.seconds * 1000;
+        } else if (problem) {
           strikes++;
           if (problem.fatal || strikes >= 2) return failed(qc, `the canary failed: ${problem.reason}`);
         } else {

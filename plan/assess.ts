@@ -2,7 +2,7 @@
 // reason when a pod is down or a voter is behind, Blocked when only a person can decide, Forming
 // before the first leader. Phases are not sticky: this is computed afresh from every observation.
 import type { Phase } from '../crd/schema.ts';
-import { imagePullProblem, stopGate, type GateName } from './gates.ts';
+import { imagePullProblem, nodeDownProblem, stopGate, type GateName } from './gates.ts';
 import type { Observation, PodObservation } from './observation.ts';
 import type { StallMemory } from './stalls.ts';
 
@@ -50,11 +50,14 @@ export function crashLoop(pod: PodObservation): string | null {
 }
 
 /**
- * Why a pod that should start does not, as a person can act on it: it cannot be scheduled (an
- * unbound claim, no node that fits), its image cannot be pulled, or it crash-loops; null when
+ * Why a pod that should start does not, as a person can act on it: its node does not report (the
+ * pod, or its predecessor still stopping there, is stuck), it cannot be scheduled (an unbound
+ * claim, no node that fits), its image cannot be pulled, or it crash-loops; null when
  * nothing says (it may simply still be starting).
  */
 export function podStartProblem(pod: PodObservation | undefined): string | null {
+  const down = nodeDownProblem(pod);
+  if (down) return down;
   if (!pod || pod.terminating) return null;
   if (pod.unschedulable) return `pod ${pod.ordinal} cannot be scheduled: ${pod.unschedulable}`;
   return imagePullProblem(pod) ?? crashLoop(pod);

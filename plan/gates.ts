@@ -108,6 +108,26 @@ export function imagePullProblem(pod: PodObservation): string | null {
   return `pod ${pod.ordinal} cannot pull its image ${pod.image ?? ''} (${reason}${cause ? `: ${cause}` : ''})`.replace('image  (', 'image (');
 }
 
+/**
+ * A pod on a node that does not report (its kubelet is silent: the machine is off or cut off) or
+ * reports NotReady: the node named, since when, and what a person can do. A pod there neither
+ * stops nor starts until the node is back; Kubernetes' out-of-service taint says it is off for
+ * good, so its pods are deleted and their volumes detached, and the pod starts on another node.
+ */
+export function nodeDownProblem(pod: PodObservation | undefined): string | null {
+  const d = pod?.nodeDown;
+  if (!pod || !d) return null;
+  const since = d.since === null ? '' : ` since ${new Date(d.since).toISOString().slice(11, 19)} UTC`;
+  const how =
+    d.ready === 'Unknown'
+      ? `has not reported${since} (it is off or cut off from the API server)`
+      : `is NotReady${since}${d.message ? ` (${d.message})` : ''}`;
+  return (
+    `pod ${pod.ordinal} is on node ${d.node}, which ${how}: this waits for the node to come back; ` +
+    `if it is shut down for good, kubectl taint nodes ${d.node} node.kubernetes.io/out-of-service=nodeshutdown:NoExecute lets pod ${pod.ordinal} start on another node`
+  );
+}
+
 const otherVoters = (c: GateContext) => voterIds(c.obs).filter((id) => c.target === null || id !== c.target + 1);
 
 type Gate = { name: GateName; check: (c: GateContext) => string | null };
@@ -147,7 +167,9 @@ export const STOP_GATES: readonly Gate[] = [
     check: (c) => {
       for (const id of otherVoters(c)) {
         const pod = podAt(c.obs, id - 1);
-        if (!pod || pod.terminating || !pod.running) return (pod && !pod.terminating && imagePullProblem(pod)) || `pod ${id - 1} is not running`;
+        if (!pod || pod.terminating || !pod.running) {
+          return nodeDownProblem(pod) || (pod && !pod.terminating && imagePullProblem(pod)) || `pod ${id - 1} is not running`;
+        }
       }
       return null;
     },
@@ -173,7 +195,7 @@ export const STOP_GATES: readonly Gate[] = [
     check: (c) => {
       for (const id of otherVoters(c)) {
         const pod = podAt(c.obs, id - 1);
-        if (pod && !pod.ready) return imagePullProblem(pod) ?? `pod ${id - 1} is not Ready`;
+        if (pod && !pod.ready) return imagePullProblem(pod) ?? nodeDownProblem(pod) ?? `pod ${id - 1} is not Ready`;
       }
       return null;
     },
@@ -196,7 +218,7 @@ export const STOP_GATES: readonly Gate[] = [
     check: (c) => {
       for (const id of otherVoters(c)) {
         const m = memberOf(c.obs.membership, id);
-        if (!m || !m.live) return `the leader has not heard from node ${id}`;
+        if (!m || !m.live) return nodeDownProblem(podAt(c.obs, id - 1)) ?? `the leader has not heard from node ${id}`;
       }
       return null;
     },

@@ -31,6 +31,22 @@ export interface PodObservation {
   waitingMessage: string | null;
   /** The pod cannot be scheduled, and the scheduler's message. */
   unschedulable: string | null;
+  /** The node it was scheduled to (spec.nodeName). */
+  node: string | null;
+  /**
+   * That node does not report as Ready, when the operator may read nodes and looked (it looks
+   * only for a pod that is not Ready, not running, stopping or not answering).
+   */
+  nodeDown: NodeDown | null;
+}
+
+/** A node whose Ready condition is not True: Unknown when its kubelet stopped reporting. */
+export interface NodeDown {
+  node: string;
+  ready: 'Unknown' | 'False';
+  /** When the condition last changed (ms since the epoch). */
+  since: number | null;
+  message: string | null;
 }
 
 export interface ClaimObservation {

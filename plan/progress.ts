@@ -5,6 +5,7 @@
 // same pod, running, Ready, live and caught up (and a write has to commit through it, which the
 // activity checks).
 import { goDuration, lagText } from './format.ts';
+import { nodeDownProblem } from './gates.ts';
 import { memberOf, podAt, type Observation, type PodObservation } from './observation.ts';
 
 /** The pod the upgrade restarted last, and when its successor came (ms since the epoch). */
@@ -23,6 +24,8 @@ export function readyAndLive(obs: Observation, ordinal: number): boolean {
 /** What keeps a pod from being Ready and live, in words. */
 export function notReadyAndLive(obs: Observation, ordinal: number): string {
   const pod = podAt(obs, ordinal);
+  const down = nodeDownProblem(pod);
+  if (down) return down;
   if (!pod || pod.terminating) return `pod ${ordinal} is not there`;
   if (!pod.running) return `pod ${ordinal} is not running${pod.waitingReason ? ` (${pod.waitingReason})` : ''}`;
   if (!pod.ready) return `pod ${ordinal} is not Ready`;
@@ -55,7 +58,8 @@ export function newVersionFailure(c: FailureCheck): string | null {
   if (c.watch) {
     const pod = podAt(obs, c.watch.ordinal);
     const onNew = !!pod && !pod.terminating && pod.hash === obs.wantedHash;
-    if (onNew && !readyAndLive(obs, c.watch.ordinal) && obs.at - c.watch.since > c.deadlineMs) {
+    // A pod whose node stopped reporting says nothing about the version: the wait names the node.
+    if (onNew && !pod.nodeDown && !readyAndLive(obs, c.watch.ordinal) && obs.at - c.watch.since > c.deadlineMs) {
       return `pod ${c.watch.ordinal} did not become Ready and live on ${c.version} within ${goDuration(c.deadlineMs)}: ${notReadyAndLive(obs, c.watch.ordinal)}`;
     }
   }
@@ -73,6 +77,8 @@ export interface CanaryProblem {
   reason: string;
   /** A problem that is a verdict at once (the pod restarted or was replaced); others must be seen twice in a row. */
   fatal: boolean;
+  /** No verdict on the version at all (the pod's node stopped reporting): the soak waits while it lasts. */
+  waits?: boolean;
 }
 
 /** What is wrong with the canary now, if anything (the write through it is the activity's to try). */
@@ -80,6 +86,8 @@ export function canaryProblem(obs: Observation, start: CanaryStart, caughtUpEntr
   const o = start.ordinal;
   const pod = podAt(obs, o);
   if (!pod || pod.uid !== start.uid) return { reason: `pod ${o} was replaced`, fatal: true };
+  // A node that stops reporting says nothing about the version: the soak waits, naming the node.
+  if (pod.nodeDown) return { reason: nodeDownProblem(pod)!, fatal: false, waits: true };
   if (pod.terminating) return { reason: `pod ${o} is stopping`, fatal: true };
   if (pod.restarts > start.restarts) return { reason: `pod ${o} restarted: ${exited(pod)}`, fatal: true };
   if (!pod.running) return { reason: `pod ${o} is not running`, fatal: true };
