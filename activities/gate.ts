@@ -8,13 +8,14 @@ import { readAnnotations } from '../crd/annotations.ts';
 import { withDefaults } from '../crd/defaults.ts';
 import type { Phase, QueenCluster } from '../crd/schema.ts';
 import { ANNOTATIONS } from '../crd/schema.ts';
-import { stopGate, type GateOptions } from '../plan/gates.ts';
+import { nodeDownProblem, stopGate, type GateOptions } from '../plan/gates.ts';
 import type { Observation } from '../plan/observation.ts';
 import type { RestartPick } from '../plan/restarts.ts';
 import { answeringNodes, stallMemoryFromStatus, trackStalls, type StallMemory } from '../plan/stalls.ts';
 import { beat, handOverIfStopping, holdUntil, loadCluster, pause, observeCluster, opLogger, probeThrough, stepEvent, writeStep, type ActivityDeps, type ClusterRef, type Hold } from './common.ts';
 import { drainPod, setServing, type DrainTarget } from './drain.ts';
-import { deletePodByUid, evictPodByUid, getPod, getStatefulSet, patchClusterStatus } from './kube.ts';
+import { deletePodByUid, evictPodByUid, getNode, getPod, getStatefulSet, patchClusterStatus } from './kube.ts';
+import { nodeDown, podObservation } from './observe.ts';
 import { names } from './resources.ts';
 
 export function gateOptions(deps: ActivityDeps, obs: Observation, minReadySeconds: number): GateOptions {
@@ -160,6 +161,9 @@ export function gateActivities(deps: ActivityDeps) {
       // The StatefulSet controller makes the successor once the old pod is gone. Without the
       // QueenCluster (ClusterGone ends the operation) or the StatefulSet, or with a StatefulSet
       // scaled below this pod, none comes: the wait ends, and the operation sees why at its next step.
+      // A pod whose node stopped reporting stays Terminating until the node is back: the step says so.
+      let stuck = '';
+      let nodeLookedAt = 0;
       for (;;) {
         handOverIfStopping(deps);
         await loadCluster(deps, ref);
@@ -172,6 +176,17 @@ export function gateActivities(deps: ActivityDeps) {
             return { restarted: true, reason: `the StatefulSet ${ref.name} is gone` };
           }
           if ((sts.spec?.replicas ?? 0) <= pick.ordinal) return { restarted: true, reason: `the StatefulSet ${ref.name} has fewer pods than ${pick.ordinal + 1}` };
+        } else if (pod.spec?.nodeName && Date.now() - nodeLookedAt >= 5000) {
+          nodeLookedAt = Date.now();
+          const node = await getNode(deps.kube, pod.spec.nodeName).catch(() => null);
+          const old = podObservation(ref.name, pod);
+          const problem = old && node ? nodeDownProblem({ ...old, nodeDown: nodeDown(node) }) : null;
+          const message = problem ? `${said.message}: ${problem}` : '';
+          if (message !== stuck) {
+            stuck = message;
+            if (message) log.info({ gate: 'pod-gone' }, message);
+            await writeStep(deps, ref, { phase: said.phase, message: message || said.message, gate: message ? 'pod-gone' : null });
+          }
         }
         beat({ waitingFor: `the successor of ${pick.podName}` });
         await pause(deps, Math.min(deps.settings.pollMs, 1000));
