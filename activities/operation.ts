@@ -109,9 +109,14 @@ export function operationActivities(deps: ActivityDeps) {
         log.warn({ err: String(err) }, 'could not look at the cluster after the operation; the observer will');
       }
       await writePhase(deps, ref, phase, message, { ...observed, operation: null, lastOperation });
-      if (readAnnotations(qc.metadata.annotations).cancel) {
-        await patchClusterAnnotations(deps.kube, ref.namespace, ref.name, { [ANNOTATIONS.cancel]: null });
-      }
+      // A cancel is spent once the operation ended; an approval once the upgrade it let through is
+      // over (done, or rolled back): the next upgrade, even to the same version, asks again.
+      const annotations = readAnnotations(qc.metadata.annotations);
+      const spent: Record<string, null> = {
+        ...(annotations.cancel ? { [ANNOTATIONS.cancel]: null } : {}),
+        ...(annotations.approve && end.type === 'RollingUpgrade' && (end.result === 'Succeeded' || end.result === 'RolledBack') ? { [ANNOTATIONS.approve]: null } : {}),
+      };
+      if (Object.keys(spent).length > 0) await patchClusterAnnotations(deps.kube, ref.namespace, ref.name, spent);
       if (again) return;
       log.info({ type: end.type, result: end.result }, end.message);
       operationsEnded.inc({ type: end.type, result: end.result });

@@ -42,7 +42,8 @@ export const USER_ANNOTATIONS: readonly AnnotationDoc[] = [
     values: 'the version an upgrade goes to, such as `2.6.1`',
     effect:
       'with `spec.upgrade.approval: Manual`, lets the upgrade to that version restart the leader (it waits before the ' +
-      'leader until then); another version does nothing, and a new version needs a new approval',
+      'leader until then); another version does nothing, and a new version needs a new approval. Removed by the operator once that ' +
+      'upgrade is over (done, or rolled back): the next upgrade, even to the same version, asks again',
   },
   {
     annotation: ANNOTATIONS.plan,

@@ -2,7 +2,8 @@
 // not lead, then holds before the leader on the named gate `approved`, saying the command that
 // approves it; VERSION shows the two versions meanwhile, Progressing is True and observedGeneration
 // stays behind. An approval of another version does nothing; the right one lets the leader go
-// last. The wait's result in the Temporal history says which gates held it and how long.
+// last, and is spent: the next upgrade, to the same version, asks again. The wait's result in the
+// Temporal history says which gates held it and how long.
 import { afterAll, expect, it } from 'vitest';
 import { annotate, clusterEvents, formed, getCluster, patchSpec, scenario, seedSpec, sleep, waitForCluster, type Scenario } from './harness.ts';
 import { activityResults, settledRuns } from './temporal.ts';
@@ -47,4 +48,13 @@ it('upgrade-approval: holds before the leader until the version is approved', as
   const waits = (await activityResults(s, run)).filter((a) => a.type === 'awaitNextRestart').map((a) => (a.result as { held?: string }).held ?? '');
   expect(waits.some((h) => /(^|, )approved \d+(\.\d)? s/.test(h))).toBe(true);
   expect(waits.some((h) => /pod-ready-for-min-ready-seconds \d+(\.\d)? s/.test(h))).toBe(true);
+
+  // The approval was spent by that upgrade: the next one, to the same version (a change of the pod
+  // template only), waits for an approval of its own.
+  expect((await getCluster(s)).metadata.annotations?.['queenmq.com/approve']).toBeUndefined();
+  await patchSpec(s, { env: [{ name: 'QUEEN_EXAMPLE_SETTING', value: '1' }] });
+  const again = await waitForCluster(s, 'held before the leader again', (q) => q.status?.operation?.gate === 'approved', 180_000);
+  expect(again.status?.message).toBe(`waiting for approval to restart the leader (pod ${again.status!.leader! - 1}): ${command}`);
+  await annotate(s, { 'queenmq.com/approve': '2.6.1' });
+  await waitForCluster(s, 'the template change rolled out', (q) => q.status?.phase === 'Ready' && q.status?.lastOperation?.result === 'Succeeded' && q.status?.lastOperation?.runId !== after.status?.lastOperation?.runId, 180_000);
 });
