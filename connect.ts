@@ -194,3 +194,21 @@ export async function ensureSearchAttributes(connection: NativeConnection, names
     return false;
   }
 }
+
+/**
+ * Reads the task queue's backlog from Temporal (for queen_task_queue_backlog): the tasks of each
+ * type no worker has taken up yet, as the server estimates them; null when it does not say.
+ */
+export function backlogOf(connection: NativeConnection, namespace: string, taskQueue: string) {
+  const TASK_QUEUE_TYPE = { workflow: 1, activity: 2 } as const;
+  return async (type: 'workflow' | 'activity'): Promise<number | null> => {
+    const r = await connection.workflowService.describeTaskQueue({
+      namespace,
+      taskQueue: { name: taskQueue },
+      taskQueueType: TASK_QUEUE_TYPE[type],
+      reportStats: true,
+    });
+    const n = r.stats?.approximateBacklogCount;
+    return n == null ? null : Number(n);
+  };
+}

@@ -5,7 +5,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Worker } from '@temporalio/worker';
 import type { Options } from './options.ts';
-import type { Watcher } from './watcher/watcher.ts';
+import type { ClusterCache } from './activities/cluster-cache.ts';
 
 export interface Check {
   name: string;
@@ -72,7 +72,8 @@ export interface Parts {
   kubernetes: boolean;
   temporal: boolean;
   worker: Worker | null;
-  watcher: Watcher | null;
+  /** The process's watches (the watcher decides on them, the observers read resting clusters). */
+  watches: ClusterCache | null;
   stopping: boolean;
 }
 
@@ -90,7 +91,7 @@ export function healthChecks(opts: Options, parts: Parts): HealthChecks {
   };
   const watchCheck = (forLiveness: boolean): Check => {
     if (!opts.run.has('watcher')) return { name: 'watches', ok: true };
-    const w = parts.watcher?.watchHealth();
+    const w = parts.watches?.health();
     if (forLiveness) {
       const ok = !w || w.brokenFor <= opts.unhealthyAfterMs;
       return { name: 'watches', ok, detail: w ? `broken for ${Math.round(w.brokenFor / 1000)}s: ${w.detail}` : '' };

@@ -11,9 +11,11 @@ import { pino, type Logger } from 'pino';
 import { loadKubeConfig, makeKube } from './activities/kube.ts';
 import { useResolver } from './activities/broker.ts';
 import { setOperatorNamespace } from './activities/resources.ts';
-import { apiServerOf, awaitKubernetes, connectTemporal, ensureSearchAttributes, kubeConfigured, Stopped } from './connect.ts';
+import { ClusterCache } from './activities/cluster-cache.ts';
+import type { ObserverRounds } from './activities/observer.ts';
+import { apiServerOf, awaitKubernetes, backlogOf, connectTemporal, ensureSearchAttributes, kubeConfigured, Stopped } from './connect.ts';
 import { checksRoute, healthChecks, serve, type Parts } from './health.ts';
-import { countApiServerRequests, exposition, registerClusterGauges } from './metrics.ts';
+import { countApiServerRequests, exposition, registerClusterGauges, registerTaskQueueBacklog } from './metrics.ts';
 import { OptionsError, parseOptions, type Options } from './options.ts';
 import { Watcher } from './watcher/watcher.ts';
 import { createWorker, freeLoopbackPort, installTemporalRuntime } from './worker.ts';
@@ -49,7 +51,7 @@ export async function main(argv: string[]): Promise<number> {
     return 2;
   }
 
-  const parts: Parts = { kubernetes: false, temporal: false, worker: null, watcher: null, stopping: false };
+  const parts: Parts = { kubernetes: false, temporal: false, worker: null, watches: null, stopping: false };
   const checks = healthChecks(opts, parts);
   if (opts.healthPort !== null) {
     await serve('the health endpoints (--health-port)', opts.healthPort, opts.bindAddress, {
@@ -74,6 +76,8 @@ export async function main(argv: string[]): Promise<number> {
   const stop = new AbortController();
   let connection: NativeConnection | null = null;
   let workerDone: Promise<void> = Promise.resolve();
+  let watcher: Watcher | null = null;
+  let rounds: ObserverRounds | null = null;
   const stopped = new Promise<number>((resolve) => {
     const onSignal = (signal: NodeJS.Signals) => {
       if (parts.stopping) return;
@@ -81,9 +85,12 @@ export async function main(argv: string[]): Promise<number> {
       log.info({ signal, graceMs: opts.shutdownGraceMs }, `${signal}: taking no new work; running steps have ${Math.round(opts.shutdownGraceMs / 1000)}s to finish`);
       stop.abort();
       void (async () => {
-        await parts.watcher?.stop().catch((e) => log.warn({ err: String(e) }, 'stopping the watcher failed'));
+        await watcher?.stop().catch((e) => log.warn({ err: String(e) }, 'stopping the watcher failed'));
         if (parts.worker && parts.worker.getState() === 'RUNNING') parts.worker.shutdown();
+        // The observers' rounds hand their state back (the next round runs on another replica).
+        await rounds?.handOver().catch(() => undefined);
         await workerDone.catch(() => undefined);
+        await parts.watches?.stop().catch(() => undefined);
         await connection?.close().catch(() => undefined);
         log.info('stopped');
         resolve(0);
@@ -103,9 +110,14 @@ export async function main(argv: string[]): Promise<number> {
     connection = await connectTemporal(opts.temporal, log, stop.signal);
     parts.temporal = true;
     log.info({ temporal: opts.temporal.address, namespace: opts.temporal.namespace }, 'connected to Temporal');
+    registerTaskQueueBacklog(backlogOf(connection, opts.temporal.namespace, opts.temporal.taskQueue));
 
+    // One set of watches for the watcher's decisions and the observers' looks at resting clusters.
+    const cache = new ClusterCache(kc, kube, opts.namespaces, log);
+    parts.watches = cache;
+    registerClusterGauges(cache);
     if (opts.run.has('worker')) {
-      const worker = await createWorker({
+      const { worker, rounds: taken } = await createWorker({
         connection,
         namespace: opts.temporal.namespace,
         taskQueue: opts.temporal.taskQueue,
@@ -115,9 +127,11 @@ export async function main(argv: string[]): Promise<number> {
         workflowBundlePath: opts.workflowBundle,
         shutdownGraceMs: opts.shutdownGraceMs,
         stopping: stop.signal,
+        cache,
       });
       if (stop.signal.aborted) return null;
       parts.worker = worker;
+      rounds = taken;
       workerDone = worker.run();
       // A worker that fails by itself (not on SIGTERM) takes the process down: the pod restarts.
       workerDone.catch((err) => {
@@ -130,11 +144,11 @@ export async function main(argv: string[]): Promise<number> {
     if (opts.run.has('watcher')) {
       const temporal = new Client({ connection, namespace: opts.temporal.namespace });
       const searchAttributes = await ensureSearchAttributes(connection, opts.temporal.namespace, log);
-      const watcher = new Watcher({ kc, kube, temporal, taskQueue: opts.temporal.taskQueue, namespaces: opts.namespaces, log, searchAttributes });
-      parts.watcher = watcher;
-      registerClusterGauges(watcher);
+      watcher = new Watcher({ cache, kube, temporal, taskQueue: opts.temporal.taskQueue, log, searchAttributes });
       await watcher.start();
       log.info({ namespaces: opts.namespaces.length ? opts.namespaces : 'all' }, 'watcher running');
+    } else {
+      await cache.start();
     }
     return null;
   })().catch((err) => {

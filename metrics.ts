@@ -4,6 +4,7 @@
 // section shows an excerpt.
 import { subscribe } from 'node:diagnostics_channel';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { QueenCluster } from './crd/schema.ts';
 
 export const registry = new Registry();
 collectDefaultMetrics({ register: registry, prefix: 'queen_process_' });
@@ -68,17 +69,65 @@ export const apiServerRequests = new Counter({
   registers: [registry],
 });
 
-/** What the watcher knows of every cluster, read at scrape time (every replica's cache is complete). */
+export const observerRounds = new Gauge({
+  name: 'queen_observer_rounds',
+  help: 'Clusters this process observes now. A round holds no activity slot: it completes its activity asynchronously.',
+  registers: [registry],
+});
+
+/**
+ * The task queue's backlog (tasks no worker has taken up yet), by type (workflow, activity), read
+ * from Temporal at scrape time; with temporal_worker_task_slots_available and _used, whether the
+ * workers keep up.
+ */
+export function registerTaskQueueBacklog(read: (type: 'workflow' | 'activity') => Promise<number | null>): void {
+  new Gauge({
+    name: 'queen_task_queue_backlog',
+    help: "Tasks waiting in the operator's task queue for a worker, by type (workflow, activity), as Temporal estimates them.",
+    labelNames: ['type'] as const,
+    registers: [registry],
+    async collect() {
+      this.reset();
+      for (const type of ['workflow', 'activity'] as const) {
+        const n = await read(type).catch(() => null);
+        if (n !== null) this.set({ type }, n);
+      }
+    },
+  });
+}
+
+/** Every QueenCluster as the process's watches have it, read at scrape time (every replica's is complete). */
 export interface ClusterGaugeSource {
-  clusters(): Array<{ namespace: string; name: string; phase: string | null; commits: boolean | null; voters: number; learners: number; term: number | null }>;
+  clusters(): QueenCluster[];
+}
+
+interface ClusterGauges {
+  namespace: string;
+  name: string;
+  phase: string | null;
+  commits: boolean | null;
+  voters: number;
+  learners: number;
+  term: number | null;
 }
 
 const PHASES = ['Forming', 'Ready', 'Scaling', 'Upgrading', 'Replacing', 'Resizing', 'Degraded', 'Blocked'];
 
-/** The per-cluster gauges, from the watcher's view of the QueenClusters. */
+/** The per-cluster gauges, from the watches' view of the QueenClusters. */
 export function registerClusterGauges(source: ClusterGaugeSource): void {
-  const each = (fn: (c: ReturnType<ClusterGaugeSource['clusters']>[number]) => void) => {
-    for (const c of source.clusters()) fn(c);
+  const each = (fn: (c: ClusterGauges) => void) => {
+    for (const qc of source.clusters()) {
+      const st = qc.status;
+      fn({
+        namespace: qc.metadata.namespace,
+        name: qc.metadata.name,
+        phase: st?.phase ?? null,
+        commits: typeof st?.commits === 'boolean' ? st.commits : null,
+        voters: st?.voters?.length ?? 0,
+        learners: st?.learners?.length ?? 0,
+        term: typeof st?.term === 'number' ? st.term : null,
+      });
+    }
   };
   new Gauge({
     name: 'queen_cluster_phase',

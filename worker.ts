@@ -5,10 +5,13 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createServer as createNetServer } from 'node:net';
 import { Runtime, Worker, bundleWorkflowCode, makeTelemetryFilterString, type ActivityInterceptorsFactory, type LogLevel as TemporalLogLevel, type NativeConnection, type WorkerOptions } from '@temporalio/worker';
-import { CancelledFailure } from '@temporalio/common';
+import { CancelledFailure, CompleteAsyncError } from '@temporalio/common';
+import { AsyncCompletionClient } from '@temporalio/client';
 import type { Logger } from 'pino';
 import { gatesHeld } from './activities/common.ts';
+import type { ClusterCache } from './activities/cluster-cache.ts';
 import { createActivities } from './activities/index.ts';
+import { ObserverRounds } from './activities/observer.ts';
 import type { Kube } from './activities/kube.ts';
 import type { Settings } from './activities/settings.ts';
 import { stepDuration } from './metrics.ts';
@@ -31,10 +34,11 @@ const timeSteps: ActivityInterceptorsFactory = (ctx) => ({
         if (result !== null && typeof result === 'object' && !Array.isArray(result)) return { ...(result as object), held };
         return result;
       } catch (err) {
-        outcome = err instanceof CancelledFailure ? 'cancelled' : 'failed';
+        // An observer round goes on outside the activity (activities/observer.ts): not a step's end.
+        outcome = err instanceof CompleteAsyncError ? '' : err instanceof CancelledFailure ? 'cancelled' : 'failed';
         throw err;
       } finally {
-        stepDuration.observe({ step: ctx.info.activityType, outcome }, (performance.now() - began) / 1000);
+        if (outcome) stepDuration.observe({ step: ctx.info.activityType, outcome }, (performance.now() - began) / 1000);
       }
     },
   },
@@ -105,23 +109,41 @@ export interface WorkerConfig {
   shutdownGraceMs?: number;
   /** Aborted when the process stops: waiting steps then hand over to another replica at once. */
   stopping?: AbortSignal;
+  /** The process's watches: the observer reads resting clusters from them. */
+  cache?: ClusterCache;
 }
 
-export async function createWorker(cfg: WorkerConfig): Promise<Worker> {
+export interface OperatorWorker {
+  worker: Worker;
+  /** The observer rounds this worker took: on SIGTERM, handed back before the connection closes. */
+  rounds: ObserverRounds;
+}
+
+export async function createWorker(cfg: WorkerConfig): Promise<OperatorWorker> {
   const crash = crashPoints();
   if (crash) cfg.log.warn({ crashAt: process.env.QUEEN_CRASH_AT }, 'crash points are set (QUEEN_CRASH_AT): this operator kills itself at them, for the chaos tests');
+  const deps = {
+    kube: cfg.kube,
+    settings: cfg.settings,
+    log: cfg.log,
+    stopping: cfg.stopping,
+    cache: cfg.cache,
+    completions: new AsyncCompletionClient({ connection: cfg.connection, namespace: cfg.namespace }),
+  };
+  const rounds = new ObserverRounds(deps);
   const options: WorkerOptions = {
     connection: cfg.connection,
     namespace: cfg.namespace,
     taskQueue: cfg.taskQueue,
-    activities: createActivities({ kube: cfg.kube, settings: cfg.settings, log: cfg.log, stopping: cfg.stopping }),
+    activities: createActivities(deps, rounds),
     ...(cfg.workflowBundlePath ? { workflowBundle: { codePath: cfg.workflowBundlePath } } : { workflowBundle: { code: await bundleWorkflows() } }),
-    // Waiting steps are long-running heartbeating activities: allow plenty at once.
+    // Waiting steps are long-running heartbeating activities: allow plenty at once. The observers'
+    // rounds hold none of these slots.
     maxConcurrentActivityTaskExecutions: 200,
     shutdownGraceTime: cfg.shutdownGraceMs ?? 5000,
     interceptors: { activity: [timeSteps, ...(crash ? [crash] : [])] },
   };
-  return Worker.create(options);
+  return { worker: await Worker.create(options), rounds };
 }
 
 /** A free port on the loopback interface (for the Temporal SDK's private metrics exporter). */

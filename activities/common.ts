@@ -2,7 +2,9 @@
 // step into status, waiting on a gate inside one heartbeating activity, and the write probe.
 import { activityInfo, Context, heartbeat, sleep } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
+import type { AsyncCompletionClient } from '@temporalio/client';
 import type { Logger } from 'pino';
+import type { ClusterCache, OwnedObjects } from './cluster-cache.ts';
 import { withDefaults } from '../crd/defaults.ts';
 import type { Phase, QueenCluster } from '../crd/schema.ts';
 import type { Observation } from '../plan/observation.ts';
@@ -22,6 +24,10 @@ export interface ActivityDeps {
   log: Logger;
   /** Aborted when this operator process stops: a wait then hands its step to another replica. */
   stopping?: AbortSignal;
+  /** The process's watches, which the observer reads a resting cluster from. */
+  cache?: ClusterCache;
+  /** Completes the observer's rounds, which run outside any activity slot (activities/observer.ts). */
+  completions?: AsyncCompletionClient;
 }
 
 /**
@@ -264,9 +270,9 @@ export async function holdUntil<T>(deps: ActivityDeps, ref: ClusterRef, check: C
 /** Why the brokers refused the operator at the last look at each cluster (by uid). */
 const authProblems = new Map<string, string>();
 
-export async function observeCluster(deps: ActivityDeps, qc: QueenCluster): Promise<Observation> {
+export async function observeCluster(deps: ActivityDeps, qc: QueenCluster, watched?: OwnedObjects): Promise<Observation> {
   const creds = await brokerCredentials(deps.kube, qc);
-  const obs = await observe(deps.kube, deps.settings.brokerAccess, qc, Date.now, creds);
+  const obs = await observe(deps.kube, deps.settings.brokerAccess, qc, Date.now, creds, watched);
   const key = qc.metadata.uid ?? clusterKey(qc.metadata);
   if (obs.brokerAuth) {
     authProblems.set(key, obs.brokerAuth);

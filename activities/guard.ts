@@ -2,7 +2,7 @@
 // refusal of the API server that no retry can fix ends it (Blocked with the API server's words),
 // and a step that keeps failing says so in status.message and in an Event, with the step it is.
 import { activityInfo } from '@temporalio/activity';
-import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
+import { ApplicationFailure, CancelledFailure, CompleteAsyncError } from '@temporalio/common';
 import { getCluster, apiErrorMessage, describeKubeError, patchClusterStatus, statusCode } from './kube.ts';
 import { keepAlive, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
 import { idsText } from '../plan/format.ts';
@@ -80,7 +80,7 @@ function errorWords(err: unknown): string {
 
 /** What a failed attempt becomes: a refusal no retry can fix ends the step, anything else is retried (and told). */
 export async function stepFailure(deps: ActivityDeps, type: string, args: unknown[], err: unknown): Promise<unknown> {
-  if (err instanceof ApplicationFailure || err instanceof CancelledFailure) return err;
+  if (err instanceof ApplicationFailure || err instanceof CancelledFailure || err instanceof CompleteAsyncError) return err;
   const words = stepWords(type, args);
   const code = statusCode(err);
   if (code !== null && REFUSED_CODES.has(code) && !ALWAYS_RETRIED.has(type)) {

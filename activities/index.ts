@@ -5,18 +5,18 @@ import { gateActivities } from './gate.ts';
 import { growActivities } from './grow.ts';
 import { guarded } from './guard.ts';
 import { membershipActivities } from './membership.ts';
-import { observerActivities } from './observer.ts';
+import { observerActivities, type ObserverRounds } from './observer.ts';
 import { operationActivities } from './operation.ts';
 import { replaceActivities } from './replace.ts';
 import { scaleActivities } from './scale.ts';
 import { upgradeActivities } from './upgrade.ts';
 
 /** Every activity, each kept alive by heartbeats and its failures classified and told (guard.ts). */
-export function createActivities(deps: ActivityDeps) {
-  return guarded(deps, stepsOf(deps));
+export function createActivities(deps: ActivityDeps, rounds: ObserverRounds) {
+  return guarded(deps, stepsOf(deps, rounds));
 }
 
-function stepsOf(deps: ActivityDeps) {
+function stepsOf(deps: ActivityDeps, rounds: ObserverRounds) {
   return {
     ...operationActivities(deps),
     ...formActivities(deps),
@@ -26,7 +26,7 @@ function stepsOf(deps: ActivityDeps) {
     ...replaceActivities(deps),
     ...scaleActivities(deps),
     ...growActivities(deps),
-    ...observerActivities(deps),
+    ...observerActivities(deps, rounds),
   };
 }
 

@@ -1,5 +1,6 @@
-// Taking an Observation of a cluster: its pods, claims and StatefulSet from the API server, then
-// /health of every running pod and the membership view of the pods that answered, concurrently.
+// Taking an Observation of a cluster: its pods, claims and StatefulSet from the API server (or, for
+// a cluster at rest, from the process's watches), then /health of every running pod and the
+// membership view of the pods that answered, concurrently.
 import type { V1Node, V1PersistentVolumeClaim, V1Pod, V1StatefulSet } from '@kubernetes/client-node';
 import { withDefaults } from '../crd/defaults.ts';
 import { ANNOTATIONS, type QueenCluster, type StoredSpec } from '../crd/schema.ts';
@@ -14,6 +15,7 @@ import type {
   StatefulSetObservation,
 } from '../plan/observation.ts';
 import { freshestView, readHealth, readMembershipAnswer } from './broker.ts';
+import type { OwnedObjects } from './cluster-cache.ts';
 import { refusedWords, type BrokerCredentials } from './credentials.ts';
 import { getNode, getStatefulSet, listClaims, listPods, listServices, toMs, type Kube } from './kube.ts';
 import { CONTAINER, names, parseOrdinal, podHost, SERVING_LABEL, wantedTemplateHash } from './resources.ts';
@@ -132,15 +134,19 @@ export async function observe(
   qc: QueenCluster,
   now: () => number = Date.now,
   creds: BrokerCredentials = { token: null, problem: null, source: null },
+  /** What the cluster owns as the process's watches have it (the observer at rest); else asked of the API server. */
+  watched?: OwnedObjects,
 ): Promise<Observation> {
   const spec = withDefaults(qc.spec);
   const { namespace, name } = qc.metadata;
-  const [sts, pods, claims, services] = await Promise.all([
-    getStatefulSet(kube, namespace, names.statefulSet(name)),
-    listPods(kube, namespace, name),
-    listClaims(kube, namespace),
-    listServices(kube, namespace, name),
-  ]);
+  const [sts, pods, claims, services] = watched
+    ? [watched.statefulSet, watched.pods, watched.claims, watched.services]
+    : await Promise.all([
+        getStatefulSet(kube, namespace, names.statefulSet(name)),
+        listPods(kube, namespace, name),
+        listClaims(kube, namespace),
+        listServices(kube, namespace, name),
+      ]);
   const serviceNames = new Set(services.filter((s) => !s.metadata?.deletionTimestamp).map((s) => s.metadata?.name));
   const podObs = pods
     .map((p) => podObservation(name, p))

@@ -1,22 +1,32 @@
 // The per-cluster observer: health and membership mirrored into status, the write probe behind
 // COMMITS once a probe interval (also when no pod has a leader view), Degraded and Blocked with
-// their reason when no operation runs. One activity runs for a while, heartbeating its state, so
-// the workflow's history stays small; its state (stall memory, last probe) survives a crash in its
-// heartbeat and a restart of the operator in status. A voter change left half done (a joint
-// configuration whose leader died between the two steps) is finished here, whatever runs.
-import { activityInfo, heartbeat } from '@temporalio/activity';
+// their reason when no operation runs. A voter change left half done (a joint configuration whose
+// leader died between the two steps) is finished here, whatever runs.
+//
+// A cluster at rest holds no activity slot of the worker and costs the API server nothing but its
+// own status writes: each round of the observer workflow is one activity that hands itself to the
+// process's rounds and completes asynchronously (the slot is free at once), looks at the cluster
+// every observe interval from the process's watches, heartbeats its state through the Temporal
+// client now and then (so a crashed replica's round is retried elsewhere, resuming from that
+// state), and completes after a while with its state, so the workflow's history stays small.
+import { activityInfo, CompleteAsyncError } from '@temporalio/activity';
+import { ActivityCancelledError, ActivityNotFoundError, ActivityPausedError, ActivityResetError } from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
+import type { Logger } from 'pino';
 import { annotationWarnings } from '../crd/annotations.ts';
 import type { Phase, QueenCluster, QueenClusterStatus } from '../crd/schema.ts';
 import { assess, type Assessment } from '../plan/assess.ts';
 import { decide, neededOperation } from '../plan/decide.ts';
 import { readAnnotations } from '../crd/annotations.ts';
+import { podsToServe } from '../plan/serving.ts';
 import { answeringNodes, stallMemoryFromStatus, trackStalls, type StallMemory } from '../plan/stalls.ts';
 import { setVoters } from './broker.ts';
-import { beat, observeCluster, opLogger, pause, probeThrough, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
+import type { OwnedObjects } from './cluster-cache.ts';
+import { clusterKey as clusterKeyOf, observeCluster, opLogger, pause, probeThrough, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
 import { serveAgain } from './drain.ts';
 import { changeThroughLeader } from './membership.ts';
 import { getCluster, isConflict, patchClusterStatus } from './kube.ts';
-import { leaderChanges } from '../metrics.ts';
+import { leaderChanges, observerRounds } from '../metrics.ts';
 import { canonicalJson } from './resources.ts';
 import { clusterConditions, observedStatus, READY_MESSAGE } from './status.ts';
 import { clusterView } from './view.ts';
@@ -37,47 +47,161 @@ export interface ObserverState {
 /** A voter change commits its two steps within a second or two; a joint older than this was left behind. */
 export const JOINT_LEFT_AFTER_MS = 10_000;
 
+/** How often a round heartbeats its state (the workflow's heartbeat timeout is 60 s). */
+export const ROUND_BEAT_MS = 20_000;
+
 export interface ObserverRun {
   gone: boolean;
   state: ObserverState;
 }
 
-export function observerActivities(deps: ActivityDeps) {
-  return {
-    /**
-     * Observes one cluster for `observeRunMs`, then returns its state so the workflow can run it
-     * again (or continue as new). Returns `gone` once the QueenCluster is deleted or re-created.
-     */
-    async observeClusterStatus(ref: ClusterRef, initial: ObserverState | null): Promise<ObserverRun> {
-      const log = opLogger(deps, ref);
-      const resumed = activityInfo().heartbeatDetails as ObserverState | undefined;
-      let state: ObserverState = resumed ?? initial ?? { memory: null, lastProbe: null, lastPhase: null };
-      let lastWritten = '';
-      const until = Date.now() + deps.settings.observeRunMs;
-      // A stopping replica returns its state: the workflow's next round runs on another one.
-      while (Date.now() < until && !deps.stopping?.aborted) {
-        const qc = await getCluster(deps.kube, ref.namespace, ref.name);
-        if (!qc || qc.metadata.uid !== ref.uid) return { gone: true, state };
-        if (!qc.metadata.deletionTimestamp) {
+/** One round: an activity attempt that completes asynchronously, with what it looked at last. */
+interface Round {
+  token: Uint8Array;
+  ref: ClusterRef;
+  state: ObserverState;
+  /** Ended from outside (cancelled, timed out, taken over by a newer attempt): it says nothing more. */
+  over: boolean;
+  done: Promise<void>;
+}
+
+/**
+ * The observer rounds this process runs. None holds an activity slot: each is a loop of looks with
+ * a timer of its own, which completes its activity through the Temporal client.
+ */
+export class ObserverRounds {
+  private readonly rounds = new Map<string, Round>();
+  private readonly deps: ActivityDeps;
+
+  constructor(deps: ActivityDeps) {
+    this.deps = deps;
+  }
+
+  /** How many clusters this process observes now (queen_observer_rounds). */
+  get size(): number {
+    return this.rounds.size;
+  }
+
+  /** Takes the round of the activity that runs now; its slot is freed when the activity returns. */
+  take(ref: ClusterRef, state: ObserverState): never {
+    const { deps } = this;
+    if (!deps.completions) throw new Error('the observer needs the Temporal client of the worker to complete its rounds');
+    // A stopping replica takes no round: Temporal tries it again, on a replica that stays.
+    if (deps.stopping?.aborted) throw ApplicationFailure.retryable('this operator replica is stopping: another one observes the cluster', 'ReplicaStopping');
+    const info = activityInfo();
+    const key = info.workflowExecution?.workflowId ?? clusterKeyOf(ref);
+    // An older attempt of the same observer here ended when this one began (its token is dead).
+    const older = this.rounds.get(key);
+    if (older) older.over = true;
+    const round: Round = { token: info.taskToken, ref, state, over: false, done: Promise.resolve() };
+    this.rounds.set(key, round);
+    observerRounds.set(this.rounds.size);
+    round.done = this.run(round).finally(() => {
+      if (this.rounds.get(key) === round) this.rounds.delete(key);
+      observerRounds.set(this.rounds.size);
+    });
+    throw new CompleteAsyncError();
+  }
+
+  /** Waits until every round has handed its state back (on SIGTERM, before the connection closes). */
+  async handOver(): Promise<void> {
+    await Promise.all([...this.rounds.values()].map((r) => r.done));
+  }
+
+  private async run(round: Round): Promise<void> {
+    const { deps } = this;
+    const log = deps.log.child({ namespace: round.ref.namespace, name: round.ref.name });
+    const until = Date.now() + deps.settings.observeRunMs;
+    let lastWritten = '';
+    let lastBeat = Date.now();
+    try {
+      // A stopping replica hands its state back: the workflow's next round runs on another one.
+      while (!round.over && Date.now() < until && !deps.stopping?.aborted) {
+        const look = await this.current(round.ref);
+        if (look === 'gone') return await this.complete(round, { gone: true, state: round.state });
+        if (look && !look.qc.metadata.deletionTimestamp) {
           try {
-            const r = await observeOnce(deps, qc, state, lastWritten);
-            state = r.state;
+            const r = await observeOnce(deps, look.qc, round.state, lastWritten, look.owned);
+            round.state = r.state;
             lastWritten = r.written;
           } catch (err) {
             log.warn({ err: String(err) }, 'observation failed; trying again');
           }
         }
-        beat(state);
-        await pause(deps, deps.settings.observeIntervalMs);
+        if (Date.now() - lastBeat >= ROUND_BEAT_MS) {
+          lastBeat = Date.now();
+          await this.beat(round, log);
+        }
+        if (!round.over) await pause(deps, deps.settings.observeIntervalMs);
       }
-      return { gone: false, state };
+      if (!round.over) await this.complete(round, { gone: false, state: round.state });
+    } catch (err) {
+      // Said, and left to the heartbeat timeout: Temporal then tries the round again.
+      log.warn({ err: String(err) }, 'the observer round failed');
+    }
+  }
+
+  /**
+   * The cluster as it is now, from the process's watches when they can be trusted (else from the
+   * API server); 'gone' once the QueenCluster is deleted or re-created (which the API server
+   * confirms), null when it cannot be read this time.
+   */
+  private async current(ref: ClusterRef): Promise<{ qc: QueenCluster; owned?: OwnedObjects } | 'gone' | null> {
+    const snap = this.deps.cache?.snapshot(ref.namespace, ref.name) ?? null;
+    if (snap?.cluster && snap.cluster.metadata.uid === ref.uid) return { qc: snap.cluster, owned: snap.owned };
+    try {
+      const qc = await getCluster(this.deps.kube, ref.namespace, ref.name);
+      return !qc || qc.metadata.uid !== ref.uid ? 'gone' : { qc };
+    } catch (err) {
+      this.deps.log.warn({ namespace: ref.namespace, name: ref.name, err: String(err) }, 'could not read the QueenCluster; trying again');
+      return null;
+    }
+  }
+
+  private async beat(round: Round, log: Logger): Promise<void> {
+    try {
+      await this.deps.completions!.heartbeat(round.token, round.state);
+    } catch (err) {
+      if (err instanceof ActivityCancelledError) {
+        round.over = true;
+        await this.deps.completions!.reportCancellation(round.token).catch(() => undefined);
+      } else if (err instanceof ActivityNotFoundError || err instanceof ActivityPausedError || err instanceof ActivityResetError) {
+        // The attempt is over (the run ended, or its heartbeat timed out and it was tried again).
+        round.over = true;
+      } else {
+        log.warn({ err: String(err) }, 'the observer could not heartbeat; trying again at the next look');
+      }
+    }
+  }
+
+  private async complete(round: Round, run: ObserverRun): Promise<void> {
+    if (round.over) return;
+    round.over = true;
+    try {
+      await this.deps.completions!.complete(round.token, run);
+    } catch (err) {
+      if (!(err instanceof ActivityNotFoundError)) throw err;
+    }
+  }
+}
+
+export function observerActivities(deps: ActivityDeps, rounds: ObserverRounds) {
+  return {
+    /**
+     * One round of the observer: observes the cluster for `observeRunMs` outside any activity slot,
+     * then completes with its state so the workflow can run it again (or continue as new).
+     * Completes with `gone` once the QueenCluster is deleted or re-created.
+     */
+    async observeClusterStatus(ref: ClusterRef, initial: ObserverState | null): Promise<ObserverRun> {
+      const resumed = activityInfo().heartbeatDetails as ObserverState | undefined;
+      return rounds.take(ref, resumed ?? initial ?? { memory: null, lastProbe: null, lastPhase: null });
     },
   };
 }
 
-async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: ObserverState, lastWritten: string): Promise<{ state: ObserverState; written: string }> {
+async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: ObserverState, lastWritten: string, owned?: OwnedObjects): Promise<{ state: ObserverState; written: string }> {
   const ref = { namespace: qc.metadata.namespace, name: qc.metadata.name };
-  const obs = await observeCluster(deps, qc);
+  const obs = await observeCluster(deps, qc, owned);
   const term = obs.membership?.term ?? null;
   if (term !== null && typeof state.lastTerm === 'number' && term !== state.lastTerm) leaderChanges.inc({ namespace: ref.namespace, name: ref.name });
   const lastTerm = term ?? state.lastTerm ?? null;
@@ -109,10 +233,13 @@ async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: Observer
   const running = qc.status?.operation ?? null;
   let assessment: Assessment | null = null;
   if (!running) {
-    // No operation drains a pod now: every pod whose node is a member takes client connections.
-    await serveAgain(deps, { ...ref, uid: qc.metadata.uid }, obs).catch((err: unknown) =>
-      opLogger(deps, { ...ref, uid: qc.metadata.uid ?? '' }).warn({ err: String(err) }, 'could not set the serving label of a pod'),
-    );
+    // No operation drains a pod now: every pod whose node is a member takes client connections
+    // (asked of the API server first: an operation that began since this look may be draining it).
+    if (podsToServe(obs).length > 0) {
+      await getCluster(deps.kube, ref.namespace, ref.name)
+        .then((now) => (now && !now.status?.operation ? serveAgain(deps, { ...ref, uid: qc.metadata.uid }, obs) : undefined))
+        .catch((err: unknown) => opLogger(deps, { ...ref, uid: qc.metadata.uid ?? '' }).warn({ err: String(err) }, 'could not set the serving label of a pod'));
+    }
     const view = clusterView(qc, obs);
     // The spec is rolled out (nothing behind, no operation needed): observedGeneration catches up.
     if (neededOperation(view) === null) status.observedGeneration = qc.metadata.generation;

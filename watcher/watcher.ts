@@ -5,28 +5,17 @@
 // one when asked. It also keeps the cluster's observer running (one per object, by its uid), and
 // keeps status true about runs it did not see end: one ended from outside (terminated, reset) and
 // one no worker takes up (watcher/runs.ts). No broker calls, no step logic.
-import {
-  makeInformer,
-  type Informer,
-  type KubeConfig,
-  type KubernetesListObject,
-  type KubernetesObject,
-  type ObjectCache,
-  type V1PersistentVolumeClaim,
-  type V1Pod,
-  type V1Service,
-  type V1StatefulSet,
-} from '@kubernetes/client-node';
 import { Client, WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type WorkflowExecutionDescription } from '@temporalio/client';
 import type { Logger } from 'pino';
 import type { ClusterRef } from '../activities/common.ts';
-import { describeKubeError, getCluster, isConflict, patchClusterAnnotations, patchClusterStatus, recordEvent, statusCode, type Kube } from '../activities/kube.ts';
+import { getCluster, isConflict, patchClusterAnnotations, patchClusterStatus, recordEvent, type Kube } from '../activities/kube.ts';
+import type { ClusterCache } from '../activities/cluster-cache.ts';
 import { claimObservation, podObservation, statefulSetObservation } from '../activities/observe.ts';
-import { names, selectorLabels } from '../activities/resources.ts';
+import { names } from '../activities/resources.ts';
 import { clusterConditions } from '../activities/status.ts';
 import { clusterView } from '../activities/view.ts';
 import { readAnnotations } from '../crd/annotations.ts';
-import { ANNOTATIONS, GROUP, PLURAL, VERSION, type QueenCluster } from '../crd/schema.ts';
+import { ANNOTATIONS, type QueenCluster } from '../crd/schema.ts';
 import type { OperationInput } from '../workflows/operation.ts';
 import { searchAttributesOf } from '../workflows/search-attributes.ts';
 import { decide, OPERATION_TYPES, type Decision, type OperationType, type RunningOperation } from '../plan/decide.ts';
@@ -69,12 +58,11 @@ const TYPE_OF: Record<string, OperationType> = Object.fromEntries(
 const YIELDING: ReadonlySet<OperationType> = new Set(['ReplaceNode', 'ScaleVoters', 'GrowVolumes', 'RollingUpgrade']);
 
 export interface WatcherOptions {
-  kc: KubeConfig;
+  /** The process's watches on the QueenClusters and what they own. */
+  cache: ClusterCache;
   kube: Kube;
   temporal: Client;
   taskQueue: string;
-  /** Namespaces to watch; empty means all. */
-  namespaces: string[];
   log: Logger;
   resyncMs?: number;
   /** Evaluations of one cluster are at least this far apart (events in between are folded). */
@@ -85,34 +73,8 @@ export interface WatcherOptions {
   noWorkerAfterMs?: number;
 }
 
-interface WatchState {
-  kind: string;
-  where: string;
-  /** The QueenClusters' own list: without one the operator has nothing to do. */
-  essential: boolean;
-  synced: boolean;
-  brokenSince: number | null;
-  forbidden: boolean;
-  lastError: string | null;
-  failures: number;
-  begin: () => Promise<void>;
-}
-
-interface Caches {
-  clusters: ObjectCache<QueenCluster>;
-  pods: ObjectCache<V1Pod>;
-  statefulSets: ObjectCache<V1StatefulSet>;
-  services: ObjectCache<V1Service>;
-  claims: ObjectCache<V1PersistentVolumeClaim>;
-}
-
 export class Watcher {
   private readonly opts: Required<WatcherOptions>;
-  private readonly informers: Informer<KubernetesObject>[] = [];
-  private readonly lists: WatchState[] = [];
-  /** Where a 403 was said already: once per namespace, whatever the kinds refused there. */
-  private readonly forbiddenSaid = new Set<string>();
-  private readonly caches: Caches[] = [];
   private readonly pending = new Map<string, NodeJS.Timeout>();
   private readonly busy = new Set<string>();
   private readonly again = new Set<string>();
@@ -131,166 +93,31 @@ export class Watcher {
   }
 
   async start(): Promise<void> {
-    const scopes = this.opts.namespaces.length > 0 ? this.opts.namespaces : [null];
-    for (const ns of scopes) {
-      const { kc, kube } = this.opts;
-      const at = (path: string) => (ns ? `/api/v1/namespaces/${ns}/${path}` : `/api/v1/${path}`);
-      const apps = (path: string) => (ns ? `/apis/apps/v1/namespaces/${ns}/${path}` : `/apis/apps/v1/${path}`);
-      const custom = ns ? `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${PLURAL}` : `/apis/${GROUP}/${VERSION}/${PLURAL}`;
-      const owned = 'app.kubernetes.io/name=queen';
-      const where = ns ? `namespace ${ns}` : 'all namespaces';
-      // Custom objects come as plain JSON (timestamps as strings): typed as QueenCluster here.
-      const clusters = this.watched<KubernetesObject>(ns, 'QueenClusters', where, true, custom, async () =>
-        (ns
-          ? kube.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural: PLURAL })
-          : kube.custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural: PLURAL })) as never,
-      );
-      const pods = this.watched<V1Pod>(ns, 'pods', where, false, at('pods'), () =>
-        ns ? kube.core.listNamespacedPod({ namespace: ns, labelSelector: owned }) : kube.core.listPodForAllNamespaces({ labelSelector: owned }),
-      owned);
-      const statefulSets = this.watched<V1StatefulSet>(ns, 'StatefulSets', where, false, apps('statefulsets'), () =>
-        ns ? kube.apps.listNamespacedStatefulSet({ namespace: ns, labelSelector: owned }) : kube.apps.listStatefulSetForAllNamespaces({ labelSelector: owned }),
-      owned);
-      const services = this.watched<V1Service>(ns, 'Services', where, false, at('services'), () =>
-        ns ? kube.core.listNamespacedService({ namespace: ns, labelSelector: owned }) : kube.core.listServiceForAllNamespaces({ labelSelector: owned }),
-      owned);
-      // Claims made from the StatefulSet's template carry its selector labels.
-      const claims = this.watched<V1PersistentVolumeClaim>(ns, 'PersistentVolumeClaims', where, false, at('persistentvolumeclaims'), () =>
-        ns
-          ? kube.core.listNamespacedPersistentVolumeClaim({ namespace: ns, labelSelector: owned })
-          : kube.core.listPersistentVolumeClaimForAllNamespaces({ labelSelector: owned }),
-      owned);
-      this.caches.push({ clusters: clusters as unknown as ObjectCache<QueenCluster>, pods, statefulSets, services, claims });
-
-      const onCluster = (obj: KubernetesObject) => this.enqueue(obj.metadata!.namespace!, obj.metadata!.name!);
-      for (const verb of ['add', 'update', 'delete'] as const) clusters.on(verb, onCluster);
-      const onOwned = (obj: KubernetesObject) => {
-        const instance = obj.metadata?.labels?.['app.kubernetes.io/instance'];
-        if (instance && obj.metadata?.namespace) this.enqueue(obj.metadata.namespace, instance);
-      };
-      for (const inf of [pods, statefulSets, services, claims] as Informer<KubernetesObject>[]) {
-        for (const verb of ['add', 'update', 'delete'] as const) inf.on(verb, onOwned);
-      }
-    }
-    await Promise.all(this.lists.map((l) => l.begin()));
+    this.opts.cache.onChange((namespace, name) => this.enqueue(namespace, name));
+    await this.opts.cache.start();
     this.resync = setInterval(() => this.resyncAll(), this.opts.resyncMs);
     this.resyncAll();
   }
 
-  /**
-   * An informer whose health is known: synced once a list succeeded, broken from its first error
-   * until a list or a watch succeeds again. A watch that fails is started again with a growing
-   * pause; one the API server forbids (403) is said once, with what to do, and asked again slowly.
-   */
-  private watched<T extends KubernetesObject>(
-    ns: string | null,
-    kind: string,
-    where: string,
-    essential: boolean,
-    path: string,
-    list: () => Promise<KubernetesListObject<T>>,
-    labelSelector?: string,
-  ): Informer<T> & ObjectCache<T> {
-    const log = this.opts.log;
-    const state: WatchState = { kind, where, essential, synced: false, brokenSince: null, forbidden: false, lastError: null, failures: 0, begin: async () => undefined };
-    let inf!: Informer<T> & ObjectCache<T>;
-    const failed = (err: unknown) => {
-      if (this.stopped) return;
-      const forbidden = statusCode(err) === 403 || /\b403\b|forbidden/i.test(String((err as { message?: unknown })?.message ?? err));
-      state.brokenSince ??= Date.now();
-      state.lastError = forbidden ? 'forbidden' : describeKubeError(err);
-      if (forbidden && !state.forbidden && !this.forbiddenSaid.has(where)) {
-        this.forbiddenSaid.add(where);
-        log.error(
-          { kind, where },
-          `this operator has no rights in ${where}: the API server forbids watching ${kind} there (403); ` +
-            (ns ? `bind the ClusterRole queen-operator in namespace ${ns} with a RoleBinding (as deploy/namespaced.yaml does)` : 'bind the ClusterRole queen-operator with the ClusterRoleBinding of deploy/install.yaml') +
-            '; its QueenClusters are left alone until then',
-        );
-      } else if (!forbidden && state.failures === 0) {
-        log.warn({ kind, where, err: state.lastError }, `the watch of ${kind} in ${where} broke; listing again`);
-      }
-      state.forbidden = forbidden;
-      state.failures++;
-      const pause = forbidden ? 60_000 : Math.min(30_000, 1000 * 2 ** Math.min(state.failures - 1, 5));
-      setTimeout(() => void restart(), pause).unref();
-    };
-    const restart = async () => {
-      if (this.stopped) return;
-      const before = state.failures;
-      try {
-        await inf.start();
-      } catch (err) {
-        failed(err);
-        return;
-      }
-      if (state.failures === before && state.synced) healed();
-    };
-    const healed = () => {
-      if (state.brokenSince !== null && !state.forbidden) log.info({ kind, where }, `the watch of ${kind} in ${where} works again`);
-      if (state.forbidden) {
-        log.info({ kind, where }, `this operator may now watch ${kind} in ${where}`);
-        this.forbiddenSaid.delete(where);
-      }
-      state.brokenSince = null;
-      state.forbidden = false;
-      state.failures = 0;
-      state.lastError = null;
-    };
-    inf = makeInformer<T>(this.opts.kc, path, async () => {
-      const result = await list();
-      state.synced = true;
-      healed();
-      return result;
-    }, labelSelector);
-    inf.on('error', failed);
-    state.begin = restart;
-    this.lists.push(state);
-    this.informers.push(inf as unknown as Informer<KubernetesObject>);
-    return inf;
-  }
-
-  /** Every QueenCluster as the watches have it, for the per-cluster gauges of /metrics. */
-  clusters() {
-    return this.caches.flatMap((c) =>
-      c.clusters.list().map((qc) => ({
-        namespace: qc.metadata.namespace,
-        name: qc.metadata.name,
-        phase: qc.status?.phase ?? null,
-        commits: typeof qc.status?.commits === 'boolean' ? qc.status.commits : null,
-        voters: qc.status?.voters?.length ?? 0,
-        learners: qc.status?.learners?.length ?? 0,
-        term: typeof qc.status?.term === 'number' ? qc.status.term : null,
-      })),
-    );
-  }
-
-  /** What /readyz and /healthz need to know of the watches. */
-  watchHealth(): { synced: boolean; brokenFor: number; detail: string } {
-    const now = Date.now();
-    const usable = this.lists.filter((l) => !l.forbidden);
-    const essentialOk = this.lists.some((l) => l.essential && !l.forbidden);
-    const unsynced = usable.filter((l) => !l.synced);
-    const broken = usable.filter((l) => l.brokenSince !== null);
-    const brokenFor = broken.length ? Math.max(...broken.map((l) => now - l.brokenSince!)) : 0;
-    const detail = [
-      ...unsynced.map((l) => `${l.kind} in ${l.where} not listed yet${l.lastError ? ` (${l.lastError})` : ''}`),
-      ...broken.filter((l) => l.synced).map((l) => `${l.kind} in ${l.where} broken for ${Math.round((now - l.brokenSince!) / 1000)}s (${l.lastError ?? ''})`),
-      ...this.lists.filter((l) => l.forbidden).map((l) => `${l.kind} in ${l.where} forbidden`),
-      ...(essentialOk ? [] : ['no QueenClusters may be watched anywhere']),
-    ].join('; ');
-    return { synced: essentialOk && unsynced.length === 0, brokenFor, detail };
-  }
-
+  /** Stops deciding (the watches are the process's: main.ts stops them). */
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.resync) clearInterval(this.resync);
     for (const t of this.pending.values()) clearTimeout(t);
-    await Promise.all(this.informers.map((inf) => inf.stop().catch(() => undefined)));
   }
 
+  /**
+   * Every cluster is looked at again once a resync period, spread over the period (hundreds of
+   * clusters at one moment would be hundreds of Temporal calls in a burst, which an operation
+   * starting then would queue behind).
+   */
   private resyncAll() {
-    for (const c of this.caches) for (const qc of c.clusters.list()) this.enqueue(qc.metadata.namespace, qc.metadata.name);
+    const clusters = this.opts.cache.clusters();
+    const gap = clusters.length > 1 ? Math.min(1000, this.opts.resyncMs / 2 / clusters.length) : 0;
+    clusters.forEach((qc, i) => {
+      const later = setTimeout(() => this.enqueue(qc.metadata.namespace, qc.metadata.name), i * gap);
+      later.unref();
+    });
   }
 
   private enqueue(namespace: string, name: string) {
@@ -310,30 +137,24 @@ export class Watcher {
     );
   }
 
-  private cachesFor(namespace: string): Caches | undefined {
-    const i = this.opts.namespaces.indexOf(namespace);
-    return this.opts.namespaces.length === 0 ? this.caches[0] : i >= 0 ? this.caches[i] : undefined;
-  }
-
   private async evaluate(namespace: string, name: string) {
     const key = `${namespace}/${name}`;
     this.busy.add(key);
     const log = this.opts.log.child({ namespace, name });
     try {
-      const caches = this.cachesFor(namespace);
-      const cached = caches?.clusters.get(name, namespace);
-      if (!caches || !cached || cached.metadata.deletionTimestamp) return;
+      const cached = this.opts.cache.cluster(namespace, name);
+      if (!cached || cached.metadata.deletionTimestamp) return;
       await this.ensureObserver(cached, log);
       const running = await this.runningOperation(namespace, name);
       // Status first: a run that ended from outside is recorded before anything is decided on it.
       if (await this.reconcileRecorded(cached, running, log)) return;
       if (!running && readAnnotations(cached.metadata.annotations).cancel) await this.nothingToCancel(namespace, name, log);
-      let decision = decide(this.view(cached, caches), running, Date.now());
+      let decision = decide(this.view(cached), running, Date.now());
       if (decision.action === 'start' || decision.action === 'yield') {
         // Decide again on the object as the API server has it now, not as the cache had it.
         const fresh = await getCluster(this.opts.kube, namespace, name);
         if (!fresh || fresh.metadata.uid !== cached.metadata.uid || fresh.metadata.deletionTimestamp) return;
-        decision = decide(this.view(fresh, caches), running, Date.now());
+        decision = decide(this.view(fresh), running, Date.now());
         if (decision.action === 'start') await this.startOperation(fresh, decision, log);
         if (decision.action !== 'yield') return;
       }
@@ -346,24 +167,14 @@ export class Watcher {
     }
   }
 
-  private view(qc: QueenCluster, caches: Caches) {
+  private view(qc: QueenCluster) {
     const { namespace, name } = qc.metadata;
-    const instance = selectorLabels(name)['app.kubernetes.io/instance'];
-    const pods = caches.pods
-      .list(namespace)
-      .filter((p) => p.metadata?.labels?.['app.kubernetes.io/instance'] === instance)
-      .map((p) => podObservation(name, p))
-      .filter((p): p is PodObservation => p !== null);
-    const claims = caches.claims
-      .list(namespace)
-      .map((c) => claimObservation(name, c))
-      .filter((c): c is ClaimObservation => c !== null);
-    const svc = (n: string) => {
-      const s = caches.services.get(n, namespace);
-      return !!s && !s.metadata?.deletionTimestamp;
-    };
+    const owned = this.opts.cache.owned(namespace, name);
+    const pods = owned.pods.map((p) => podObservation(name, p)).filter((p): p is PodObservation => p !== null);
+    const claims = owned.claims.map((c) => claimObservation(name, c)).filter((c): c is ClaimObservation => c !== null);
+    const svc = (n: string) => owned.services.some((s) => s.metadata?.name === n && !s.metadata?.deletionTimestamp);
     return clusterView(qc, {
-      statefulSet: statefulSetObservation(qc, caches.statefulSets.get(names.statefulSet(name), namespace) ?? null),
+      statefulSet: statefulSetObservation(qc, owned.statefulSet),
       servicesPresent: svc(names.clientService(name)) && svc(names.headlessService(name)),
       pods,
       claims,
