@@ -18,7 +18,17 @@ export const NODES: NodeSpec[] = [
   { name: 'tb-node-5', zone: 'tb-zone-b', ip: '127.0.1.5' },
 ];
 
-const RESOURCES = { cpu: '16', memory: '64Gi', pods: '110', 'ephemeral-storage': '200Gi' };
+/**
+ * What each node offers. Pods: the kubelet's default 110, or QUEEN_TESTBED_MAX_PODS (a kubelet's
+ * --max-pods) for a test bed that holds hundreds of clusters (the scale benchmark: 600 pods).
+ */
+const RESOURCES = { cpu: '16', memory: '64Gi', pods: maxPods(), 'ephemeral-storage': '200Gi' };
+
+function maxPods(): string {
+  const n = Number(process.env.QUEEN_TESTBED_MAX_PODS ?? 110);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`QUEEN_TESTBED_MAX_PODS: "${process.env.QUEEN_TESTBED_MAX_PODS}" is not a number of pods`);
+  return String(n);
+}
 const LEASE_SECONDS = 40;
 const RENEW_MS = 10_000;
 const STATUS_MS = 60_000;

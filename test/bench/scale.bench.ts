@@ -1,0 +1,270 @@
+// `npm run bench -- scale`: what a cluster costs the operator. N QueenClusters (default 200, of 3
+// voters, their brokers in the test bed's broker fleets) against one cluster-wide operator installed
+// from deploy/install.yaml at its default intervals; they rest, then 50 of them upgrade at once.
+// Printed (not asserted, this machine's timings vary):
+//   - the operator's resident memory with no cluster and with N at rest (per resting cluster), and
+//     its CPU at rest and during the upgrades;
+//   - API server requests per second per resting cluster (the operator's own count, by verb);
+//   - Temporal history events per resting cluster per day, measured over the rest window and
+//     extrapolated (said so), with the timers and activities among them;
+//   - activity slots held at rest (the Temporal SDK's gauge) against the clusters observed;
+//   - the spec-change-to-first-step latency, p50 and p99, with the upgrades running;
+//   - the time of one upgrade among 50 against one alone.
+// With QUEEN_BENCH_REPLICAS=1,2,3 the same rest and upgrades are measured again with two and three
+// replicas sharing the task queue: the work each replica did, and that no operation ran twice.
+//
+// Settings (environment): QUEEN_BENCH_CLUSTERS (200), QUEEN_BENCH_VOTERS (3), QUEEN_BENCH_UPGRADES
+// (50), QUEEN_BENCH_REST_SECONDS (600), QUEEN_BENCH_REPLICAS (1), QUEEN_BENCH_NAMESPACES (10).
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, expect, it } from 'vitest';
+import { GROUP, PLURAL, VERSION, type QueenCluster } from '../../crd/schema.ts';
+import { seedSpec } from '../e2e/harness.ts';
+import {
+  allReady,
+  createClusters,
+  eventsBetween,
+  firstSteps,
+  fleet,
+  installOperator,
+  listClusters,
+  operatorReady,
+  quantile,
+  samplePods,
+  scrapeAll,
+  sleep,
+  sum,
+  type Fleet,
+} from './clusters.ts';
+
+const num = (name: string, dflt: number) => {
+  const v = Number(process.env[name] ?? dflt);
+  if (!Number.isFinite(v) || v <= 0) throw new Error(`${name}: "${process.env[name]}" is not a positive number`);
+  return v;
+};
+const CLUSTERS = num('QUEEN_BENCH_CLUSTERS', 200);
+const VOTERS = num('QUEEN_BENCH_VOTERS', 3) as 1 | 3 | 5;
+const UPGRADES = Math.min(num('QUEEN_BENCH_UPGRADES', 50), CLUSTERS - 1);
+const REST_MS = num('QUEEN_BENCH_REST_SECONDS', 600) * 1000;
+const NAMESPACES = Math.min(num('QUEEN_BENCH_NAMESPACES', 10), CLUSTERS);
+const REPLICAS = (process.env.QUEEN_BENCH_REPLICAS ?? '1').split(',').map(Number);
+const MIN_READY_SECONDS = 5;
+/**
+ * The brokers of the benchmark's namespaces run in the test bed's broker fleets (one process per
+ * node for all their simulated nodes), with heartbeats every 500 ms: 600 nodes heartbeating every
+ * 100 ms would load this machine's two cores with the test bed, not with the operator.
+ */
+const SIM = { QUEEN_SIM_FLEET: '1', QUEEN_RAFT_HEARTBEAT_MS: '500', QUEEN_RAFT_ELECTION_MS: '3000', QUEEN_RAFT_DISK_CHECK_MS: '1000' };
+
+let f: Fleet | null = null;
+afterAll(async () => {
+  await f?.close();
+});
+
+const mb = (b: number) => b / 1024 / 1024;
+
+/** CPU share of one core used by the operator pods between two samples. */
+function cpuShare(a: Awaited<ReturnType<typeof samplePods>>, b: Awaited<ReturnType<typeof samplePods>>, ms: number): number {
+  const total = (s: typeof a) => s.reduce((t, p) => t + p.cpuSeconds, 0);
+  return (total(b) - total(a)) / (ms / 1000);
+}
+
+interface RestFigures {
+  replicas: number;
+  rssMb: number[];
+  cpu: number;
+  apiPerSecPerCluster: number;
+  apiByVerb: Record<string, number>;
+  watchesAtRest: number;
+  eventsPerClusterDay: number;
+  timers: number;
+  slotsUsedMax: number;
+  rounds: number[];
+}
+
+async function rest(fl: Fleet, replicas: number): Promise<RestFigures> {
+  const before = await samplePods(fl);
+  const m0 = await scrapeAll(fl);
+  const from = Date.now();
+  let slotsUsedMax = 0;
+  let rounds: number[] = [];
+  while (Date.now() - from < REST_MS) {
+    await sleep(5000);
+    const m = await scrapeAll(fl);
+    slotsUsedMax = Math.max(slotsUsedMax, [...m.values()].reduce((t, x) => t + sum(x, 'temporal_worker_task_slots_used', { worker_type: 'ActivityWorker' }), 0));
+    rounds = [...m.values()].map((x) => sum(x, 'queen_observer_rounds'));
+  }
+  const to = Date.now();
+  const after = await samplePods(fl);
+  const m1 = await scrapeAll(fl);
+  const verbs = ['get', 'list', 'watch', 'patch', 'post', 'put', 'delete'];
+  const apiByVerb: Record<string, number> = {};
+  for (const v of verbs) {
+    apiByVerb[v] = [...m1.entries()].reduce((t, [pod, x]) => t + sum(x, 'queen_apiserver_requests_total', { verb: v }) - sum(m0.get(pod) ?? new Map(), 'queen_apiserver_requests_total', { verb: v }), 0);
+  }
+  const requests = Object.values(apiByVerb).reduce((a, b) => a + b, 0) - apiByVerb.watch!;
+  let events = 0;
+  let timers = 0;
+  for (const c of fl.clusters) {
+    for (const id of [`queencluster-observer/${c.ns}/${c.name}`, `queencluster/${c.ns}/${c.name}`]) {
+      const h = await eventsBetween(fl, id, from, to);
+      events += h.events;
+      timers += h.timers;
+    }
+  }
+  const seconds = (to - from) / 1000;
+  return {
+    replicas,
+    rssMb: after.map((p) => mb(p.rssBytes)),
+    cpu: cpuShare(before, after, to - from),
+    apiPerSecPerCluster: requests / seconds / fl.clusters.length,
+    apiByVerb,
+    watchesAtRest: apiByVerb.watch!,
+    eventsPerClusterDay: (events / fl.clusters.length) * (86_400 / seconds),
+    timers,
+    slotsUsedMax,
+    rounds,
+  };
+}
+
+interface UpgradeFigures {
+  replicas: number;
+  version: string;
+  firstStepMs: number[];
+  durationsMs: number[];
+  cpu: number;
+  rssMbMax: number[];
+  runsTwice: string[];
+  stepsByPod: Record<string, number>;
+}
+
+/** Upgrades `targets` at once to `version`; returns when each is done. */
+async function upgradeAll(fl: Fleet, replicas: number, targets: Fleet['clusters'], version: string): Promise<UpgradeFigures> {
+  const watch = firstSteps(fl, 'RollingUpgrade');
+  await watch.start();
+  const m0 = await scrapeAll(fl);
+  const s0 = await samplePods(fl);
+  const patched = new Map<string, number>();
+  for (const c of targets) {
+    patched.set(`${c.ns}/${c.name}`, Date.now());
+    await fl.custom.patchNamespacedCustomObject(
+      { group: GROUP, version: VERSION, namespace: c.ns, plural: PLURAL, name: c.name, body: { spec: { version } } },
+      { headers: { 'Content-Type': 'application/merge-patch+json' } } as never,
+    );
+  }
+  const began = Date.now();
+  const rssMax = new Map<string, number>();
+  const done = new Map<string, QueenCluster>();
+  while (done.size < targets.length) {
+    if (Date.now() - began > 3_600_000) throw new Error(`the upgrades did not end within an hour: ${done.size} of ${targets.length} done`);
+    await sleep(2000);
+    for (const p of await samplePods(fl)) rssMax.set(p.pod, Math.max(rssMax.get(p.pod) ?? 0, p.rssBytes));
+    for (const q of await listClusters(fl)) {
+      const key = `${q.metadata.namespace}/${q.metadata.name}`;
+      const start = patched.get(key);
+      if (!start || done.has(key)) continue;
+      const last = q.status?.lastOperation;
+      if (last?.type === 'RollingUpgrade' && last.result === 'Succeeded' && last.target?.includes(version) && q.status?.version === version) done.set(key, q);
+    }
+  }
+  const s1 = await samplePods(fl);
+  const m1 = await scrapeAll(fl);
+  await watch.stop();
+  const firstStepMs: number[] = [];
+  const durationsMs: number[] = [];
+  const runsTwice: string[] = [];
+  for (const [key, q] of done) {
+    const start = patched.get(key)!;
+    const first = watch.at(key);
+    if (first) firstStepMs.push(first - start);
+    durationsMs.push(Date.parse(q.status!.lastOperation!.finishedAt!) - start);
+    // One run of the upgrade for this target, whichever replica started it.
+    const runs: string[] = [];
+    for await (const w of fl.temporal.workflow.list({ query: `WorkflowId = 'queencluster/${key}' AND WorkflowType = 'rollingUpgrade'` })) {
+      if (w.startTime.getTime() >= start - 1000) runs.push(w.runId);
+    }
+    const [ns, name] = key.split('/') as [string, string];
+    const started = (await fl.core.listNamespacedEvent({ namespace: ns, fieldSelector: `involvedObject.kind=QueenCluster,involvedObject.name=${name},reason=RollingUpgradeStarted` })).items.filter(
+      (e) => Date.parse(String(e.lastTimestamp ?? e.eventTime ?? e.firstTimestamp)) >= start - 1000,
+    );
+    const count = started.reduce((t, e) => t + (e.count ?? 1), 0);
+    if (runs.length !== 1 || count !== 1) runsTwice.push(`${key}: ${runs.length} runs, ${count} RollingUpgradeStarted`);
+  }
+  const stepsByPod: Record<string, number> = {};
+  for (const [pod, x] of m1) stepsByPod[pod] = sum(x, 'queen_step_duration_seconds_count') - sum(m0.get(pod) ?? new Map(), 'queen_step_duration_seconds_count');
+  return {
+    replicas,
+    version,
+    firstStepMs,
+    durationsMs,
+    cpu: cpuShare(s0, s1, Date.now() - began),
+    rssMbMax: [...rssMax.values()].map(mb),
+    runsTwice,
+    stepsByPod,
+  };
+}
+
+it(`scale: ${CLUSTERS} clusters of ${VOTERS} voters on one operator, then ${UPGRADES} upgrades at once`, async () => {
+  f = await fleet('scale', NAMESPACES, SIM);
+  await installOperator(f, REPLICAS[0]!);
+  // The operator with no cluster, settled.
+  await sleep(30_000);
+  const empty = await samplePods(f);
+  console.log(`scale: operator with no cluster: ${empty.map((p) => `${p.pod} ${mb(p.rssBytes).toFixed(0)} MB`).join(', ')}`);
+
+  const created = Date.now();
+  await createClusters(f, CLUSTERS, seedSpec({ replicas: VOTERS, minReadySeconds: MIN_READY_SECONDS }));
+  await allReady(f, 3_600_000);
+  console.log(`scale: ${CLUSTERS} clusters Ready after ${((Date.now() - created) / 1000).toFixed(0)} s`);
+  // Formation over, every observer in its rounds.
+  await sleep(60_000);
+
+  const rests: RestFigures[] = [];
+  const upgrades: UpgradeFigures[] = [];
+  let alone: { ms: number; firstStepMs: number } | null = null;
+  const versions = ['2.6.1', '2.6.2', '2.6.3', '2.6.4'];
+  for (const [i, replicas] of REPLICAS.entries()) {
+    if (i > 0) {
+      await operatorReady(f, replicas);
+      await sleep(60_000);
+    }
+    rests.push(await rest(f, replicas));
+    if (i === 0) {
+      // One upgrade alone, for the comparison.
+      const one = await upgradeAll(f, replicas, [f.clusters[0]!], versions[0]!);
+      alone = { ms: one.durationsMs[0]!, firstStepMs: one.firstStepMs[0] ?? NaN };
+    }
+    upgrades.push(await upgradeAll(f, replicas, f.clusters.slice(1, 1 + UPGRADES), versions[i]!));
+    await allReady(f, 600_000);
+  }
+
+  const emptyMb = mb(empty.reduce((t, p) => t + p.rssBytes, 0) / Math.max(1, empty.length));
+  const r1 = rests[0]!;
+  const perCluster = (r1.rssMb[0]! - emptyMb) / CLUSTERS;
+  const lines = [
+    `scale benchmark: ${CLUSTERS} clusters of ${VOTERS} voters, ${UPGRADES} upgrades at once, default intervals (observe 5s, probe 1m), rest window ${REST_MS / 1000} s`,
+    `memory: ${emptyMb.toFixed(0)} MB with no cluster, ${r1.rssMb[0]!.toFixed(0)} MB at rest: ${perCluster.toFixed(2)} MB per resting cluster (goal: under 1 MB, under 500 MB in all)`,
+    `CPU at rest: ${(r1.cpu * 100).toFixed(1)}% of a core (goal: under 10%)`,
+    `API server requests at rest: ${r1.apiPerSecPerCluster.toFixed(4)} per second per cluster (goal: under 0.2); by verb ${JSON.stringify(r1.apiByVerb)}`,
+    `history at rest: ${r1.eventsPerClusterDay.toFixed(0)} events per cluster per day, extrapolated from the ${REST_MS / 1000} s window (goal: under 2000); timers started: ${r1.timers}`,
+    `activity slots held at rest: at most ${r1.slotsUsedMax}, with ${r1.rounds.reduce((a, b) => a + b, 0)} clusters observed`,
+  ];
+  for (const u of upgrades) {
+    const median = quantile(u.durationsMs, 0.5);
+    lines.push(
+      `${u.replicas} replica${u.replicas > 1 ? 's' : ''}, ${u.durationsMs.length} upgrades to ${u.version}: first step p50 ${(quantile(u.firstStepMs, 0.5) / 1000).toFixed(2)} s, p99 ${(quantile(u.firstStepMs, 0.99) / 1000).toFixed(2)} s (goal: p99 under 2 s); ` +
+        `an upgrade took ${(median / 1000).toFixed(1)} s (median), ${(Math.max(...u.durationsMs) / 1000).toFixed(1)} s (longest), alone ${((alone?.ms ?? NaN) / 1000).toFixed(1)} s: ratio ${(median / (alone?.ms ?? NaN)).toFixed(2)} (goal: within 1.2); ` +
+        `CPU ${(u.cpu * 100).toFixed(0)}% of a core, memory at most ${u.rssMbMax.map((m) => m.toFixed(0)).join(' + ')} MB; steps per replica ${JSON.stringify(u.stepsByPod)}; operations run twice: ${u.runsTwice.length}`,
+    );
+  }
+  for (const r of rests.slice(1)) {
+    lines.push(
+      `${r.replicas} replicas at rest: memory ${r.rssMb.map((m) => m.toFixed(0)).join(' + ')} MB, CPU ${(r.cpu * 100).toFixed(1)}%, clusters observed per replica ${JSON.stringify(r.rounds)}, ${r.apiPerSecPerCluster.toFixed(4)} API requests per second per cluster, ${r.eventsPerClusterDay.toFixed(0)} history events per cluster per day`,
+    );
+  }
+  console.log(lines.join('\n'));
+  mkdirSync('.cache', { recursive: true });
+  writeFileSync(join('.cache', `bench-scale-${new Date().toISOString().replace(/[:.]/g, '-')}.json`), JSON.stringify({ CLUSTERS, VOTERS, UPGRADES, REST_MS, empty, rests, upgrades, alone }, null, 2));
+  // What does not depend on the machine: nothing ran twice.
+  for (const u of upgrades) expect(u.runsTwice).toEqual([]);
+}, 6 * 3600_000);
