@@ -12,6 +12,8 @@ import { allVoters } from './types.ts';
 
 export interface SimHooks {
   crash(code: number): void;
+  /** What /_sim/info reports as `pid`: the process id, or a fleet node's id. */
+  pid: number;
 }
 
 function bad(error: string): Answer {
@@ -88,8 +90,12 @@ export class ClientApi {
     this.hooks = hooks;
     this.server = http.createServer((req, res) => {
       // A request the network drops (a node cut off, a partition, a NetworkPolicy) is never answered.
+      if (this.node.t.dead) {
+        req.socket.destroy();
+        return;
+      }
       if (this.node.net.refuses(req.socket.remoteAddress, this.cfg.httpPort)) {
-        dropRequest(req);
+        dropRequest(req, this.node.t);
         return;
       }
       this.inflight++;
@@ -115,13 +121,16 @@ export class ClientApi {
     this.server.close();
     this.server.closeIdleConnections();
     if (this.inflight > 0) {
-      await new Promise<void>((resolve) => {
-        const t = setTimeout(resolve, maxMs);
-        this.drainWaiters.push(() => {
-          clearTimeout(t);
-          resolve();
-        });
-      });
+      const scope = this.node.t;
+      await scope.guard(
+        new Promise<void>((resolve) => {
+          const t = scope.setTimeout(resolve, maxMs);
+          this.drainWaiters.push(() => {
+            scope.clear(t);
+            resolve();
+          });
+        }),
+      );
     }
     this.server.closeAllConnections();
   }
@@ -243,7 +252,7 @@ export class ClientApi {
   // ---- membership --------------------------------------------------------------------------
 
   private async membership(req: http.IncomingMessage, res: http.ServerResponse, url: URL, method: string): Promise<void> {
-    const tenancy = (process.env.QUEEN_TENANCY_HEADER ?? '').trim().toLowerCase();
+    const tenancy = this.cfg.tenancyHeader;
     const tenant = req.headers['x-queen-tenant'];
     if (tenancy !== '' && tenancy !== 'off' && tenancy !== 'false' && typeof tenant === 'string' && tenant !== '' && tenant !== 'default') {
       this.send(res, { status: 403, body: { ok: false, code: 'forbidden', error: 'the raft membership is cell-wide: use the default tenant' } });
@@ -488,7 +497,7 @@ export class ClientApi {
     const p = url.pathname;
     if (p === '/_sim/info' && method === 'GET') {
       sendJson(res, 200, {
-        pid: process.pid,
+        pid: this.hooks.pid,
         nodeId: node.self,
         version: this.cfg.version,
         role: node.role(),
@@ -550,7 +559,16 @@ export class ClientApi {
     }
     if (p === '/_sim/fault') {
       if (typeof b.crashAfterJoint === 'boolean') node.crashAfterJoint = b.crashAfterJoint;
-      sendJson(res, 200, { crashAfterJoint: node.crashAfterJoint });
+      sendJson(res, 200, { crashAfterJoint: node.crashAfterJoint, ...(b.throw !== undefined ? { throw: b.throw } : {}) });
+      // A bug of the build: an exception nothing catches, thrown from a timer or as a rejected
+      // promise nobody awaits. Alone in its process the node dies of it (exit 1, the stack on
+      // stderr); in a fleet, that node alone.
+      if (b.throw === 'timer') node.t.setTimeout(() => {
+        throw new Error('simulated bug: an exception nothing catches (/_sim/fault throw=timer)');
+      }, 10);
+      if (b.throw === 'rejection') node.t.setTimeout(() => {
+        void Promise.reject(new Error('simulated bug: a rejection nothing handles (/_sim/fault throw=rejection)'));
+      }, 10);
       return;
     }
     sendJson(res, 404, { error: `no route ${method} ${p}`, code: 'not_found' });
@@ -562,12 +580,12 @@ export class ClientApi {
 // every connection is dropped without an answer.
 export function createRaftServer(node: RaftNode, cfg: SimConfig, net: Net, logger: Logger): http.Server {
   const server = http.createServer((req, res) => {
-    if (net.isolated) {
+    if (net.isolated || net.scope.dead) {
       req.socket.destroy();
       return;
     }
     if (net.refuses(req.socket.remoteAddress, cfg.raftPort)) {
-      dropRequest(req);
+      dropRequest(req, net.scope);
       return;
     }
     if (cfg.token !== null && req.headers['x-queen-raft-token'] !== cfg.token) {
@@ -575,7 +593,8 @@ export function createRaftServer(node: RaftNode, cfg: SimConfig, net: Net, logge
       return;
     }
     const route = (req.url ?? '').split('?')[0];
-    readBody(req)
+    net.scope
+      .guard(readBody(req))
       .then(async (text) => {
         if (net.isolated) {
           req.socket.destroy();

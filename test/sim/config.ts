@@ -64,6 +64,10 @@ export interface SimConfig {
   netFile: string | null;
   /** A file the test bed writes when the volume's file system grows while the node runs ({"bytes": N}). */
   volumeFile: string | null;
+  /** QUEEN_TENANCY_HEADER, lower-cased ('' when unset). */
+  tenancyHeader: string;
+  /** QUEEN_SIM_DEBUG: debug lines are logged too. */
+  debug: boolean;
 }
 
 export class BootError extends Error {}
@@ -295,6 +299,8 @@ export function loadConfig(env: NodeJS.ProcessEnv): SimConfig {
     jwtSecret,
     netFile: file(env.QUEEN_SIM_NET_FILE),
     volumeFile: file(env.QUEEN_SIM_VOLUME_FILE),
+    tenancyHeader: (env.QUEEN_TENANCY_HEADER ?? '').trim().toLowerCase(),
+    debug: !!env.QUEEN_SIM_DEBUG,
   };
 }
 
@@ -315,20 +321,27 @@ export function transferMs(c: Pick<SimConfig, 'timeFactor'>, bytes: number, perS
 
 export type Level = 'debug' | 'info' | 'warn' | 'error' | 'fatal';
 
+/** Where a node's log lines go: a process's stdout, or the log file a fleet writes for it. */
+export type LogSink = (line: string) => void;
+
 export class Logger {
   nodeId: number | null;
   json: boolean;
-  constructor(nodeId: number | null, json: boolean) {
+  debugOn: boolean;
+  sink: LogSink;
+  constructor(nodeId: number | null, json: boolean, sink: LogSink, debugOn = false) {
     this.nodeId = nodeId;
     this.json = json;
+    this.sink = sink;
+    this.debugOn = debugOn;
   }
   log(level: Level, msg: string, fields: Record<string, unknown> = {}): void {
     if (this.json) {
       const line = { ts: new Date().toISOString(), level: level.toUpperCase(), msg, nodeId: this.nodeId, ...fields };
-      process.stdout.write(JSON.stringify(line) + '\n');
+      this.sink(JSON.stringify(line));
     } else {
       const kv = Object.entries(fields).map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`).join(' ');
-      process.stdout.write(`${new Date().toISOString()} ${level.toUpperCase()} node=${this.nodeId} ${msg}${kv ? ' ' + kv : ''}\n`);
+      this.sink(`${new Date().toISOString()} ${level.toUpperCase()} node=${this.nodeId} ${msg}${kv ? ' ' + kv : ''}`);
     }
   }
   info(msg: string, f?: Record<string, unknown>): void { this.log('info', msg, f); }
@@ -336,6 +349,6 @@ export class Logger {
   error(msg: string, f?: Record<string, unknown>): void { this.log('error', msg, f); }
   fatal(msg: string, f?: Record<string, unknown>): void { this.log('fatal', msg, f); }
   debug(msg: string, f?: Record<string, unknown>): void {
-    if (process.env.QUEEN_SIM_DEBUG) this.log('debug', msg, f);
+    if (this.debugOn) this.log('debug', msg, f);
   }
 }

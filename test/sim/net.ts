@@ -9,6 +9,7 @@ import * as http from 'node:http';
 import * as dns from 'node:dns';
 import { isIP } from 'node:net';
 import { splitHostPort } from './config.ts';
+import { NodeScope } from './scope.ts';
 
 export interface RpcReply {
   status: number;
@@ -61,13 +62,25 @@ export class Net {
   private cache = new Map<string, { ip: string | null; at: number }>();
   private refusedLogged = new Map<string, number>();
   onTokenRefused: (addr: string) => void = () => {};
+  /** The node's scope: once it ends, no call goes out and none in flight is answered. */
+  readonly scope: NodeScope;
+  private requests = new Set<http.ClientRequest>();
 
-  constructor(token: string | null, dnsServer: string | null) {
+  constructor(token: string | null, dnsServer: string | null, scope: NodeScope = new NodeScope()) {
     this.token = token;
+    this.scope = scope;
     if (dnsServer) {
       this.resolver = new dns.promises.Resolver({ timeout: 500, tries: 1 });
       this.resolver.setServers([dnsServer]);
     }
+    // A killed node's calls are cut: the requests in flight destroyed (their promises abandoned),
+    // its connections closed, its name lookups cancelled.
+    scope.onKill(() => {
+      for (const r of this.requests) r.destroy();
+      this.requests.clear();
+      this.agent.destroy();
+      this.resolver?.cancel();
+    });
   }
 
   // Resolves a peer host name; an unresolvable peer is simply unreachable (null). Names are
@@ -80,10 +93,10 @@ export class Net {
     let ip: string | null = null;
     try {
       if (this.resolver) {
-        const addrs = await this.resolver.resolve4(host);
+        const addrs = await this.scope.guard(this.resolver.resolve4(host));
         ip = addrs[0] ?? null;
       } else {
-        const r = await dns.promises.lookup(host, { family: 4 });
+        const r = await this.scope.guard(dns.promises.lookup(host, { family: 4 }));
         ip = r.address;
       }
     } catch {
@@ -136,6 +149,8 @@ export class Net {
   }
 
   async call(addr: string, route: string, body: unknown, timeoutMs: number, extraHeaders: Record<string, string> = {}): Promise<RpcReply> {
+    const scope = this.scope;
+    if (scope.dead) return await scope.never<RpcReply>();
     if (this.isolated) throw new Unreachable('isolated');
     const { host, port } = splitHostPort(addr);
     const ip = await this.resolve(host);
@@ -144,7 +159,7 @@ export class Net {
     if (!isLoopbackV4(ip)) throw new Unreachable(`${host} resolves to ${ip}, not a loopback address`);
     if (this.lost(ip)) {
       // Lost on the way: nothing comes back before the caller gives up.
-      await new Promise((r) => setTimeout(r, timeoutMs));
+      await scope.sleep(timeoutMs);
       throw new Unreachable(`no answer from ${ip} (partitioned)`);
     }
     const payload = body instanceof RawJson ? body.text : JSON.stringify(body ?? {});
@@ -154,12 +169,15 @@ export class Net {
       ...extraHeaders,
     };
     if (this.token !== null) headers['x-queen-raft-token'] = this.token;
+    if (scope.dead) return await scope.never<RpcReply>();
     return await new Promise<RpcReply>((resolve, reject) => {
       let done = false;
       const fail = (err: Error) => {
-        if (done) return;
+        this.requests.delete(req);
+        // A killed node's call is abandoned: never answered, never failed.
+        if (done || scope.dead) return;
         done = true;
-        clearTimeout(timer);
+        scope.clear(timer);
         this.forget(host);
         reject(new Unreachable(err.message));
       };
@@ -168,9 +186,10 @@ export class Net {
         res.on('data', (c: Buffer) => chunks.push(c));
         res.on('error', fail);
         res.on('end', () => {
-          if (done) return;
+          this.requests.delete(req);
+          if (done || scope.dead) return;
           done = true;
-          clearTimeout(timer);
+          scope.clear(timer);
           const text = Buffer.concat(chunks).toString('utf8');
           let json: unknown = null;
           try {
@@ -188,10 +207,12 @@ export class Net {
           resolve({ status: res.statusCode ?? 0, json, headers: res.headers });
         });
       });
-      const timer = setTimeout(() => {
+      this.requests.add(req);
+      const timer = scope.setTimeout(() => {
         req.destroy(new Error(`timeout after ${timeoutMs} ms`));
       }, timeoutMs);
       req.on('error', fail);
+      req.on('close', () => this.requests.delete(req));
       req.end(payload);
     });
   }
@@ -202,10 +223,10 @@ export class Net {
 }
 
 /** A request dropped by the network: never answered; the connection goes quiet and is closed much later. */
-export function dropRequest(req: http.IncomingMessage): void {
+export function dropRequest(req: http.IncomingMessage, scope: NodeScope): void {
   const sock = req.socket;
   sock.pause();
-  setTimeout(() => sock.destroy(), 120_000).unref();
+  scope.setTimeout(() => sock.destroy(), 120_000)?.unref();
 }
 
 export function readBody(req: http.IncomingMessage, limit = 64 * 1024 * 1024): Promise<string> {

@@ -8,6 +8,7 @@ import { performance } from 'node:perf_hooks';
 import { randomUUID, createHash } from 'node:crypto';
 import { isHostPort, liveWithinMs, transferMs, type Logger, type SimConfig } from './config.ts';
 import { Net, RawJson, Unreachable } from './net.ts';
+import { NodeScope } from './scope.ts';
 import { DiskFullError, Store, type SnapshotPayload } from './store.ts';
 import { applyEntry, entryDigest, PoisonError, skipEntry, type SmState } from './statemachine.ts';
 import {
@@ -23,7 +24,6 @@ import {
 } from './types.ts';
 
 const mono = (): number => performance.now();
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 interface Progress {
   next: number;
@@ -112,7 +112,10 @@ export class RaftNode {
   electionsDisabled = false;
   running = false;
   crashAfterJoint = false;
-  onFatalExit: (code: number) => void = (code) => process.exit(code);
+  /** The node ends with this exit code (a crash, the exit 75 after staging a snapshot). */
+  onFatalExit: (code: number) => void = () => this.t.kill();
+  /** The node's scope: every timer, sleep and call of this node goes through it. */
+  readonly t: NodeScope;
 
   private electionTimer: NodeJS.Timeout | null = null;
   private tickTimer: NodeJS.Timeout | null = null;
@@ -156,6 +159,7 @@ export class RaftNode {
   gateClosed = false;
 
   constructor(cfg: SimConfig, logger: Logger, store: Store, net: Net) {
+    this.t = net.scope;
     this.cfg = cfg;
     this.logger = logger;
     this.store = store;
@@ -247,18 +251,18 @@ export class RaftNode {
   start(): void {
     if (this.running) return;
     this.running = true;
-    this.tickTimer = setInterval(() => this.tick(), this.cfg.heartbeatMs);
-    this.slowTimer = setInterval(() => this.slowTick(), 250);
-    this.readTimer = setInterval(() => this.probeLeaderCommit(), 1000);
-    if (this.cfg.volumeBytes !== null || this.cfg.volumeFile) this.diskTimer = setInterval(() => this.checkDisk(), this.cfg.diskCheckMs);
+    this.tickTimer = this.t.setInterval(() => this.tick(), this.cfg.heartbeatMs);
+    this.slowTimer = this.t.setInterval(() => this.slowTick(), 250);
+    this.readTimer = this.t.setInterval(() => this.probeLeaderCommit(), 1000);
+    if (this.cfg.volumeBytes !== null || this.cfg.volumeFile) this.diskTimer = this.t.setInterval(() => this.checkDisk(), this.cfg.diskCheckMs);
     this.checkDisk();
     this.resetElectionTimer();
     this.scheduleApply();
   }
 
   shutdownTimers(): void {
-    for (const t of [this.tickTimer, this.slowTimer, this.readTimer, this.diskTimer]) if (t) clearInterval(t);
-    if (this.electionTimer) clearTimeout(this.electionTimer);
+    for (const t of [this.tickTimer, this.slowTimer, this.readTimer, this.diskTimer]) if (t) this.t.clear(t);
+    if (this.electionTimer) this.t.clear(this.electionTimer);
     this.tickTimer = this.slowTimer = this.readTimer = this.diskTimer = this.electionTimer = null;
   }
 
@@ -281,7 +285,7 @@ export class RaftNode {
     if (this.stopped) return;
     this.stopped = { reason, detail };
     this.logger.error('raft stopped', { reason, detail });
-    if (this.electionTimer) clearTimeout(this.electionTimer);
+    if (this.electionTimer) this.t.clear(this.electionTimer);
     this.electionTimer = null;
     this.becomeFollowerState();
     for (const [, ws] of this.applyWaiters) for (const w of ws) w.resolve({ ok: false, code: 'stopped' });
@@ -322,11 +326,11 @@ export class RaftNode {
   }
 
   resetElectionTimer(): void {
-    if (this.electionTimer) clearTimeout(this.electionTimer);
+    if (this.electionTimer) this.t.clear(this.electionTimer);
     this.electionTimer = null;
     if (!this.canElect()) return;
     const e = this.cfg.electionMs;
-    this.electionTimer = setTimeout(() => this.preVote(), e + Math.random() * e);
+    this.electionTimer = this.t.setTimeout(() => this.preVote(), e + Math.random() * e);
   }
 
   private tick(): void {
@@ -386,7 +390,7 @@ export class RaftNode {
       this.cfg.volumeBytes = b;
       this.store.volumeBytes = b;
       this.logger.info('the volume\'s file system changed size while running', { fromBytes: before, toBytes: b });
-      if (before === null && this.running && !this.diskTimer) this.diskTimer = setInterval(() => this.checkDisk(), this.cfg.diskCheckMs);
+      if (before === null && this.running && !this.diskTimer) this.diskTimer = this.t.setInterval(() => this.checkDisk(), this.cfg.diskCheckMs);
     } catch {
       this.volumeMtime = -1; // half written: read it again
     }
@@ -504,7 +508,7 @@ export class RaftNode {
     this.handingOff = false;
     this.lastProposedCmd = 0;
     this.progress.clear();
-    if (this.electionTimer) clearTimeout(this.electionTimer);
+    if (this.electionTimer) this.t.clear(this.electionTimer);
     this.electionTimer = null;
     // A member's recorded progress never moves back: seed it from the last members view this
     // node received (bounded by the commit point every leader shares). With
@@ -603,7 +607,7 @@ export class RaftNode {
   private kick(): void {
     if (this.kickPending) return;
     this.kickPending = true;
-    setImmediate(() => {
+    this.t.setImmediate(() => {
       this.kickPending = false;
       if (this.state !== 'leader') return;
       for (const id of this.replicationTargets()) this.replicate(id);
@@ -693,7 +697,7 @@ export class RaftNode {
       })
       .finally(() => {
         if (this.state === 'leader' && this.term === term && (p.next <= this.store.lastIndex() || p.sentCommit < this.commitIndex)) {
-          setImmediate(() => this.replicate(id));
+          this.t.setImmediate(() => this.replicate(id));
         }
       });
   }
@@ -702,13 +706,11 @@ export class RaftNode {
   private replicateTimers = new Map<number, NodeJS.Timeout>();
   private replicateAt(id: number, at: number): void {
     if (this.replicateTimers.has(id)) return;
-    this.replicateTimers.set(
-      id,
-      setTimeout(() => {
-        this.replicateTimers.delete(id);
-        this.replicate(id);
-      }, Math.max(1, at - mono())),
-    );
+    const timer = this.t.setTimeout(() => {
+      this.replicateTimers.delete(id);
+      this.replicate(id);
+    }, Math.max(1, at - mono()));
+    if (timer) this.replicateTimers.set(id, timer);
   }
 
   private onAppendReply(id: number, p: Progress, term: number, status: number, b: AppendReply | null, sentAt: number): void {
@@ -769,7 +771,7 @@ export class RaftNode {
       let lastChunk = mono();
       let silent = 0;
       while (mono() < until && stillLeading()) {
-        await sleep(Math.min(100, Math.max(1, until - mono())));
+        await this.t.sleep(Math.min(100, Math.max(1, until - mono())));
         if (mono() - lastChunk < 500) continue;
         lastChunk = mono();
         const alive = await this.net.call(addr, '/raft/v1/state', {}, 400).then((r) => r.status === 200, () => false);
@@ -851,7 +853,7 @@ export class RaftNode {
     if (!m.config.joint && !allMembers(m.config).includes(this.self)) {
       // Removed from the cluster: tell the rest about the commit, then step down.
       const term = this.term;
-      setTimeout(() => {
+      this.t.setTimeout(() => {
         if (this.state === 'leader' && this.term === term) {
           this.logger.info('this node is no longer a member; stepping down');
           this.stepDown(this.term, null);
@@ -903,11 +905,11 @@ export class RaftNode {
         const w = {
           since,
           resolve: (v: boolean) => {
-            clearTimeout(timer);
+            this.t.clear(timer);
             resolve(v);
           },
         };
-        const timer = setTimeout(() => {
+        const timer = this.t.setTimeout(() => {
           this.quorumWaiters = this.quorumWaiters.filter((x) => x !== w);
           resolve(false);
         }, timeoutMs);
@@ -936,7 +938,7 @@ export class RaftNode {
       }
     }
     if (index === null) return false;
-    while (this.sm.applied < index && mono() < deadline && !this.isStopped()) await sleep(10);
+    while (this.sm.applied < index && mono() < deadline && !this.isStopped()) await this.t.sleep(10);
     return this.sm.applied >= index;
   }
 
@@ -1003,7 +1005,7 @@ export class RaftNode {
     if (!this.persist('snapshot', () => this.store.stageSnapshot(req.snapshot))) return { status: 503, body: { error: 'disk full' } };
     this.logger.info('snapshot received and staged; restart required to install it', { index: req.snapshot.index, term: req.snapshot.term });
     this.stop('snapshot', 'a received snapshot waits for the restart');
-    setTimeout(() => {
+    this.t.setTimeout(() => {
       this.logger.info('exiting with code 75 to install the staged snapshot');
       this.onFatalExit(75);
     }, 150);
@@ -1028,7 +1030,7 @@ export class RaftNode {
   scheduleApply(): void {
     if (this.applyScheduled) return;
     this.applyScheduled = true;
-    setImmediate(() => {
+    this.t.setImmediate(() => {
       this.applyScheduled = false;
       this.applyBatch();
     });
@@ -1087,7 +1089,7 @@ export class RaftNode {
     if (this.state === 'leader') {
       // Keep replicating for a few heartbeats so that the followers learn the commit point and
       // stop at the same entry, then stop.
-      setTimeout(() => this.stop('apply', error), Math.max(200, 4 * this.cfg.heartbeatMs));
+      this.t.setTimeout(() => this.stop('apply', error), Math.max(200, 4 * this.cfg.heartbeatMs));
     } else {
       this.stop('apply', error);
     }
@@ -1102,11 +1104,11 @@ export class RaftNode {
       const w = {
         term,
         resolve: (r: { ok: boolean; result?: unknown; code?: string }) => {
-          clearTimeout(timer);
+          this.t.clear(timer);
           resolve(r);
         },
       };
-      const timer = setTimeout(() => {
+      const timer = this.t.setTimeout(() => {
         const ws = this.applyWaiters.get(index);
         if (ws) {
           const i = ws.indexOf(w);
@@ -1161,9 +1163,9 @@ export class RaftNode {
       const left = deadline - mono();
       if (left <= 0) return { ok: false, code: 'timeout' };
       await new Promise<void>((r) => {
-        const t = setTimeout(r, Math.min(left, 200));
+        const t = this.t.setTimeout(r, Math.min(left, 200));
         this.pauseWaiters.push(() => {
-          clearTimeout(t);
+          this.t.clear(t);
           r();
         });
       });
@@ -1186,7 +1188,7 @@ export class RaftNode {
     // election timeout to produce one before the client is told to retry.
     if (!this.knowsLeader()) {
       const until = mono() + Math.min(2 * this.cfg.electionMs, Math.max(0, deadline - mono()));
-      while (!this.knowsLeader() && mono() < until && !this.isStopped()) await sleep(20);
+      while (!this.knowsLeader() && mono() < until && !this.isStopped()) await this.t.sleep(20);
       if (!this.knowsLeader()) return retry503(null);
     }
     while (placed === null) {
@@ -1198,13 +1200,13 @@ export class RaftNode {
         else if (r.code === 'timeout') return this.timeoutAnswer();
         else if (r.code === 'stopped') return retry503(null, 'raft is stopped on this node; retry against another node');
         else if (this.handingOff) return retry503(null, 'leadership is being handed off; retry');
-        else await sleep(50);
+        else await this.t.sleep(50);
         continue;
       }
       const leader = this.leaderId;
       const addr = leader !== null ? this.addrOf(leader) : null;
       if (leader === null || addr === null) {
-        await sleep(100);
+        await this.t.sleep(100);
         continue;
       }
       try {
@@ -1212,9 +1214,9 @@ export class RaftNode {
         const r = await this.net.call(addr, '/raft/v1/submit', { cmd, timeoutMs: left }, left + 1000);
         const b = r.json as { ok?: boolean; index?: number; term?: number } | null;
         if (r.status === 200 && b?.ok) placed = { index: b.index!, term: b.term! };
-        else await sleep(100);
+        else await this.t.sleep(100);
       } catch {
-        await sleep(100);
+        await this.t.sleep(100);
       }
     }
     const w = await this.waitApplied(placed.index, placed.term, deadline);
@@ -1638,7 +1640,7 @@ export class RaftNode {
           if (this.state !== 'leader') return retry503(this.leaderId);
           return refusal(409, 'busy', 'client writes stayed in flight until the deadline; retry');
         }
-        await sleep(10);
+        await this.t.sleep(10);
       }
       if (this.state !== 'leader') {
         this.resumePlanner();
@@ -1669,19 +1671,19 @@ export class RaftNode {
       })();
       let timer: NodeJS.Timeout | null = null;
       const timedOut = new Promise<'timeout'>((r) => {
-        timer = setTimeout(() => r('timeout'), Math.max(0, deadline - mono()));
+        timer = this.t.setTimeout(() => r('timeout'), Math.max(0, deadline - mono()));
       });
       const res = await Promise.race([work, timedOut]);
-      if (timer) clearTimeout(timer);
+      if (timer) this.t.clear(timer);
       if (res === 'timeout') {
         // The change may still complete; the planner stays paused until it does (2 min at most).
         release = false;
-        const cap = setTimeout(() => {
+        const cap = this.t.setTimeout(() => {
           this.changeLock = false;
           this.resumePlanner();
         }, 120_000);
         void work.finally(() => {
-          clearTimeout(cap);
+          this.t.clear(cap);
           this.changeLock = false;
           this.resumePlanner();
         });
@@ -1758,7 +1760,7 @@ export class RaftNode {
 
   disableElections(): void {
     this.electionsDisabled = true;
-    if (this.electionTimer) clearTimeout(this.electionTimer);
+    if (this.electionTimer) this.t.clear(this.electionTimer);
     this.electionTimer = null;
   }
 
@@ -1769,7 +1771,7 @@ export class RaftNode {
     this.handingOff = true;
     // Let what is in flight commit (at most half a second).
     const flushUntil = mono() + 500;
-    while (this.state === 'leader' && this.commitIndex < this.store.lastIndex() && mono() < flushUntil) await sleep(10);
+    while (this.state === 'leader' && this.commitIndex < this.store.lastIndex() && mono() < flushUntil) await this.t.sleep(10);
     if (this.state !== 'leader') return;
     const target = this.handoffTarget(true);
     if (target === null) {
@@ -1786,7 +1788,7 @@ export class RaftNode {
     const until = mono() + waitMs;
     while (this.state === 'leader' && mono() < until) {
       void this.sendTransfer(target, true);
-      await sleep(100);
+      await this.t.sleep(100);
     }
     if (this.state === 'leader') {
       this.logger.warn('leadership hand-off did not complete in time', { target });

@@ -12,6 +12,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { Entry } from './types.ts';
 import { emptyState, type SmState } from './statemachine.ts';
+import type { NodeScope } from './scope.ts';
 
 export interface Meta {
   term: number;
@@ -77,9 +78,17 @@ export class Store {
   private logPad = 0;
   private statePad = 0;
 
-  constructor(dir: string, volumeBytes: number | null) {
+  /** The node's scope: a node that ended writes nothing more (a killed process writes nothing). */
+  private scope: NodeScope | null;
+
+  constructor(dir: string, volumeBytes: number | null, scope: NodeScope | null = null) {
     this.dir = dir;
     this.volumeBytes = volumeBytes;
+    this.scope = scope;
+  }
+
+  private get ended(): boolean {
+    return this.scope?.dead === true;
   }
 
   p(name: string): string {
@@ -221,6 +230,7 @@ export class Store {
   }
 
   private writeAtomic(name: string, data: string): void {
+    if (this.ended) return;
     let old = 0;
     try {
       old = fs.statSync(this.p(name)).size;
@@ -246,7 +256,7 @@ export class Store {
   }
 
   appendEntries(entries: Entry[]): void {
-    if (entries.length === 0) return;
+    if (entries.length === 0 || this.ended) return;
     let data = '';
     if (!fs.existsSync(this.p(LOG))) data = JSON.stringify({ purgedIndex: this.purgedIndex, purgedTerm: this.purgedTerm }) + '\n';
     let pad = 0;
@@ -331,6 +341,7 @@ export class Store {
   // ---- test-bed filler -------------------------------------------------------------------
 
   fill(bytes: number): void {
+    if (this.ended) return;
     const p = this.p(FILLER);
     if (bytes <= 0) {
       fs.rmSync(p, { force: true });
