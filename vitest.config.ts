@@ -3,6 +3,8 @@ import { defineConfig } from 'vitest/config';
 // Two projects: `unit` needs nothing running (pure functions, the broker client against a local
 // HTTP server, the Queen node simulator as plain processes); `testbed` shares one test bed (a real
 // Kubernetes control plane, a Temporal server, simulated nodes) started once by its global setup.
+// `unit-fleet` runs the simulator's own tests again with every node in a broker fleet process
+// (QUEEN_SIM_MODE=fleet), the way a test bed with fleets runs them.
 // Temporal workers and the simulator run in forked processes: vitest's thread pool and the
 // Temporal worker do not mix.
 /** Scenarios that act on a whole test bed node (see the `testbed-alone` project). */
@@ -16,6 +18,17 @@ export default defineConfig({
         test: {
           name: 'unit',
           include: ['test/unit/**/*.test.ts', 'test/sim/**/*.test.ts', 'test/workflows/**/*.test.ts'],
+          testTimeout: 60_000,
+          hookTimeout: 60_000,
+        },
+      },
+      {
+        test: {
+          name: 'unit-fleet',
+          include: ['test/sim/**/*.test.ts'],
+          // The fleet's own tests start their fleets whatever the mode: `unit` runs them.
+          exclude: ['test/sim/fleet.test.ts'],
+          env: { QUEEN_SIM_MODE: 'fleet' },
           testTimeout: 60_000,
           hookTimeout: 60_000,
         },

@@ -64,7 +64,8 @@ if (args.some((a) => a.startsWith('--project'))) {
 } else {
   // A file filter may match files of one project only: the other then has nothing to run.
   const filtered = args.length > 0 ? ['--passWithNoTests'] : [];
-  await runVitest('unit', ['--project', 'unit', '--maxWorkers=2', ...filtered, ...args]);
+  // The simulator's own tests run in both modes: a process per node (`unit`) and a broker fleet (`unit-fleet`).
+  await runVitest('unit', ['--project', 'unit', '--project', 'unit-fleet', '--maxWorkers=2', ...filtered, ...args]);
   // The scenarios run three at a time: most of their time is spent waiting for pods, elections and
   // gates, not computing. Those that act on a whole test bed node (stop it, cordon or drain it)
   // would disrupt the scenario beside them: they run afterwards, one at a time (vitest.config.ts),

@@ -1,8 +1,12 @@
-// Test harness for the Queen node simulator: starts simulated nodes as OS processes on distinct
-// loopback addresses of one random 127.X.Y.0/24 (so parallel test files never clash), peers as
-// literal IPs, data dirs in a temp folder, fast timings. Restarts a node on the same data dir
-// (optionally wiped), sends SIGTERM/SIGKILL, reads exit codes. Every process is killed at the end,
-// and when the test process exits for any reason.
+// Test harness for the Queen node simulator: starts simulated nodes on distinct loopback addresses
+// of one random 127.X.Y.0/24 (so parallel test files never clash), peers as literal IPs, data dirs
+// in a temp folder, fast timings. Restarts a node on the same data dir (optionally wiped), sends
+// SIGTERM/SIGKILL, reads exit codes. Every node is killed at the end, and when the test process
+// exits for any reason.
+//
+// QUEEN_SIM_MODE picks how nodes run: `process` (default), one OS process per node (main.ts), or
+// `fleet`, every node of the test process in one fleet process (fleet.ts), as a test bed with
+// QUEEN_TESTBED_SIM_FLEET runs them. The scenarios are the same in both modes.
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import * as dgram from 'node:dgram';
@@ -10,6 +14,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { FLEET_MAIN, SimFleet, type FleetNode } from './fleet-client.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 export const REPO_ROOT = path.resolve(here, '..', '..');
@@ -24,8 +29,31 @@ export function node24(): string {
   throw new Error('Node.js 24 not found: run npm install (the `node` devDependency)');
 }
 
+/** How the nodes run: `process` (one OS process each) or `fleet` (all in one fleet process). */
+export const SIM_MODE: 'process' | 'fleet' = process.env.QUEEN_SIM_MODE === 'fleet' ? 'fleet' : 'process';
+
 const live = new Set<ChildProcess>();
 let exitHookInstalled = false;
+
+// fleet mode: one fleet process for the test process, started with its first node.
+let sharedFleet: SimFleet | null = null;
+export function simFleet(): SimFleet {
+  installExitHook();
+  if (sharedFleet && !sharedFleet.dead) return sharedFleet;
+  sharedFleet = new SimFleet((extra) => {
+    const child = spawn(node24(), [FLEET_MAIN], {
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/tmp', QUEEN_SIM_EXIT_WITH_PARENT: String(process.pid), ...extra },
+      stdio: ['ignore', 'inherit', 'inherit'],
+    });
+    live.add(child);
+    const exited = new Promise<void>((r) => child.on('exit', () => {
+      live.delete(child);
+      r();
+    }));
+    return { pid: child.pid ?? -1, kill: () => child.kill('SIGKILL'), exited };
+  });
+  return sharedFleet;
+}
 function installExitHook(): void {
   if (exitHookInstalled) return;
   exitHookInstalled = true;
@@ -76,41 +104,65 @@ export function isError(r: TryResult): r is { error: string } {
 
 export class SimProc {
   id: number;
-  child: ChildProcess;
+  /** The OS process (process mode). */
+  child: ChildProcess | null;
+  /** The node in the fleet process (fleet mode). */
+  fleetNode: FleetNode | null;
+  /** Its pid, or its pid-like id in the fleet: what /_sim/info reports. */
   pid: number;
   exitCode: number | null = null;
   signal: NodeJS.Signals | null = null;
   exited: Promise<number>;
   lines: string[] = [];
 
-  constructor(id: number, child: ChildProcess) {
+  constructor(id: number, target: ChildProcess | FleetNode) {
     this.id = id;
-    this.child = child;
-    this.pid = child.pid ?? -1;
-    let buf = '';
-    const onData = (d: Buffer) => {
-      buf += d.toString('utf8');
-      let i: number;
-      while ((i = buf.indexOf('\n')) >= 0) {
-        this.lines.push(buf.slice(0, i));
-        buf = buf.slice(i + 1);
-        if (this.lines.length > 5000) this.lines.splice(0, 1000);
-      }
+    const isChild = 'stdout' in target;
+    this.child = isChild ? target : null;
+    this.fleetNode = isChild ? null : target;
+    this.pid = isChild ? (target.pid ?? -1) : target.id;
+    const onLine = (line: string) => {
+      this.lines.push(line);
+      if (this.lines.length > 5000) this.lines.splice(0, 1000);
     };
-    child.stdout?.on('data', onData);
-    child.stderr?.on('data', onData);
-    this.exited = new Promise((resolve) => {
-      child.on('exit', (code, signal) => {
-        live.delete(child);
-        this.exitCode = code ?? (signal === 'SIGKILL' ? 137 : signal === 'SIGTERM' ? 143 : 128);
-        this.signal = signal;
-        resolve(this.exitCode);
+    const ended = (code: number | null, signal: NodeJS.Signals | null): number => {
+      this.exitCode = code ?? (signal === 'SIGKILL' ? 137 : signal === 'SIGTERM' ? 143 : 128);
+      this.signal = signal;
+      return this.exitCode;
+    };
+    if (isChild) {
+      const child = target;
+      let buf = '';
+      const onData = (d: Buffer) => {
+        buf += d.toString('utf8');
+        let i: number;
+        while ((i = buf.indexOf('\n')) >= 0) {
+          onLine(buf.slice(0, i));
+          buf = buf.slice(i + 1);
+        }
+      };
+      child.stdout?.on('data', onData);
+      child.stderr?.on('data', onData);
+      this.exited = new Promise((resolve) => {
+        child.on('exit', (code, signal) => {
+          live.delete(child);
+          resolve(ended(code, signal));
+        });
       });
-    });
+    } else {
+      target.onLine = onLine;
+      this.exited = target.exited.then((e) => ended(e.code, e.signal));
+    }
   }
 
   get running(): boolean {
     return this.exitCode === null;
+  }
+
+  /** Sends a signal to the node (its process, or its part of the fleet). */
+  kill(signal: NodeJS.Signals): void {
+    if (this.child) this.child.kill(signal);
+    else this.fleetNode?.signal(signal);
   }
 
   logs(): { level?: string; msg?: string; [k: string]: unknown }[] {
@@ -142,6 +194,7 @@ export interface ClusterOptions {
   env?: Record<string, string>; // env for every node, over FAST_ENV
   token?: string | null; // QUEEN_RAFT_TOKEN (default: a random one)
   dns?: boolean; // peers by pod FQDN, resolved through a DNS server the cluster runs (QUEEN_SIM_DNS)
+  mode?: 'process' | 'fleet'; // how its nodes run (default: QUEEN_SIM_MODE)
 }
 
 // A minimal DNS server (UDP, A records only) standing in for the cluster DNS.
@@ -244,6 +297,8 @@ export class SimCluster {
   procs = new Map<number, SimProc>();
   history: SimProc[] = [];
   dns: MiniDns | null = null;
+  /** How its nodes run: one OS process each, or in this test process's fleet. */
+  mode: 'process' | 'fleet';
   private ips = new Map<number, string>();
 
   constructor(opts: ClusterOptions = {}) {
@@ -253,6 +308,7 @@ export class SimCluster {
     this.size = opts.size ?? 3;
     this.token = opts.token === undefined ? `tok-${Math.random().toString(36).slice(2)}` : opts.token;
     this.env = { ...FAST_ENV, ...(opts.env ?? {}) };
+    this.mode = opts.mode ?? SIM_MODE;
     if (opts.dns) this.dns = new MiniDns();
   }
 
@@ -322,9 +378,14 @@ export class SimCluster {
       ...(opts.join ? { QUEEN_RAFT_JOIN: 'true' } : {}),
       ...(opts.env ?? {}),
     };
-    const child = spawn(node24(), [SIM_MAIN], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    live.add(child);
-    const p = new SimProc(id, child);
+    let p: SimProc;
+    if (this.mode === 'fleet') {
+      p = new SimProc(id, simFleet().start(env, { stream: true }));
+    } else {
+      const child = spawn(node24(), [SIM_MAIN], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+      live.add(child);
+      p = new SimProc(id, child);
+    }
     this.procs.set(id, p);
     this.history.push(p);
     return p;
@@ -349,13 +410,13 @@ export class SimCluster {
   async kill(id: number, signal: NodeJS.Signals = 'SIGKILL'): Promise<number> {
     const p = this.node(id);
     if (!p.running) return p.exitCode!;
-    p.child.kill(signal);
+    p.kill(signal);
     return await p.exited;
   }
 
   sigterm(id: number): Promise<number> {
     const p = this.node(id);
-    p.child.kill('SIGTERM');
+    p.kill('SIGTERM');
     return p.exited;
   }
 
@@ -492,7 +553,7 @@ export class SimCluster {
     const waits: Promise<number>[] = [];
     for (const p of this.history) {
       if (p.running) {
-        p.child.kill('SIGKILL');
+        p.kill('SIGKILL');
         waits.push(p.exited);
       }
     }
