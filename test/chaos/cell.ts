@@ -3,15 +3,22 @@
 // killed and started again, a node that stops, a voter's pod killed, the leader killed in the middle
 // of a promotion), with the load client pushing throughout. What a user would see decides the
 // outcome: the operation finishes (or says what a person has to do), no pod is restarted twice for
-// one target, no member added or removed twice, no claim deleted but the ones the operation
-// records, never a voter stopped by the operator while another is down, each step once in
-// `kubectl describe`, nothing acknowledged lost.
+// one target, no member added or removed twice (the configuration entries of the brokers' Raft
+// logs, membership.ts), no claim deleted but the ones the operation records, never a voter stopped
+// by the operator while another is down, never two voters down by its hand, no wait that says
+// nothing for minutes, each step once in `kubectl describe`, nothing acknowledged lost.
+//
+// The operator is installed as a team installs it in one namespace (deploy/namespaced.yaml), and
+// given what the cluster-wide install also grants it beyond that namespace: `get` on Nodes (a
+// ClusterRole with that one rule, bound to the cell's ServiceAccount), so that it can name a pod's
+// node that stopped reporting. A RoleBinding of deploy/rbac.yaml's ClusterRole grants nothing on
+// Nodes, which are not namespaced.
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { temporal as proto } from '@temporalio/proto';
 import type { QueenCluster } from '../../crd/schema.ts';
 import { ANNOTATIONS } from '../../crd/schema.ts';
-import { control } from '../testbed/client.ts';
+import { applyManifest, control, kubectl } from '../testbed/client.ts';
 import { startLoad, verifyAcknowledged, type Load, type LoadReport } from '../testbed/load.ts';
 import {
   annotate,
@@ -30,6 +37,7 @@ import {
   type Scenario,
 } from '../e2e/harness.ts';
 import { historyEvents, settledRuns, workflowRuns } from '../e2e/temporal.ts';
+import { followMembership, membershipViolations, changeKey, type MembershipLog } from './membership.ts';
 import { track, type Tracker } from './tracker.ts';
 
 export const OPERATIONS = ['FormCluster', 'RollingUpgrade', 'ScaleUp', 'ScaleDown', 'ReplaceFollower', 'ReplaceLeader', 'GrowVolumes', 'GrowVolumesRestart'] as const;
@@ -98,7 +106,13 @@ interface OperationDef {
   claimsDeleted: (c: Ctx) => string[];
   /** How many Events of each step reason `kubectl describe` lists. */
   events: (c: Ctx) => Record<string, Range>;
+  /** The membership changes the operation makes, each once (`learner 4`, `promote 4`, `remove 2`). */
+  members: (c: Ctx) => string[];
 }
+
+/** The node id of a pod `queen-N`. */
+const nodeOf = (pod: string | null) => Number(pod!.split('-').at(-1)) + 1;
+const replaced = (c: Ctx) => [`remove ${nodeOf(c.target)}`, `learner ${nodeOf(c.target)}`, `promote ${nodeOf(c.target)}`];
 
 const once: Range = [1, 1];
 const each = (n: number, r: Range) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`queen-${i}`, r]));
@@ -114,6 +128,7 @@ export const DEFS: Record<OperationName, OperationDef> = {
     uids: () => each(3, once),
     claimsDeleted: () => [],
     events: () => ({ FormClusterStarted: once, ApplyObjects: once, LeaderElected: once, VotersLive: once, WriteCommitted: once, FormClusterSucceeded: once }),
+    members: () => [],
   },
   RollingUpgrade: {
     workflow: 'rollingUpgrade',
@@ -125,6 +140,7 @@ export const DEFS: Record<OperationName, OperationDef> = {
     uids: () => each(3, [2, 2]),
     claimsDeleted: () => [],
     events: () => ({ RollingUpgradeStarted: once, UpdateTemplate: once, RestartPod: [3, 3], RollingUpgradeSucceeded: once }),
+    members: () => [],
   },
   ScaleUp: {
     workflow: 'scaleVoters',
@@ -136,6 +152,7 @@ export const DEFS: Record<OperationName, OperationDef> = {
     uids: () => each(5, once),
     claimsDeleted: () => [],
     events: () => ({ ScaleVotersStarted: once, ScalePods: once, AddLearner: [2, 2], Promote: once, ScaleVotersSucceeded: once }),
+    members: () => ['learner 4', 'learner 5', 'promote 4', 'promote 5'],
   },
   ScaleDown: {
     workflow: 'scaleVoters',
@@ -148,6 +165,7 @@ export const DEFS: Record<OperationName, OperationDef> = {
     uids: () => ({ ...each(3, once), 'queen-3': [1, 2], 'queen-4': [1, 2] }),
     claimsDeleted: () => ['data-queen-3', 'data-queen-4'],
     events: () => ({ ScaleVotersStarted: once, RemoveMember: [2, 2], ScalePods: [2, 2], DeleteClaim: [2, 2], RestartPod: [0, 2], ScaleVotersSucceeded: once }),
+    members: () => ['remove 4', 'remove 5'],
   },
   ReplaceFollower: {
     workflow: 'replaceNode',
@@ -163,6 +181,7 @@ export const DEFS: Record<OperationName, OperationDef> = {
     uids: (c) => ({ ...each(3, once), [c.target!]: [2, 2] }),
     claimsDeleted: (c) => [`data-${c.target}`],
     events: () => ({ ReplaceNodeStarted: once, ReplaceStarted: once, RemoveMember: once, WipeVolume: once, AddLearner: once, Promote: once, ReplaceFinished: once, ReplaceNodeSucceeded: once }),
+    members: replaced,
   },
   ReplaceLeader: {
     workflow: 'replaceNode',
@@ -188,6 +207,7 @@ export const DEFS: Record<OperationName, OperationDef> = {
       ReplaceFinished: once,
       ReplaceNodeSucceeded: once,
     }),
+    members: replaced,
   },
   GrowVolumes: {
     workflow: 'growVolumes',
@@ -199,6 +219,7 @@ export const DEFS: Record<OperationName, OperationDef> = {
     uids: () => each(3, once),
     claimsDeleted: () => [],
     events: () => ({ GrowVolumesStarted: once, ExpandClaim: [3, 3], RecreateStatefulSet: once, GrowVolumesSucceeded: once }),
+    members: () => [],
   },
   GrowVolumesRestart: {
     workflow: 'growVolumes',
@@ -212,6 +233,7 @@ export const DEFS: Record<OperationName, OperationDef> = {
     uids: () => each(3, [2, 2]),
     claimsDeleted: () => [],
     events: () => ({ GrowVolumesStarted: once, ExpandClaim: [3, 3], RestartPod: [3, 3], RecreateStatefulSet: once, GrowVolumesSucceeded: once }),
+    members: () => [],
   },
 };
 
@@ -253,9 +275,41 @@ async function middle(c: Ctx, op: OperationName): Promise<void> {
   );
 }
 
+/**
+ * The words the operator uses for a pod on a node that stopped reporting (plan/gates.ts
+ * nodeDownProblem): "pod N is on node X, which has not reported since T ..." (or "which is
+ * NotReady since T"), with the out-of-service taint a person may set.
+ */
+export const namesNode = (message: string | undefined, node: string) =>
+  !!message && new RegExp(`pod \\d+ is on node ${node.replace(/\./g, '\\.')}, which (has not reported|is NotReady)`).test(message);
+
+/**
+ * Waits until the status names the stopped node (its words), or the operation ended, or the time is
+ * up; says which, and the last status message seen.
+ */
+export async function nodeNamed(tracker: Tracker, node: string, timeoutMs: number): Promise<{ named: string; ended: boolean; last: string }> {
+  const out = { named: '', ended: false, last: '' };
+  const stopped = Date.now();
+  await waitFor(
+    `a status that names the stopped node ${node}`,
+    async () => {
+      const st = tracker.cluster()?.status;
+      // (Ended since the node stopped: an operation not begun yet is no end.)
+      if (!st?.operation && Date.parse(st?.lastOperation?.finishedAt ?? '') >= stopped - 1000) return (out.ended = true);
+      out.last = st.message ?? '';
+      if (namesNode(st.message, node)) return !!(out.named = st.message!);
+      return false;
+    },
+    timeoutMs,
+  ).catch(() => undefined);
+  return out;
+}
+
 export interface FaultRun {
   /** What the fault did, for the table's notes. */
   notes: string[];
+  /** What the fault saw that breaks a promise (a stopped node no status named). */
+  violations: string[];
   /** Pods the fault took down on purpose. */
   done: Promise<void>;
 }
@@ -266,6 +320,7 @@ export interface FaultRun {
  */
 function injectWorldFault(c: Ctx, op: OperationName, fault: WorldFault, began: number): FaultRun {
   const notes: string[] = [];
+  const violations: string[] = [];
   const at = () => `+${Math.round((Date.now() - began) / 1000)}s`;
   const done = (async () => {
     switch (fault) {
@@ -314,25 +369,17 @@ function injectWorldFault(c: Ctx, op: OperationName, fault: WorldFault, began: n
         if (!node) throw new Error(`${victim} runs on no node`);
         notes.push(`${at()} node ${node} (of ${victim}) stopped`);
         // A person is told what to do, or the operation ends; then the node comes back.
-        let told = '';
-        await waitFor(
-          'a status that says what to do about the stopped node',
-          async () => {
-            const st = c.tracker.cluster()?.status;
-            if (!st?.operation) return true;
-            if (st.message && (st.message.includes(node) || st.phase === 'Blocked')) return (told = st.message);
-            return false;
-          },
-          240_000,
-        ).catch(() => undefined);
-        notes.push(told ? `${at()} status: ${told}` : `${at()} no status named the node within 240 s`);
+        const told = await nodeNamed(c.tracker, node, 240_000);
+        if (told.named) notes.push(`${at()} status: ${told.named}`);
+        else if (told.ended) notes.push(`${at()} the operation ended while the node was stopped`);
+        else violations.push(`no status named the stopped node ${node} within 240 s (the status said: ${told.last || 'nothing'})`);
         await control.call('POST', `/nodes/${node}/start`, {});
         notes.push(`${at()} node ${node} started again`);
         return;
       }
     }
   })();
-  return { notes, done };
+  return { notes, violations, done };
 }
 
 export interface CellOptions {
@@ -363,8 +410,10 @@ export async function runCell(op: OperationName, fault: Fault, opts: CellOptions
   };
   let tracker: Tracker | null = null;
   let load: Load | null = null;
+  let membership: MembershipLog | null = null;
   try {
     const crashAt = fault.kind === 'crash' ? `${def.workflow}:${fault.activityId}` : null;
+    await grantNodeReads(s.ns);
     await s.install({}, { replicas: 1, env: crashAt ? { QUEEN_CRASH_AT: crashAt } : {} });
     tracker = await track(s.kc, s.ns);
     const c: Ctx = { s, tracker, leader: null, target: null, claimsBefore: new Map() };
@@ -383,16 +432,23 @@ export async function runCell(op: OperationName, fault: Fault, opts: CellOptions
       tracker.exempt(`queen-${c.leader! - 1}`, Date.now() + 3_600_000);
       result.notes.push(`the leader, node ${c.leader}, exits right after the joint configuration of the next voter change commits`);
     }
+    // The brokers' logs so far: the configuration entries after this index are the operation's.
+    membership = await followMembership(s.ns);
+    const logBefore = membership.lastIndex();
     tracker.reset();
     const began = Date.now();
     log(`[${s.ns}] ${op} × ${result.fault}: begins`);
+    tracker.expectOperation(true);
     await def.trigger(c);
     const injected = fault.kind === 'none' || fault.kind === 'crash' ? null : injectWorldFault(c, op, fault.kind, began);
     const end = await awaitEnd(s, def, began, opts.timeoutMs ?? 15 * 60_000);
+    tracker.expectOperation(false);
     if (injected) {
       await injected.done.catch((e) => result.violations.push(`the fault could not be injected: ${(e as Error).message}`));
       result.notes.push(...injected.notes);
+      result.violations.push(...injected.violations);
     }
+    result.violations.push(...tracker.silences);
     result.seconds = end.finishedAt ? Math.round((end.finishedAt - began) / 1000) : null;
     result.outcome = end.outcome;
     if (end.outcome !== 'finished') result.violations.push(`the operation did not finish: ${end.outcome}`);
@@ -421,6 +477,15 @@ export async function runCell(op: OperationName, fault: Fault, opts: CellOptions
       }
     }
     if (end.outcome === 'finished') await checkAfter(c, def, result);
+    // Membership: each change the operation makes once in the brokers' logs, and no other (all
+    // of them only when it finished).
+    await membership.poll();
+    const changes = membership.changes(logBefore);
+    result.notes.push(`membership changes: ${changes.map((ch) => `${changeKey(ch)} @${ch.index}`).join(', ') || 'none'}`);
+    result.violations.push(...membershipViolations(changes, end.outcome === 'finished' ? def.members(c) : null));
+    const joint = membership.jointAtEnd();
+    if (joint && end.outcome === 'finished') result.violations.push(`a joint configuration is left in the Raft log: ${joint}`);
+    if (membership.problems.length) result.notes.push(`the Raft logs: ${[...new Set(membership.problems)].slice(0, 3).join('; ')}`);
     if (report) {
       result.pushes = report.sent;
       result.pushesFailed = report.failedAttempts.length;
@@ -433,9 +498,10 @@ export async function runCell(op: OperationName, fault: Fault, opts: CellOptions
     for (const d of violated) {
       result.violations.push(`the operator stopped ${d.pod} while ${d.othersDown.map((o) => `${o.pod} (down ${Math.round(o.downForMs / 1000)} s)`).join(', ')} was down`);
     }
-    // (While a cluster forms, its voters are not Ready yet: nothing was stopped.)
-    if ((fault.kind === 'none' || fault.kind === 'crash') && op !== 'FormCluster') {
-      if (tracker.maxVotersDown > 1) result.violations.push(`${tracker.maxVotersDown} voters were down at one time`);
+    // Never two voters down by the operator's hand: the pods a fault took down are exempt. (While
+    // a cluster forms, its voters are not Ready yet: nothing was stopped.)
+    if (op !== 'FormCluster') {
+      for (const o of tracker.overDown) result.violations.push(`two voters down at one time: ${o}`);
     }
   } catch (e) {
     result.outcome ||= 'error';
@@ -446,11 +512,50 @@ export async function runCell(op: OperationName, fault: Fault, opts: CellOptions
       result.notes.push(`status timeline: ${tracker.timeline.join(' | ')}`);
     }
     tracker?.stop();
+    membership?.stop();
     if (fault.kind === 'node-stop') await restartStoppedNodes().catch(() => undefined);
     await s.close().catch(() => undefined);
+    await revokeNodeReads(s.ns).catch(() => undefined);
   }
   log(`[${s.ns}] ${op} × ${result.fault}${result.step ? ` (${result.step})` : ''}: ${result.outcome} in ${result.seconds ?? '?'} s; ${result.violations.length ? `VIOLATIONS: ${result.violations.join('; ')}` : 'ok'}`);
   return result;
+}
+
+/**
+ * What the cluster-wide install grants the operator beyond a namespace, for a namespaced install
+ * (deploy/namespaced.yaml binds deploy/rbac.yaml's ClusterRole with a RoleBinding, which grants
+ * nothing on cluster-scoped objects): `get` on Nodes, so it can say which node of a pod stopped
+ * reporting. One ClusterRole with that rule alone, one ClusterRoleBinding per namespace.
+ */
+export async function grantNodeReads(namespace: string): Promise<void> {
+  const yaml = `apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: queen-chaos-read-nodes
+rules:
+  - apiGroups: [""]
+    resources: ["nodes"]
+    verbs: ["get"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: queen-chaos-read-nodes-${namespace}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: queen-chaos-read-nodes
+subjects:
+  - kind: ServiceAccount
+    name: queen-operator
+    namespace: ${namespace}
+`;
+  const r = await applyManifest(yaml, namespace);
+  if (r.code !== 0) throw new Error(`the node reads could not be granted: ${r.stderr}`);
+}
+
+export async function revokeNodeReads(namespace: string): Promise<void> {
+  await kubectl(['delete', 'clusterrolebinding', `queen-chaos-read-nodes-${namespace}`, '--ignore-not-found']);
 }
 
 async function restartStoppedNodes(): Promise<void> {

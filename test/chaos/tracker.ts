@@ -3,7 +3,9 @@
 // are not Ready, and every pod deletion of a voter with the voters that were down at that moment.
 // The operator is the only one that deletes a Queen pod (a restart, a replacement, a scale-down
 // through the StatefulSet); a deletion while another voter was down is "two voters down by the
-// operator's hand".
+// operator's hand". While an operation is expected to run (expectOperation), a status that says
+// nothing for minutes (no message, or the same message with no named gate and not Blocked) is a
+// silent wait: the chaos promise is that every operation ends or says why it waits.
 import type { KubeConfig } from '@kubernetes/client-node';
 import { GROUP, PLURAL, VERSION } from '../../crd/schema.ts';
 import { authOf } from '../testbed/load.ts';
@@ -28,6 +30,12 @@ export interface Tracker {
   disruptions: Disruption[];
   /** The most voters not Ready at one time, but those a fault took down (exempt()). */
   maxVotersDown: number;
+  /** Each time two or more voters were not Ready at once, but those a fault took down: when and which. */
+  overDown: string[];
+  /** Each silent wait: while an operation was expected, the status said nothing new for too long. */
+  silences: string[];
+  /** From now on an operation is expected (true) until it ended (false): its waits must say why. */
+  expectOperation(on: boolean): void;
   /** `phase: message` of the QueenCluster in order, with the seconds since the start. */
   timeline: string[];
   /** The latest QueenCluster seen. */
@@ -41,7 +49,10 @@ export interface Tracker {
 
 const isReady = (p: any) => !p.metadata?.deletionTimestamp && !!p.status?.conditions?.some((c: any) => c.type === 'Ready' && c.status === 'True');
 
-export async function track(kc: KubeConfig, namespace: string, name = 'queen'): Promise<Tracker> {
+/** How long a status may say nothing new while an operation is expected (a few minutes). */
+export const SILENT_MS = 180_000;
+
+export async function track(kc: KubeConfig, namespace: string, name = 'queen', silentMs = SILENT_MS): Promise<Tracker> {
   const kube = new Kube(authOf(kc));
   const pods = new Informer<KObject>(kube, `/api/v1/namespaces/${namespace}/pods`, { query: { labelSelector: `app.kubernetes.io/instance=${name}` } });
   const claims = new Informer<KObject>(kube, `/api/v1/namespaces/${namespace}/persistentvolumeclaims`);
@@ -50,25 +61,39 @@ export async function track(kc: KubeConfig, namespace: string, name = 'queen'): 
   const notReadySince = new Map<string, number>();
   const exempted = new Map<string, number>();
   let lastLine = '';
+  let downNow: string[] = [];
+  let expecting = false;
+  /** The status as a person reads it (phase, message, gate) and since when it has not changed. */
+  let said = { key: '', since: Date.now(), reported: false };
   const t: Tracker = {
     podUids: new Map(),
     claimUids: new Map(),
     deletedClaims: [],
     disruptions: [],
     maxVotersDown: 0,
+    overDown: [],
+    silences: [],
     timeline: [],
     cluster: () => clusters.list().find((c) => c.metadata.name === name),
     exempt: (pod, untilMs) => exempted.set(pod, untilMs),
+    expectOperation(on) {
+      expecting = on;
+      said = { key: said.key, since: Date.now(), reported: false };
+    },
     reset() {
       t.podUids.clear();
       t.claimUids.clear();
       t.deletedClaims.length = 0;
       t.disruptions.length = 0;
       t.maxVotersDown = 0;
+      t.overDown.length = 0;
+      t.silences.length = 0;
+      downNow = [];
       for (const p of pods.list()) see(t.podUids, p.metadata.name, p.metadata.uid!);
       for (const c of claims.list()) see(t.claimUids, c.metadata.name, c.metadata.uid!);
     },
     stop() {
+      clearInterval(silenceTimer);
       pods.stop();
       claims.stop();
       clusters.stop();
@@ -97,8 +122,26 @@ export async function track(kc: KubeConfig, namespace: string, name = 'queen'): 
       if (isReady(p)) notReadySince.delete(p.metadata.name);
       else if (!notReadySince.has(p.metadata.name)) notReadySince.set(p.metadata.name, now);
     }
-    t.maxVotersDown = Math.max(t.maxVotersDown, votersDown(null, now).length);
+    const down = votersDown(null, now);
+    t.maxVotersDown = Math.max(t.maxVotersDown, down.length);
+    if (down.length > 1 && down.some((p) => !downNow.includes(p))) {
+      t.overDown.push(`+${((now - began) / 1000).toFixed(1)}s ${down.join(', ')} not Ready at once (${t.cluster()?.status?.message ?? ''})`);
+    }
+    downNow = down.length > 1 ? down : [];
   };
+  /** Whether what the status says now tells a person why the operation waits. */
+  const silence = () => {
+    const st = t.cluster()?.status;
+    const key = `${st?.phase ?? ''}|${st?.message ?? ''}|${st?.operation?.gate ?? ''}`;
+    const now = Date.now();
+    if (key !== said.key) said = { key, since: now, reported: false };
+    if (!expecting || said.reported || now - said.since < silentMs) return;
+    const quiet = !st?.message ? 'no message' : !st?.operation?.gate && st?.phase !== 'Blocked' ? `the same message with no named gate: "${st.message}"` : null;
+    if (!quiet) return;
+    said.reported = true;
+    t.silences.push(`+${((now - began) / 1000).toFixed(1)}s for ${Math.round((now - said.since) / 1000)} s the status said ${quiet} (phase ${st?.phase ?? 'none'})`);
+  };
+  const silenceTimer = setInterval(silence, 5000);
   const deleted = (p: any) => {
     const pod = p.metadata.name as string;
     if (!voterPods().includes(pod)) return;
@@ -138,6 +181,7 @@ export async function track(kc: KubeConfig, namespace: string, name = 'queen'): 
     update: (c) => {
       line(c);
       measure();
+      silence();
     },
   });
   const line = (c: any) => {
