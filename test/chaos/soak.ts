@@ -1,7 +1,13 @@
 // The soak: one cluster, a seeded run of random operations (spec changes and annotations) with
 // random faults between and during them, the load client pushing throughout, and the invariants
-// checked all the time: never a voter stopped by the operator while another is down, nothing
-// acknowledged lost, every operation ends or says why it waits. The seed is printed; the same seed
+// checked all the time: never a voter stopped by the operator while another is down, never two
+// voters down by its hand (a watch of the pods, the fault's own victims exempt), nothing
+// acknowledged lost, each membership change of an operation once in the brokers' Raft logs, every
+// operation ends or says why it waits (a status that says nothing new for minutes with no named
+// gate is a silent wait), a stopped node named in status. An operation is started one of several
+// ways: as it is, planned first (queenmq.com/plan-only, then let go), paused for a while and
+// resumed (queenmq.com/pause), or, for an upgrade, with spec.upgrade.approval Manual and approved
+// once it waits at its gate `approved` (queenmq.com/approve). The seed is printed; the same seed
 // makes the same choices (`npm run chaos -- --seed N`). Timing on a shared machine still varies,
 // so a fault may land on another step of the same operation.
 import { ANNOTATIONS, type QueenCluster } from '../../crd/schema.ts';
@@ -9,7 +15,8 @@ import { control } from '../testbed/client.ts';
 import { startLoad, verifyAcknowledged } from '../testbed/load.ts';
 import { annotate, formed, getCluster, kubectl, patchSpec, pods, row, scenario, seedSpec, sleep, voterIps, waitFor, type Scenario } from '../e2e/harness.ts';
 import { currentStep } from '../e2e/temporal.ts';
-import { stopNodeOf } from './cell.ts';
+import { grantNodeReads, nodeNamed, revokeNodeReads, stopNodeOf } from './cell.ts';
+import { changeKey, followMembership, membershipViolations, type MembershipLog } from './membership.ts';
 import { track, type Tracker } from './tracker.ts';
 import { rng, type SoakResult } from './results.ts';
 
@@ -30,7 +37,15 @@ interface Step {
   /** The lastOperation type it ends with. */
   type: string;
   apply: (s: Scenario) => Promise<void>;
+  /** The membership changes it makes, each once (membership.ts). */
+  members: string[];
+  /** An upgrade: its version, for an approval. */
+  version?: string;
 }
+
+/** How an operation is started: as it is, planned first, paused a while, or approved by hand. */
+export const SOAK_STARTS = ['as is', 'plan first', 'pause and resume', 'manual approval'] as const;
+export type SoakStart = (typeof SOAK_STARTS)[number];
 
 /** Runs the soak; the result lists each operation with its fault, and every broken promise. */
 export async function soak(opts: SoakOptions): Promise<SoakResult> {
@@ -43,13 +58,17 @@ export async function soak(opts: SoakOptions): Promise<SoakResult> {
   log(`soak seed ${opts.seed} (${count} operations): rerun it with npm run chaos -- --seed ${opts.seed}`);
   const s = await scenario('chaos-soak');
   let tracker: Tracker | null = null;
+  let membership: MembershipLog | null = null;
   const load = { current: null as ReturnType<typeof startLoad> | null };
   try {
+    // As the cluster-wide install would let it: the operator may read Nodes (cell.ts grantNodeReads).
+    await grantNodeReads(s.ns);
     await s.install({}, { replicas: 2 });
     tracker = await track(s.kc, s.ns);
     // Half of the volumes' file systems wait for their pod to start again when they grow.
     await control.setResizePendingShare(0.5, s.ns);
     await formed(s, seedSpec());
+    membership = await followMembership(s.ns);
     load.current = startLoad({ kubeConfig: s.kc, namespace: s.ns, service: 'queen', rate: 20 });
     let patch = 0;
     let replicas = 3;
@@ -57,32 +76,74 @@ export async function soak(opts: SoakOptions): Promise<SoakResult> {
     for (let i = 0; i < count; i++) {
       const qc = await getCluster(s);
       const voters: number[] = qc.status?.voters ?? [];
+      const version = `2.6.${patch + 1}`;
+      const up = replicas === 3;
       const choices: Step[] = [
-        { what: `upgrade to 2.6.${patch + 1}`, type: 'RollingUpgrade', apply: (x) => patchSpec(x, { version: `2.6.${++patch}` }) },
-        { what: `scale to ${replicas === 3 ? 5 : 3} voters`, type: 'ScaleVoters', apply: (x) => patchSpec(x, { replicas: (replicas = replicas === 3 ? 5 : 3) as 3 | 5 }) },
-        { what: `grow the volumes to ${size + 1}Gi`, type: 'GrowVolumes', apply: (x) => patchSpec(x, { storage: { size: `${++size}Gi` } }) },
+        { what: `upgrade to ${version}`, type: 'RollingUpgrade', apply: (x) => patchSpec(x, { version: `2.6.${++patch}` }), members: [], version },
+        {
+          what: `scale to ${up ? 5 : 3} voters`,
+          type: 'ScaleVoters',
+          apply: (x) => patchSpec(x, { replicas: (replicas = replicas === 3 ? 5 : 3) as 3 | 5 }),
+          members: up ? ['learner 4', 'learner 5', 'promote 4', 'promote 5'] : ['remove 4', 'remove 5'],
+        },
+        { what: `grow the volumes to ${size + 1}Gi`, type: 'GrowVolumes', apply: (x) => patchSpec(x, { storage: { size: `${++size}Gi` } }), members: [] },
       ];
       const victim = pick(voters.length ? voters : [1, 2, 3]);
-      choices.push({ what: `replace pod queen-${victim - 1}`, type: 'ReplaceNode', apply: (x) => annotate(x, { [ANNOTATIONS.replacePod]: `queen-${victim - 1}` }) });
+      choices.push({
+        what: `replace pod queen-${victim - 1}`,
+        type: 'ReplaceNode',
+        apply: (x) => annotate(x, { [ANNOTATIONS.replacePod]: `queen-${victim - 1}` }),
+        members: [`remove ${victim}`, `learner ${victim}`, `promote ${victim}`],
+      });
       const step = pick(choices);
       const faults = opts.localOnly ? SOAK_FAULTS.filter((f) => ['none', 'operator-kill', 'voter-kill', 'leader-kill'].includes(f)) : SOAK_FAULTS;
       const fault = pick(faults);
       const delayMs = Math.floor(random() * 20_000);
-      const entry = { what: `${step.what}, ${fault === 'none' ? 'no fault' : `${fault} ${Math.round(delayMs / 1000)} s in`}`, outcome: '', seconds: null as number | null, notes: [] as string[] };
+      const start = pick(SOAK_STARTS.filter((x) => x !== 'manual approval' || step.type === 'RollingUpgrade'));
+      const pauseAfterMs = Math.floor(random() * 15_000);
+      const how = start === 'as is' ? '' : start === 'pause and resume' ? `, paused ${Math.round(pauseAfterMs / 1000)} s in` : `, ${start}`;
+      const entry = { what: `${step.what}${how}, ${fault === 'none' ? 'no fault' : `${fault} ${Math.round(delayMs / 1000)} s in`}`, outcome: '', seconds: null as number | null, notes: [] as string[] };
       result.steps.push(entry);
       log(`soak ${opts.seed} #${i + 1}: ${entry.what}`);
+      const broken = (v: string) => result.violations.push(`#${i + 1} ${entry.what}: ${v}`);
+      await membership.poll();
+      const logBefore = membership.lastIndex();
+      tracker.expectOperation(true);
+      if (start === 'plan first') await planFirst(s, tracker, step, entry.notes, broken);
+      else if (start === 'manual approval') await patchSpec(s, { upgrade: { approval: 'Manual' } });
       const t0 = Date.now();
-      await step.apply(s);
-      const injected = injectSoakFault(s, tracker, fault, delayMs, t0, entry.notes);
+      // (Planned first, the change is made: letting plan-only go starts the operation.)
+      if (start === 'plan first') await annotate(s, { [ANNOTATIONS.planOnly]: null });
+      else await step.apply(s);
+      const injected = injectSoakFault(s, tracker, fault, delayMs, t0, entry.notes, broken);
+      const held =
+        start === 'pause and resume'
+          ? pauseAndResume(s, tracker, step.type, pauseAfterMs, t0, entry.notes, broken)
+          : start === 'manual approval'
+            ? approveAtGate(s, tracker, step, t0, entry.notes, broken)
+            : Promise.resolve();
       const end = await awaitOperation(s, step.type, t0, 15 * 60_000);
+      tracker.expectOperation(false);
       await injected.catch((e) => entry.notes.push(`the fault failed: ${(e as Error).message}`));
+      await held.catch((e) => entry.notes.push(`the ${start} failed: ${(e as Error).message}`));
+      if (start === 'manual approval') await patchSpec(s, { upgrade: { approval: 'Automatic' } });
       entry.outcome = end.outcome;
       entry.seconds = end.finishedAt ? Math.round((end.finishedAt - t0) / 1000) : null;
-      if (end.outcome !== 'finished') result.violations.push(`#${i + 1} ${entry.what}: ${end.outcome}`);
+      if (end.outcome !== 'finished') broken(end.outcome);
+      for (const v of tracker.silences.splice(0)) broken(v);
       // Between operations the cluster comes back to Ready (a fault may have left a pod restarting).
       const ready = await waitFor('Ready between operations', async () => (await getCluster(s)).status?.phase === 'Ready', 300_000).catch(() => false);
+      // Membership: each change of this operation once in the brokers' logs (all of them, and no
+      // other, once it finished).
+      await membership.poll();
+      const changes = membership.changes(logBefore);
+      entry.notes.push(`membership changes: ${changes.map((ch) => `${changeKey(ch)} @${ch.index}`).join(', ') || 'none'}`);
+      for (const v of membershipViolations(changes, end.outcome === 'finished' ? step.members : null)) broken(v);
+      const joint = membership.jointAtEnd();
+      if (joint && end.outcome === 'finished') broken(`a joint configuration is left in the Raft log: ${joint}`);
+      for (const o of tracker.overDown.splice(0)) broken(`two voters down at one time: ${o}`);
       if (!ready) {
-        result.violations.push(`#${i + 1} ${entry.what}: the cluster was not Ready again within 5 min: ${row(await getCluster(s))}`);
+        broken(`the cluster was not Ready again within 5 min: ${row(await getCluster(s))}`);
         break;
       }
       log(`soak ${opts.seed} #${i + 1}: ${entry.outcome} in ${entry.seconds ?? '?'} s${entry.notes.length ? ` (${entry.notes.join('; ')})` : ''}`);
@@ -97,14 +158,18 @@ export async function soak(opts: SoakOptions): Promise<SoakResult> {
     for (const d of tracker.disruptions.filter((x) => x.othersDown.some((o) => o.downForMs > 2000))) {
       result.violations.push(`the operator stopped ${d.pod} while ${d.othersDown.map((o) => `${o.pod} (down ${Math.round(o.downForMs / 1000)} s)`).join(', ')} was down`);
     }
+    for (const o of tracker.overDown) result.violations.push(`two voters down at one time: ${o}`);
+    if (membership.problems.length) result.steps.push({ what: 'the Raft logs', outcome: [...new Set(membership.problems)].slice(0, 3).join('; '), seconds: null, notes: [] });
   } catch (e) {
     result.violations.push(`the soak failed: ${(e as Error).message}`);
   } finally {
     if (load.current) await load.current.stop().catch(() => undefined);
     if (result.violations.length && tracker) result.steps.push({ what: 'status timeline', outcome: tracker.timeline.slice(-60).join(' | '), seconds: null, notes: [] });
     tracker?.stop();
+    membership?.stop();
     await restartNodes().catch(() => undefined);
     await s.close().catch(() => undefined);
+    await revokeNodeReads(s.ns).catch(() => undefined);
     result.seconds = Math.round((Date.now() - began) / 1000);
   }
   return result;
@@ -116,7 +181,7 @@ async function restartNodes(): Promise<void> {
 }
 
 /** One fault, `delayMs` into the operation; its notes say what it did and when. */
-async function injectSoakFault(s: Scenario, tracker: Tracker, fault: SoakFault, delayMs: number, t0: number, notes: string[]): Promise<void> {
+async function injectSoakFault(s: Scenario, tracker: Tracker, fault: SoakFault, delayMs: number, t0: number, notes: string[], broken: (v: string) => void): Promise<void> {
   if (fault === 'none') return;
   await sleep(delayMs);
   const at = () => `+${Math.round((Date.now() - t0) / 1000)}s`;
@@ -162,22 +227,95 @@ async function injectSoakFault(s: Scenario, tracker: Tracker, fault: SoakFault, 
       const node = await stopNodeOf(s, tracker, pod, 600_000);
       if (!node) return;
       notes.push(`${at()} node ${node} (of ${pod}) stopped`);
-      let told = '';
-      await waitFor(
-        'a status about the stopped node',
-        async () => {
-          const st = tracker.cluster()?.status;
-          if (!st?.operation) return true;
-          return st.message?.includes(node) ? (told = st.message) : false;
-        },
-        180_000,
-      ).catch(() => undefined);
-      if (told) notes.push(`${at()} status: ${told}`);
+      // The operation ends, or its status names the node (plan/gates.ts nodeDownProblem).
+      const told = await nodeNamed(tracker, node, 180_000);
+      if (told.named) notes.push(`${at()} status: ${told.named}`);
+      else if (told.ended) notes.push(`${at()} the operation ended while the node was stopped`);
+      else broken(`no status named the stopped node ${node} within 180 s (the status said: ${told.last || 'nothing'})`);
       await control.call('POST', `/nodes/${node}/start`, {});
       notes.push(`${at()} node ${node} started again`);
       return;
     }
   }
+}
+
+/**
+ * Plans the step first: queenmq.com/plan-only, the change, a plan that names the operation in
+ * status.plan while nothing starts (the caller then removes plan-only, and the operation starts).
+ */
+async function planFirst(s: Scenario, tracker: Tracker, step: Step, notes: string[], broken: (v: string) => void): Promise<void> {
+  const lastRun = tracker.cluster()?.status?.lastOperation?.runId ?? null;
+  await annotate(s, { [ANNOTATIONS.planOnly]: 'true' });
+  await step.apply(s);
+  const plan = await waitFor(
+    `a plan of ${step.type}`,
+    async () => {
+      const qc = tracker.cluster();
+      const p = qc?.status?.plan;
+      return p?.operation === step.type && (step.type === 'ReplaceNode' || p.generation === qc.metadata.generation) ? p : undefined;
+    },
+    90_000,
+  ).catch(() => null);
+  if (!plan) broken(`no plan of ${step.type} in status.plan within 90 s (status: ${tracker.cluster()?.status?.message ?? ''})`);
+  else notes.push(`planned: ${plan.message}`);
+  // Nothing starts while plan-only holds it.
+  await sleep(5000);
+  const st = tracker.cluster()?.status;
+  if (st?.operation || (st?.lastOperation?.runId ?? null) !== lastRun) broken(`an operation started while queenmq.com/plan-only was set: ${st?.operation?.type ?? st?.lastOperation?.type}`);
+}
+
+/**
+ * Pauses the operation `afterMs` in (queenmq.com/pause) for 20 s: once the status says it is paused
+ * (its gate not-paused), the operator stops no voter until the pause goes.
+ */
+async function pauseAndResume(s: Scenario, tracker: Tracker, type: string, afterMs: number, t0: number, notes: string[], broken: (v: string) => void): Promise<void> {
+  await sleep(afterMs);
+  const at = () => `+${Math.round((Date.now() - t0) / 1000)}s`;
+  await annotate(s, { [ANNOTATIONS.pause]: 'true' });
+  notes.push(`${at()} paused`);
+  const held = await waitFor('the pause held', async () => (tracker.cluster()?.status?.operation?.gate === 'not-paused' ? true : undefined), 20_000).catch(() => false);
+  const stopped = tracker.disruptions.length;
+  if (held) notes.push(`${at()} held at not-paused: ${tracker.cluster()?.status?.message ?? ''}`);
+  else notes.push(`${at()} no disruptive step came while paused (${tracker.cluster()?.status?.operation ? 'the operation went on' : `no ${type} running`})`);
+  if (held) {
+    await sleep(10_000);
+    const during = tracker.disruptions.slice(stopped).map((d) => d.pod);
+    if (during.length) broken(`the operator stopped ${during.join(', ')} while paused (queenmq.com/pause)`);
+  }
+  await annotate(s, { [ANNOTATIONS.pause]: null });
+  notes.push(`${at()} resumed`);
+}
+
+/**
+ * spec.upgrade.approval Manual: the upgrade waits before the leader at its gate `approved`, its
+ * status saying the command that approves it; approved 5 s later. An upgrade that finishes
+ * without that wait restarted the leader unapproved.
+ */
+async function approveAtGate(s: Scenario, tracker: Tracker, step: Step, t0: number, notes: string[], broken: (v: string) => void): Promise<void> {
+  const at = () => `+${Math.round((Date.now() - t0) / 1000)}s`;
+  const seen = await waitFor(
+    'the upgrade waiting for approval',
+    async () => {
+      const st = tracker.cluster()?.status;
+      if (st?.operation?.gate === 'approved') return { asked: st.message ?? '' };
+      const lo = st?.lastOperation;
+      if (!st?.operation && lo?.type === step.type && Date.parse(lo.startedAt ?? '') >= t0 - 2000) return { asked: null };
+      return undefined;
+    },
+    600_000,
+  ).catch(() => ({ asked: null }));
+  const asked = seen.asked;
+  if (asked === null) {
+    const lo = tracker.cluster()?.status?.lastOperation;
+    if (lo?.result === 'Succeeded' && Date.parse(lo.startedAt ?? '') >= t0 - 2000) broken('the upgrade finished without waiting for approval (spec.upgrade.approval Manual)');
+    else notes.push(`${at()} no wait for approval (${lo?.result ?? 'no end'})`);
+    return;
+  }
+  notes.push(`${at()} waits for approval: ${asked}`);
+  if (!asked.includes(`${ANNOTATIONS.approve}=${step.version}`)) broken(`the wait for approval does not say the command that approves ${step.version}: ${asked}`);
+  await sleep(5000);
+  await annotate(s, { [ANNOTATIONS.approve]: step.version! });
+  notes.push(`${at()} approved`);
 }
 
 /** Waits for the operation of `type` begun after `since` to end; its outcome in words. */
