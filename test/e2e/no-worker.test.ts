@@ -3,7 +3,7 @@
 // is started and nobody takes it up. After a short while status says it waits for a worker on the
 // task queue it was started on, with a Warning Event; once a worker runs, the cluster forms.
 import { afterEach, expect, it } from 'vitest';
-import { clusterEvents, createCluster, scenario, seedSpec, waitForCluster, type Scenario } from './harness.ts';
+import { clusterEvents, createCluster, scenario, seedSpec, waitFor, waitForCluster, type Scenario } from './harness.ts';
 
 let s: Scenario | null = null;
 afterEach(async () => {
@@ -21,7 +21,12 @@ it('no-worker: a started operation no worker takes up names the task queue it wa
     new RegExp(`^waiting for a worker on task queue ${s.taskQueue}: FormCluster was started \\d+s ago and no worker has taken it up \\(are the operator's workers running, on that task queue\\?\\)$`),
   );
   expect(waiting.status?.operation).toMatchObject({ type: 'FormCluster', workflowId: `queencluster/${s.ns}/queen`, gate: 'worker-polling', target: '3 voters on 2.6.0' });
-  expect((await clusterEvents(s)).filter((e) => e.reason === 'NoWorker').map((e) => e.type)).toEqual(['Warning']);
+  // The Event follows the status write: waited for, not read once (CI saw it read a moment early).
+  const told = await waitFor('the NoWorker Event', async () => {
+    const events = (await clusterEvents(s!)).filter((e) => e.reason === 'NoWorker');
+    return events.length > 0 ? events : undefined;
+  }, 30_000);
+  expect(told.map((e) => e.type)).toEqual(['Warning']);
 
   s.startOperator('worker', { extra: ['--run=worker'] });
   const ready = await waitForCluster(s, 'Ready', (q) => q.status?.phase === 'Ready' && q.status?.commits === true && JSON.stringify(q.status?.voters) === '[1,2,3]', 240_000);
