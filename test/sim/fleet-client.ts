@@ -260,6 +260,11 @@ export class SimFleet {
     });
   }
 
+  /** Closes the control channel: the fleet process exits by itself (its nodes die with it). */
+  close(): void {
+    this.#sock?.end();
+  }
+
   /** Kills the fleet process, and with it every node it runs (reported once it is gone). */
   kill(): void {
     if (this.proc) this.proc.kill();

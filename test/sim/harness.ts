@@ -200,6 +200,8 @@ export interface ClusterOptions {
 // A minimal DNS server (UDP, A records only) standing in for the cluster DNS.
 export class MiniDns {
   records = new Map<string, string>();
+  /** The TTL of its answers, in seconds (the test bed's DNS: 5 × its time factor, at least 1). */
+  ttl = 0;
   private sock: dgram.Socket | null = null;
   address = '';
 
@@ -252,7 +254,7 @@ export class MiniDns {
     ans.writeUInt16BE(0xc00c, 0);
     ans.writeUInt16BE(1, 2);
     ans.writeUInt16BE(1, 4);
-    ans.writeUInt32BE(0, 6);
+    ans.writeUInt32BE(this.ttl, 6);
     ans.writeUInt16BE(4, 10);
     ip.split('.').forEach((b, i) => ans.writeUInt8(Number(b), 12 + i));
     return Buffer.concat([header, question, ans]);

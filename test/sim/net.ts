@@ -59,7 +59,7 @@ export class Net {
   onRulesChanged: (r: NetRules) => void = () => {};
   private agent = new http.Agent({ keepAlive: true, maxSockets: 16, keepAliveMsecs: 1000 });
   private resolver: dns.promises.Resolver | null = null;
-  private cache = new Map<string, { ip: string | null; at: number }>();
+  private cache = new Map<string, { ip: string | null; until: number }>();
   private refusedLogged = new Map<string, number>();
   onTokenRefused: (addr: string) => void = () => {};
   /** The node's scope: once it ends, no call goes out and none in flight is answered. */
@@ -83,18 +83,21 @@ export class Net {
     });
   }
 
-  // Resolves a peer host name; an unresolvable peer is simply unreachable (null). Names are
-  // re-resolved at most every second, and at once after a connection failure.
+  // Resolves a peer host name; an unresolvable peer is simply unreachable (null). An answer is
+  // kept for its TTL (at least a second), a failure for a second, and a name is resolved again
+  // at once after a connection failure.
   async resolve(host: string): Promise<string | null> {
     if (isIP(host)) return host;
     const now = Date.now();
     const hit = this.cache.get(host);
-    if (hit && now - hit.at < 1000) return hit.ip;
+    if (hit && now < hit.until) return hit.ip;
     let ip: string | null = null;
+    let keepMs = 1000;
     try {
       if (this.resolver) {
-        const addrs = await this.scope.guard(this.resolver.resolve4(host));
-        ip = addrs[0] ?? null;
+        const addrs = await this.scope.guard(this.resolver.resolve4(host, { ttl: true }));
+        ip = addrs[0]?.address ?? null;
+        if (addrs[0]) keepMs = Math.max(1000, addrs[0].ttl * 1000);
       } else {
         const r = await this.scope.guard(dns.promises.lookup(host, { family: 4 }));
         ip = r.address;
@@ -102,7 +105,7 @@ export class Net {
     } catch {
       ip = null;
     }
-    this.cache.set(host, { ip, at: now });
+    this.cache.set(host, { ip, until: now + (ip === null ? 1000 : keepMs) });
     return ip;
   }
 

@@ -174,8 +174,10 @@ export function startSimNode(env: Record<string, string | undefined>, io: SimNod
     if (cfg.netFile) {
       const file = cfg.netFile;
       net.onRulesChanged = (r) => logger.warn('the network changed (test bed)', { cutOff: r.cutOff === true, partition: r.partition ?? [], refuse: r.refuse ?? {} });
+      // Re-read when the test bed rewrites it (at once), and every 2 s whatever happens; every
+      // 200 ms where the folder cannot be watched.
+      scope.watchFile(file, () => net.loadRules(file), 2000, 200);
       net.loadRules(file);
-      scope.setInterval(() => net.loadRules(file), 200);
     }
     net.onTokenRefused = (addr) => logger.error('a peer refused our raft RPC: wrong or missing x-queen-raft-token (QUEEN_RAFT_TOKEN differs)', { peer: addr });
     const node = new RaftNode(cfg, logger, store, net);

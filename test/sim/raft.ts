@@ -255,6 +255,16 @@ export class RaftNode {
     this.slowTimer = this.t.setInterval(() => this.slowTick(), 250);
     this.readTimer = this.t.setInterval(() => this.probeLeaderCommit(), 1000);
     if (this.cfg.volumeBytes !== null || this.cfg.volumeFile) this.diskTimer = this.t.setInterval(() => this.checkDisk(), this.cfg.diskCheckMs);
+    // The volume file: re-read when the test bed rewrites it (at once), and every 2 s anyway
+    // (every disk check where its folder cannot be watched).
+    const volumeFile = this.cfg.volumeFile;
+    if (volumeFile) {
+      this.t.watchFile(volumeFile, () => {
+        this.readVolumeFile();
+        this.checkDisk();
+      }, 2000, this.cfg.diskCheckMs);
+      this.readVolumeFile();
+    }
     this.checkDisk();
     this.resetElectionTimer();
     this.scheduleApply();
@@ -396,11 +406,21 @@ export class RaftNode {
     }
   }
 
+  /**
+   * The disk gate, every QUEEN_RAFT_DISK_CHECK_MS: usage is what the store knows it wrote since it
+   * last measured the folder (every write is counted as it is made), the folder itself measured
+   * again at most every second (a directory walk per node ten times a second is most of what a
+   * node at rest costs).
+   */
+  private lastMeasureAt = -Infinity;
   checkDisk(): void {
-    this.readVolumeFile();
     const vol = this.cfg.volumeBytes;
     if (vol === null) return;
-    this.store.measure();
+    const now = mono();
+    if (now - this.lastMeasureAt >= Math.max(1000, this.cfg.diskCheckMs)) {
+      this.lastMeasureAt = now;
+      this.store.measure();
+    }
     const used = this.store.usage(); // the files, and the entries' padding
     const pct = (used / vol) * 100;
     if (pct >= 100) {

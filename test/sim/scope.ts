@@ -5,8 +5,10 @@
 // abandoned (its promise never settles), and nothing written afterwards (the store and the logger
 // ask `dead` before they write).
 
+import * as fs from 'node:fs';
 import type * as http from 'node:http';
 import type * as net from 'node:net';
+import * as path from 'node:path';
 
 const NEVER: Promise<never> = new Promise<never>(() => {});
 
@@ -150,6 +152,43 @@ export class NodeScope {
         resolve();
       });
     });
+  }
+
+  /**
+   * Calls `onChange` when `file` may have changed: at once when its folder reports it (the test
+   * bed writes these files whole, then renames them into place), and every `pollMs` anyway (a
+   * change the folder watch missed, or a file system without one). A node at rest then costs
+   * nothing here; without a folder watch it polls every `fallbackMs`.
+   */
+  watchFile(file: string, onChange: () => void, pollMs: number, fallbackMs: number): void {
+    if (this.dead) return;
+    const base = path.basename(file);
+    let queued = false;
+    const fire = () => {
+      if (queued) return;
+      queued = true;
+      this.setImmediate(() => {
+        queued = false;
+        onChange();
+      });
+    };
+    let poll = this.setInterval(onChange, pollMs);
+    const fallBack = () => {
+      this.clear(poll);
+      poll = this.setInterval(onChange, fallbackMs);
+    };
+    try {
+      const w = fs.watch(path.dirname(file), { persistent: false }, (_event, name) => {
+        if (name === null || name === base) fire();
+      });
+      w.on('error', () => {
+        w.close();
+        fallBack();
+      });
+      this.onKill(() => w.close());
+    } catch {
+      fallBack();
+    }
   }
 
   /** Ends the node: cancels every timer, runs the cleanups (servers, sockets, requests). */
