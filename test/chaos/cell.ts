@@ -364,7 +364,15 @@ function injectWorldFault(c: Ctx, op: OperationName, fault: WorldFault, began: n
         const voters: number[] = qc?.status?.voters ?? [];
         const leader = qc?.status?.leader ?? null;
         const followers = voters.filter((v) => v !== leader).map((v) => `queen-${v - 1}`);
-        const victim = followers.find((p) => (c.tracker.podUids.get(p)?.length ?? 0) === 1) ?? followers[0]!;
+        // Not the node of the cell's one operator replica: stopped with it, the operator is frozen
+        // too and says nothing until Kubernetes evicts it (5 min) and another starts; that is the
+        // soak's business, whose operator has two replicas as deploy/namespaced.yaml has.
+        const nodeOfPod = new Map((await pods(c.s)).map((p) => [p.metadata?.name ?? '', p.spec?.nodeName ?? '']));
+        const operatorNodes = new Set((await c.s.installed!.pods(c.s.core)).map((p) => p.spec?.nodeName ?? ''));
+        const free = followers.filter((p) => !operatorNodes.has(nodeOfPod.get(p) ?? ''));
+        const victim =
+          free.find((p) => (c.tracker.podUids.get(p)?.length ?? 0) === 1) ?? free[0] ?? followers.find((p) => (c.tracker.podUids.get(p)?.length ?? 0) === 1) ?? followers[0]!;
+        if (!free.includes(victim)) notes.push(`${at()} every follower shares its node with the operator`);
         const node = await stopNodeOf(c.s, c.tracker, victim, 3_600_000);
         if (!node) throw new Error(`${victim} runs on no node`);
         notes.push(`${at()} node ${node} (of ${victim}) stopped`);
