@@ -3,7 +3,8 @@
 // cluster), prints one summary line, stops it, and exits 0 only if the check passed.
 //
 // Options: --time-factor F (or QUEEN_TESTBED_TIME_FACTOR; default 1, real timings), --dir D (a
-// folder to keep everything in; kept after stop), --keep (keep the temporary folder), --verbose.
+// folder to keep everything in; kept after stop), --keep (keep the temporary folder), --sim-fleet
+// (the Queen simulators in broker fleets; or QUEEN_TESTBED_SIM_FLEET=1), --verbose.
 import { parseArgs } from 'node:util';
 import { startTestbed } from './testbed.ts';
 import { checkSeedCluster } from './checks.ts';
@@ -16,6 +17,7 @@ const { values } = parseArgs({
     'time-factor': { type: 'string' },
     dir: { type: 'string' },
     keep: { type: 'boolean', default: false },
+    'sim-fleet': { type: 'boolean' },
     verbose: { type: 'boolean', short: 'v', default: false },
   },
 });
@@ -29,7 +31,7 @@ const note = (line: string) => {
 async function main(): Promise<number> {
   let tb;
   try {
-    tb = await startTestbed({ dir: values.dir, timeFactor, log: note, keep: values.keep });
+    tb = await startTestbed({ dir: values.dir, timeFactor, log: note, keep: values.keep, simFleet: values['sim-fleet'] });
   } catch (e) {
     if (e instanceof ToolsError) {
       process.stderr.write(e.message + '\n');
@@ -40,7 +42,7 @@ async function main(): Promise<number> {
   }
   const info = tb.info;
   if (!values.smoke) {
-    say(`test bed up in ${(info.startupMs / 1000).toFixed(1)} s (time factor ${info.timeFactor}), folder ${info.dir}`);
+    say(`test bed up in ${(info.startupMs / 1000).toFixed(1)} s (time factor ${info.timeFactor}${info.simFleet ? ', Queen simulators in broker fleets' : ''}), folder ${info.dir}`);
     say(`export KUBECONFIG=${info.kubeconfigPath}`);
     say(`export QUEEN_TESTBED=${info.dir}/testbed.json`);
     say(`Temporal: ${info.temporal.address} (namespace ${info.temporal.namespace}), Web UI ${info.temporal.uiUrl}`);

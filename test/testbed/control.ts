@@ -59,6 +59,11 @@ export async function startControlServer(d: ControlDeps, host = '127.0.0.1'): Pr
       if (action === 'kill') {
         const signal = String(b.signal ?? 'SIGKILL').toUpperCase();
         if (!SIGNALS.has(signal)) throw new HttpError(400, `unknown signal ${signal}`);
+        const info = d.kubelet.podInfo(ns, name)!;
+        const target = b.container ? info.containers.find((c) => c.name === b.container) : info.containers[0];
+        if (target?.fleet && (signal === 'SIGSTOP' || signal === 'SIGCONT')) {
+          throw new HttpError(400, `${signal}: ${ns}/${name} runs in a broker fleet, where a node cannot be frozen (it has no process of its own)`);
+        }
         return d.kubelet.kill(ns, name, { signal: signal as NodeJS.Signals, hold: b.hold === true, container: b.container });
       }
       if (action === 'release') return d.kubelet.release(ns, name, { container: b.container });

@@ -1,7 +1,7 @@
 // vitest global setup of the `testbed` project: one test bed for the whole run. If QUEEN_TESTBED
 // names the testbed.json of a running test bed (`npm run testbed` in another terminal), the tests
-// use it; otherwise one is started here (time factor QUEEN_TESTBED_TIME_FACTOR, default 0.2) and
-// stopped at the end. Tests read it with inject('testbed') or through ./client.ts.
+// use it; otherwise one is started here (time factor QUEEN_TESTBED_TIME_FACTOR, default 0.2; the
+// Queen simulators in broker fleets with QUEEN_TESTBED_SIM_FLEET=1) and stopped at the end. Tests read it with inject('testbed') or through ./client.ts.
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
@@ -40,7 +40,7 @@ export default async function setup(project: TestProject): Promise<(() => Promis
       if (line.startsWith('build-tools:')) console.log(line);
     },
   });
-  console.log(`test bed: started in ${(tb.info.startupMs / 1000).toFixed(1)} s (time factor ${timeFactor}) in ${tb.dir}`);
+  console.log(`test bed: started in ${(tb.info.startupMs / 1000).toFixed(1)} s (time factor ${timeFactor}${tb.info.simFleet ? ', Queen simulators in broker fleets' : ''}) in ${tb.dir}`);
   // Test workers are forked after this, so they inherit it (client.ts reads it).
   process.env.QUEEN_TESTBED = join(tb.dir, 'testbed.json');
   project.provide('testbed', tb.info);

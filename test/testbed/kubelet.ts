@@ -20,6 +20,7 @@ import type { Nodes } from './nodes.ts';
 import type { PodNetwork } from './network.ts';
 import { killProcessGroup, signalGroup, signalProcess, startProcess, type ExitInfo, type Proc } from './procs.ts';
 import { Registry } from './registry.ts';
+import { runsInFleet, SimFleets } from './sim-fleets.ts';
 import type { Storage } from './storage.ts';
 
 export const QUEEN_DATA_DIR = '/var/lib/queen/raft';
@@ -37,6 +38,12 @@ export interface KubeletOptions {
   timeFactor: number;
   dnsAddress: string;
   simMain: string;
+  /**
+   * Run the Queen containers in a broker fleet (one process per test bed node, test/sim/fleet.ts)
+   * rather than a process each, unless their environment says QUEEN_SIM_FLEET=0 (default false:
+   * processes, unless it says QUEEN_SIM_FLEET=1).
+   */
+  simFleet?: boolean;
   /** Pods get 127.<ipOctet>.x.y (default 1). */
   ipOctet?: number;
   /** Images run from a folder (the operator's, built from the Dockerfile). */
@@ -181,7 +188,9 @@ export interface PodInfo {
   held: boolean;
   volumes: Record<string, string>;
   logPath: string;
-  containers: Array<{ name: string; pid: number | null; running: boolean; restarts: number; lastExitCode: number | null; held: boolean; logPath: string; env: Record<string, string> }>;
+  /** The Queen container runs in its node's broker fleet (its pid is a fleet node's id). */
+  fleet: boolean;
+  containers: Array<{ name: string; pid: number | null; running: boolean; restarts: number; lastExitCode: number | null; held: boolean; logPath: string; env: Record<string, string>; fleet: boolean }>;
 }
 
 export class Kubelet {
@@ -200,10 +209,13 @@ export class Kubelet {
   /** What each node last reported in node.status.volumesInUse. */
   #inUseReported = new Map<string, string>();
   #inUseTimer?: NodeJS.Timeout;
+  /** The broker fleets, one per node, for the Queen containers that run in one. */
+  readonly fleets: SimFleets;
 
   constructor(o: KubeletOptions) {
     this.#o = o;
     this.#f = o.timeFactor;
+    this.fleets = new SimFleets({ dir: o.dir, owner: o.dir, log: o.log });
     this.#events = new EventRecorder(o.kube, 'kubelet');
     o.nodeObjects?.on({ update: () => this.kick() });
   }
@@ -628,6 +640,7 @@ export class Kubelet {
     let command: string;
     let args: string[];
     let containerEnv: Record<string, string>;
+    let inFleet = false;
     if (ImageStore.isOperator(image)) {
       // Pulling the image: the operator's, built from the Dockerfile once per test bed.
       let built: BuiltImage | null;
@@ -687,6 +700,7 @@ export class Kubelet {
       if (isQueen) {
         command = process.execPath;
         args = [o.simMain];
+        inFleet = runsInFleet(containerEnv, o.simFleet === true);
       } else if (/testbed-stand-in/.test(image)) {
         command = process.execPath;
         args = [STAND_IN_MAIN];
@@ -698,7 +712,9 @@ export class Kubelet {
         args = ['-e', "process.on('SIGTERM',()=>process.exit(0));setInterval(()=>{},1<<30)"];
       }
     }
-    const proc = startProcess(`${rt.key}/${c.name}`, command, args, { cwd, env: containerEnv, logPath, owner: o.dir });
+    const proc = inFleet
+      ? this.fleets.start(node, `${rt.key}/${c.name}`, containerEnv, logPath)
+      : startProcess(`${rt.key}/${c.name}`, command, args, { cwd, env: containerEnv, logPath, owner: o.dir });
     c.proc = proc;
     c.env = containerEnv;
     c.containerID = `testbed://${createHash('sha256').update(`${rt.uid}/${c.name}/${c.restartCount}/${proc.pid}`).digest('hex').slice(0, 32)}`;
@@ -1386,6 +1402,7 @@ export class Kubelet {
       held: c.hold,
       logPath: this.#logPath(rt, c),
       env: c.env,
+      fleet: !!c.proc?.fleetNode,
     }));
     const main = containers.find((c) => /queen/i.test(rt.containers.find((x) => x.name === c.name)?.spec.image ?? '')) ?? containers[0]!;
     return {
@@ -1401,6 +1418,7 @@ export class Kubelet {
       held: main?.held ?? false,
       volumes: Object.fromEntries(rt.volumes),
       logPath: main?.logPath ?? '',
+      fleet: main?.fleet ?? false,
       containers,
     };
   }
@@ -1496,6 +1514,7 @@ export class Kubelet {
       }
     }
     await Promise.all(all);
+    await this.fleets.stop();
   }
 }
 

@@ -1,9 +1,12 @@
 // Child processes of the test bed: each in its own process group, output to a log file, and all of
-// them killed when the owning process exits, however it exits (short of SIGKILL).
+// them killed when the owning process exits, however it exits (short of SIGKILL). A simulated Queen
+// node run in a fleet process (test/sim/fleet.ts) is a Proc too: it has a pid-like id instead of a
+// pid, and the same signals, SIGKILL and exit (fleetNodeProc).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, writeFileSync } from 'node:fs';
 import { constants } from 'node:os';
 import { dirname } from 'node:path';
+import type { FleetNode } from '../sim/fleet-client.ts';
 
 export interface ExitInfo {
   code: number | null;
@@ -16,8 +19,12 @@ export interface Proc {
   name: string;
   /** Who started it (a test bed's folder), to tell apart several test beds in one process. */
   owner?: string;
+  /** The process id; for a node in a fleet, its pid-like id (above any real pid). */
   pid: number;
-  child: ChildProcess;
+  /** The OS process (none for a node in a fleet). */
+  child?: ChildProcess;
+  /** A simulated node inside a fleet process rather than a process of its own. */
+  fleetNode?: FleetNode;
   logPath: string;
   exited: Promise<ExitInfo>;
   exit: ExitInfo | null;
@@ -125,9 +132,28 @@ export function startProcess(name: string, command: string, args: string[], opts
   return proc;
 }
 
+/**
+ * A simulated node running in a fleet process: its signals go to the fleet (SIGTERM and SIGINT
+ * start its shutdown, SIGKILL ends it at once); when the fleet process dies, it is reported killed
+ * (137). It is not among liveProcesses(): the fleet process is.
+ */
+export function fleetNodeProc(name: string, node: FleetNode, logPath: string, owner?: string): Proc {
+  let resolveExit!: (e: ExitInfo) => void;
+  const proc: Proc = { name, owner, pid: node.id, fleetNode: node, logPath, exited: new Promise((r) => (resolveExit = r)), exit: null };
+  void node.exited.then((e) => {
+    proc.exit = { code: e.code, signal: e.signal, exitCode: exitCodeOf(e.code, e.signal) };
+    resolveExit(proc.exit);
+  });
+  return proc;
+}
+
 /** Sends a signal to the process itself (as a container runtime signals PID 1). */
 export function signalProcess(p: Proc, signal: NodeJS.Signals): void {
   if (p.exit) return;
+  if (p.fleetNode) {
+    p.fleetNode.signal(signal);
+    return;
+  }
   try {
     process.kill(p.pid, signal);
   } catch {
@@ -137,11 +163,13 @@ export function signalProcess(p: Proc, signal: NodeJS.Signals): void {
 
 /** A signal to the whole process group (SIGSTOP and SIGCONT freeze and thaw a container). */
 export function signalGroup(p: Proc, signal: NodeJS.Signals): void {
-  if (!p.exit && p.pid > 0) killGroup(p.pid, signal);
+  if (p.fleetNode) signalProcess(p, signal);
+  else if (!p.exit && p.pid > 0) killGroup(p.pid, signal);
 }
 
 export function killProcessGroup(p: Proc): void {
-  if (p.pid > 0) killGroup(p.pid, 'SIGKILL');
+  if (p.fleetNode) signalProcess(p, 'SIGKILL');
+  else if (p.pid > 0) killGroup(p.pid, 'SIGKILL');
 }
 
 /** SIGTERM (or the given signal), then SIGKILL to the whole group after graceMs. */

@@ -48,6 +48,8 @@ export interface TestbedInfo {
   storageClasses: { expandable: string; fixed: string; default: string };
   provisioner: string;
   simMain: string;
+  /** The Queen containers run in broker fleets (one process per node) unless their namespace says otherwise. */
+  simFleet: boolean;
   logs: string;
 }
 
@@ -77,6 +79,12 @@ export interface TestbedOptions {
   keep?: boolean;
   /** Stop on SIGINT/SIGTERM of this process, then exit (default true). */
   handleSignals?: boolean;
+  /**
+   * Run the Queen simulators in broker fleets, one process per test bed node, instead of one
+   * process per pod (default: QUEEN_TESTBED_SIM_FLEET=1). A namespace's `QUEEN_SIM_FLEET` (control
+   * API /sim/env) overrides it either way for its pods.
+   */
+  simFleet?: boolean;
 }
 
 const here = fileURLToPath(new URL('.', import.meta.url));
@@ -132,6 +140,7 @@ export async function startTestbed(opts: TestbedOptions = {}): Promise<Testbed> 
   const began = performance.now();
   const log = opts.log ?? (() => {});
   const timeFactor = opts.timeFactor ?? 1;
+  const simFleet = opts.simFleet ?? ['1', 'true', 'yes', 'on'].includes((process.env.QUEEN_TESTBED_SIM_FLEET ?? '').trim().toLowerCase());
   if (!(timeFactor > 0)) throw new Error(`the time factor must be above 0 (got ${timeFactor})`);
   const tools: Tools = await ensureTools(log);
   const ownDir = !opts.dir;
@@ -393,6 +402,7 @@ export async function startTestbed(opts: TestbedOptions = {}): Promise<Testbed> 
       timeFactor,
       dnsAddress,
       simMain: SIM_MAIN,
+      simFleet,
       ipOctet: ipRange.octet,
       images,
       podNameserver: podNameserverUp,
@@ -441,6 +451,7 @@ export async function startTestbed(opts: TestbedOptions = {}): Promise<Testbed> 
       storageClasses: { expandable: EXPANDABLE_CLASS, fixed: FIXED_CLASS, default: EXPANDABLE_CLASS },
       provisioner: PROVISIONER,
       simMain: SIM_MAIN,
+      simFleet,
       logs,
     };
     writeFileSync(join(dir, 'testbed.json'), JSON.stringify(info, null, 2) + '\n');
