@@ -268,6 +268,18 @@ export const REALISTIC_SIM: Record<string, string> = { QUEEN_SIM_ENTRY_BYTES: '4
  */
 export const BIG_STORE: Record<string, string> = { QUEEN_SIM_ENTRY_BYTES: '16Ki', QUEEN_SIM_BANDWIDTH: '3M', QUEEN_SIM_REPLAY_RATE: '4M', QUEEN_RAFT_LOG_KEEP: '1000' };
 export const BIG_STORE_MESSAGES = 12_000;
+/**
+ * BIG_STORE on a link of 4 MB/s instead of 3 (20 MB/s at the time factor 0.2), for a replacement
+ * under 200 pushes a second. The broker gives a snapshot 60 s + size / 10 MB/s to cross, so a link
+ * slower than 10 MB/s has a largest snapshot it can ever carry: about 257 MB at 3 MB/s, 400 MB at
+ * 4 MB/s. At 200 pushes a second of 16 KiB the store grows by 3.3 MB a second from about 216 MB,
+ * and the new learner of a replacement asks for its snapshot some 15 s into the load: at 3 MB/s
+ * that first snapshot (263 MB, 17.5 s against a limit of 17.3 s) timed out, and every retry was
+ * bigger. At 4 MB/s it crosses in about 13 s, as BIG_STORE's 200 MB does at 3 MB/s, with room for
+ * a slower start. The log keep stays 1000, so the learner still gets a snapshot (with the broker's
+ * default of 4096 the leader had not purged anything yet, and the learner copied the log instead).
+ */
+export const REPLACE_STORE: Record<string, string> = { ...BIG_STORE, QUEEN_SIM_BANDWIDTH: '4M' };
 
 /**
  * A namespace of its own with the Secret of seed 000, and a Temporal client. With `namespace`, a

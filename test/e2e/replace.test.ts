@@ -1,14 +1,15 @@
 // e2e `replace`: seed 000's "Replace a node". A follower's volume is wiped behind the operator's
 // back (the stale voter); the person annotates the pod; the operator takes the node out of the
 // membership, deletes the volume (only the claim it recorded), adds the node back as a learner
-// and promotes it once it caught up, then removes the annotation. Under load: the client notices
-// nothing (its pod leaves the client Service before the node leaves the membership, every push is
-// acknowledged on its first try), and every acknowledged message is on every voter, the new one
-// included. A leader is first stopped once so it hands leadership away.
+// and promotes it once it caught up, then removes the annotation. Under 200 pushes a second: the
+// client notices nothing (its pod leaves the client Service before the node leaves the
+// membership, every push is acknowledged on its first try), and every acknowledged message is on
+// every voter, the new one included. A leader is first stopped once so it hands leadership away,
+// under the same load and with the same promise.
 import { afterEach, expect, it } from 'vitest';
 import { control } from '../testbed/client.ts';
 import { startLoad } from '../testbed/load.ts';
-import { annotate, BIG_STORE, BIG_STORE_MESSAGES, buildStore, clusterEvents, expectEveryPushFirstTry, formed, getCluster, pods, scenario, seedSpec, sleep, waitFor, waitForCluster, type Scenario } from './harness.ts';
+import { annotate, BIG_STORE_MESSAGES, buildStore, clusterEvents, expectEveryPushFirstTry, formed, getCluster, LOAD_RATE, pods, REPLACE_STORE, scenario, seedSpec, sleep, waitFor, waitForCluster, type Scenario } from './harness.ts';
 import { recordHistory, workflowRuns } from './temporal.ts';
 
 let s: Scenario | null = null;
@@ -24,8 +25,10 @@ async function claimUid(sc: Scenario, ordinal: number) {
 }
 
 it('replace: a stale voter is replaced in the order that keeps the cluster whole', async () => {
-  // A store of about 200 MB: the new learner's snapshot takes about 13 s to cross the link.
-  s = await scenario('replace', { sim: BIG_STORE });
+  // A store of about 200 MB, growing by 3.3 MB a second under the load: the new learner's
+  // snapshot (about 250 MB by then) takes about 13 s to cross the link (REPLACE_STORE says why
+  // that link is 4 MB/s, not BIG_STORE's 3).
+  s = await scenario('replace', { sim: REPLACE_STORE });
   await s.install({ stallAfter: '5s', probeInterval: '5s' });
   const qc = await formed(s, seedSpec());
   await buildStore(s, BIG_STORE_MESSAGES);
@@ -40,10 +43,7 @@ it('replace: a stale voter is replaced in the order that keeps the cluster whole
   await waitForCluster(s, 'the stale voter reported', (q) => /has to be replaced$/.test(q.status?.message ?? ''), 120_000);
   const oldClaim = await claimUid(s, ordinal);
 
-  // 50 a second, not 200: with this store's 16 KiB messages, 200 a second grow the store faster
-  // than the new learner's snapshot crosses the simulated link (each try timed out on a bigger
-  // snapshot until the disk filled), whatever the operator does.
-  const load = startLoad({ kubeConfig: s.kc, namespace: s.ns, service: 'queen', rate: 50 });
+  const load = startLoad({ kubeConfig: s.kc, namespace: s.ns, service: 'queen', rate: LOAD_RATE });
   await sleep(2000);
   await annotate(s, { 'queenmq.com/replace-pod': `queen-${ordinal}` });
   const done = await waitForCluster(
@@ -85,8 +85,12 @@ it('replace: the leader hands leadership away first', async () => {
   s = await scenario('replead');
   const qc = await formed(s, seedSpec());
   const leader = qc.status!.leader!;
+  const load = startLoad({ kubeConfig: s.kc, namespace: s.ns, service: 'queen', rate: LOAD_RATE });
+  await sleep(2000);
   await annotate(s, { 'queenmq.com/replace-pod': `queen-${leader - 1}` });
   const done = await waitForCluster(s, 'the replacement done', (q) => q.status?.lastOperation?.type === 'ReplaceNode' && q.status?.phase === 'Ready', 300_000);
+  await sleep(2000);
+  await expectEveryPushFirstTry(s, load, 'replace the leader');
   await expectServing(s);
   expect(done.status?.leader).not.toBe(leader);
   const events = (await clusterEvents(s)).filter((e) => ['RestartPod', ...STEPS].includes(e.reason!)).map((e) => e.message);
