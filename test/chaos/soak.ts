@@ -318,10 +318,14 @@ async function approveAtGate(s: Scenario, tracker: Tracker, step: Step, t0: numb
   notes.push(`${at()} approved`);
 }
 
-/** Waits for the operation of `type` begun after `since` to end; its outcome in words. */
+/**
+ * Waits for the operation of `type` begun after `since` to end, or to be Blocked for 3 minutes (it
+ * asks for a person), or the time to be up; its outcome in words.
+ */
 async function awaitOperation(s: Scenario, type: string, since: number, timeoutMs: number): Promise<{ outcome: string; finishedAt: number | null }> {
   const deadline = Date.now() + timeoutMs;
   let last: QueenCluster | null = null;
+  let blockedSince: number | null = null;
   for (;;) {
     try {
       last = await getCluster(s);
@@ -330,6 +334,11 @@ async function awaitOperation(s: Scenario, type: string, since: number, timeoutM
         const finishedAt = Date.parse(lo.finishedAt ?? '') || Date.now();
         return { outcome: lo.result === 'Succeeded' ? 'finished' : `${lo.result}: ${lo.message}`, finishedAt };
       }
+      // Blocked for 3 minutes (longer than any fault of the soak lasts): a person is asked for.
+      if (last.status?.phase === 'Blocked') {
+        blockedSince ??= Date.now();
+        if (Date.now() - blockedSince > 180_000) return { outcome: `blocked: ${last.status.message}`, finishedAt: null };
+      } else blockedSince = null;
     } catch {
       // the API server may be away (a fault)
     }
