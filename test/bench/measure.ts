@@ -1,0 +1,432 @@
+// What the benchmarks share: what the test bed shows while an operation runs, sampled from the
+// outside (the pods, the claims and the StatefulSets from the API server every 50 ms, the
+// QueenCluster through a watch, the leader's membership view through the broker's HTTP API every
+// 100 ms), the Temporal history of the run, and the table and JSON rows each benchmark prints.
+// Nothing here is asserted: timings depend on the machine.
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { request } from 'undici';
+import { getCluster, patchSpec, sleep, voterIps, type Scenario } from '../e2e/harness.ts';
+import { historyEvents } from '../e2e/temporal.ts';
+import { Informer, Kube, type KObject } from '../testbed/kube.ts';
+import { authOf, verifyAcknowledged, type Load } from '../testbed/load.ts';
+import type { QueenClusterSpec } from '../../crd/schema.ts';
+
+/** The rate every benchmark pushes at while its operation runs (issue 14). */
+export const BENCH_RATE = 200;
+
+const POLL_MS = 50;
+const MEMBERSHIP_POLL_MS = 100;
+
+/** One pod of a name, as long as it had one UID: when it was seen, stopped, started, Ready, gone. */
+export interface Incarnation {
+  uid: string;
+  seenAt: number;
+  createdAt: number;
+  deletingAt?: number;
+  /** Its container started (the startup probe passed), first seen. */
+  startedAt?: number;
+  readyAt?: number;
+  /** First seen labelled queenmq.com/serving=false: the operator began to drain it. */
+  drainAt?: number;
+  goneAt?: number;
+  /** The container's restarts (an exit 75 after a snapshot counts one). */
+  restarts: number;
+}
+
+/** A claim's sizes as they changed: its request, its capacity, and whether its file system waits. */
+export interface ClaimSample {
+  at: number;
+  request: string;
+  capacity: string;
+  pending: boolean;
+}
+
+/** A member in the leader's view, each time its voter flag, its liveness or its lag's kind (unknown, beyond or within the promotion limit) changed. */
+export interface MemberSample {
+  at: number;
+  voter: boolean;
+  live: boolean;
+  lag: number | null;
+}
+
+export interface Recorder {
+  /** Per pod name, its UIDs in order. */
+  pods: Map<string, Incarnation[]>;
+  claims: Map<string, ClaimSample[]>;
+  statefulSets: Incarnation[];
+  /** Per node id, its samples in the leader's view; absent from the view: a sample with voter false, live false, lag null is not written, the gap shows as `gone`. */
+  members: Map<number, (MemberSample | { at: number; gone: true })[]>;
+  promoteMaxLag: number;
+  /** When each run of the cluster's operations first showed in status.operation (the watch). */
+  operationSeen: Map<string, { at: number; type: string }>;
+  /** Resolves once the watch has listed the cluster: a change made after it is seen. */
+  ready: Promise<void>;
+  stop(): Promise<void>;
+}
+
+const isReady = (p: KObject) => !!p.status?.conditions?.some((c: { type: string; status: string }) => c.type === 'Ready' && c.status === 'True');
+const ms = (t: unknown) => (t ? Date.parse(String(t)) : NaN);
+
+/**
+ * Starts sampling: the pods every 50 ms; the claims and the StatefulSets too with `volumes`; the
+ * leader's membership view every 100 ms with `membership`; the QueenCluster always, through a watch.
+ */
+export function record(s: Scenario, opts: { volumes?: boolean; membership?: boolean } = {}, name = 'queen'): Recorder {
+  const kube = new Kube(authOf(s.kc));
+  const rec: Recorder = { pods: new Map(), claims: new Map(), statefulSets: [], members: new Map(), promoteMaxLag: 1000, operationSeen: new Map(), ready: Promise.resolve(), stop: async () => undefined };
+  let running = true;
+  let podIps: string[] = [];
+
+  const track = (list: Incarnation[], o: KObject, now: number, pod: boolean) => {
+    let inc = list.find((i) => i.uid === o.metadata.uid);
+    if (!inc) {
+      for (const old of list) old.goneAt ??= now;
+      inc = { uid: o.metadata.uid!, seenAt: now, createdAt: ms(o.metadata.creationTimestamp), restarts: 0 };
+      list.push(inc);
+    }
+    if (o.metadata.deletionTimestamp) inc.deletingAt ??= now;
+    if (pod) {
+      const c = (o.status?.containerStatuses ?? [])[0];
+      if (c?.started) inc.startedAt ??= now;
+      inc.restarts = Math.max(inc.restarts, c?.restartCount ?? 0);
+      if (isReady(o) && !o.metadata.deletionTimestamp) inc.readyAt ??= now;
+      if (o.metadata.labels?.['queenmq.com/serving'] === 'false') inc.drainAt ??= now;
+    }
+  };
+  const gone = (map: Map<string, Incarnation[]> | Incarnation[], present: Set<string>, now: number) => {
+    const lists = Array.isArray(map) ? [map] : [...map.values()];
+    for (const l of lists) for (const i of l) if (!present.has(i.uid)) i.goneAt ??= now;
+  };
+
+  const objects = (async () => {
+    while (running) {
+      try {
+        const now = Date.now();
+        const selector = `app.kubernetes.io/instance=${name}`;
+        const [podList, claimList, stsList] = await Promise.all([
+          kube.get<{ items: KObject[] }>(`/api/v1/namespaces/${s.ns}/pods`, { query: { labelSelector: selector } }),
+          opts.volumes ? kube.get<{ items: KObject[] }>(`/api/v1/namespaces/${s.ns}/persistentvolumeclaims`) : null,
+          opts.volumes ? kube.get<{ items: KObject[] }>(`/apis/apps/v1/namespaces/${s.ns}/statefulsets`) : null,
+        ]);
+        const present = new Set<string>();
+        for (const p of podList.items) {
+          const n = p.metadata.name;
+          if (!rec.pods.has(n)) rec.pods.set(n, []);
+          track(rec.pods.get(n)!, p, now, true);
+          present.add(p.metadata.uid!);
+        }
+        gone(rec.pods, present, now);
+        podIps = podList.items.filter((p) => p.status?.podIP && !p.metadata.deletionTimestamp).map((p) => p.status.podIP as string);
+        for (const c of claimList?.items ?? []) {
+          const sample: ClaimSample = {
+            at: now,
+            request: String(c.spec?.resources?.requests?.storage ?? ''),
+            capacity: String(c.status?.capacity?.storage ?? ''),
+            pending: !!c.status?.conditions?.some((x: { type: string }) => x.type === 'FileSystemResizePending'),
+          };
+          const l = rec.claims.get(c.metadata.name) ?? [];
+          const last = l.at(-1);
+          if (!last || last.request !== sample.request || last.capacity !== sample.capacity || last.pending !== sample.pending) l.push(sample);
+          rec.claims.set(c.metadata.name, l);
+        }
+        if (stsList) {
+          const here = new Set<string>();
+          for (const o of stsList.items.filter((x) => x.metadata.name === name)) {
+            track(rec.statefulSets, o, now, false);
+            here.add(o.metadata.uid!);
+          }
+          gone(rec.statefulSets, here, now);
+        }
+      } catch {
+        // one sample lost
+      }
+      await sleep(POLL_MS);
+    }
+  })();
+
+  // The leader's view, from any pod that answers (a follower relays the leader's view verbatim).
+  let prefer = null as string | null;
+  const membership = (async () => {
+    while (running && opts.membership) {
+      const started = Date.now();
+      const ips: string[] = prefer && podIps.includes(prefer) ? [prefer, ...podIps.filter((i) => i !== prefer)] : podIps;
+      for (const ip of ips) {
+        try {
+          const res = await request(`http://${ip}:6632/api/v1/system/raft/membership?timeoutMs=1000`, { headersTimeout: 1000, bodyTimeout: 1000 });
+          const body = (await res.body.json()) as { membership?: { source?: string; promoteMaxLag?: number; members?: { nodeId: number; voter: boolean; live: boolean; lag: number | null }[] } };
+          const m = body.membership;
+          if (res.statusCode !== 200 || m?.source !== 'leader') continue;
+          const now = Date.now();
+          rec.promoteMaxLag = m.promoteMaxLag ?? rec.promoteMaxLag;
+          const seen = new Set<number>();
+          for (const x of m.members ?? []) {
+            seen.add(x.nodeId);
+            const l = rec.members.get(x.nodeId) ?? [];
+            // A sample only when what a catch-up is read from changes: voter, live, lag unknown,
+            // beyond or within the promotion limit.
+            const last = l.at(-1);
+            const kind = (v: { lag: number | null }) => (v.lag === null ? 'unknown' : v.lag <= rec.promoteMaxLag ? 'within' : 'beyond');
+            if (!last || 'gone' in last || last.voter !== x.voter || last.live !== x.live || kind(last) !== kind(x)) l.push({ at: now, voter: x.voter, live: x.live, lag: x.lag });
+            rec.members.set(x.nodeId, l);
+          }
+          for (const [id, l] of rec.members) if (!seen.has(id) && !('gone' in (l.at(-1) ?? {}))) l.push({ at: now, gone: true });
+          prefer = ip;
+          break;
+        } catch {
+          // that pod does not answer; the next one
+        }
+      }
+      await sleep(Math.max(0, MEMBERSHIP_POLL_MS - (Date.now() - started)));
+    }
+  })();
+
+  const qcs = new Informer<KObject>(kube, `/apis/queenmq.com/v1alpha1/namespaces/${s.ns}/queenclusters`, { query: { fieldSelector: `metadata.name=${name}` } });
+  const note = (o: KObject) => {
+    const op = o.status?.operation;
+    if (op?.runId && !rec.operationSeen.has(op.runId)) rec.operationSeen.set(op.runId, { at: Date.now(), type: op.type });
+  };
+  qcs.on({ add: note, update: note });
+  const synced = qcs.start();
+  rec.ready = synced;
+
+  rec.stop = async () => {
+    running = false;
+    qcs.stop();
+    await Promise.all([objects, membership]);
+    await kube.close();
+  };
+  return rec;
+}
+
+// ---- reading what was recorded ---------------------------------------------------------------
+
+/** The pod's incarnations whose UID first showed at or after `since` (its successors). */
+export function successors(rec: Recorder, pod: string, since: number): Incarnation[] {
+  return (rec.pods.get(pod) ?? []).filter((i) => i.seenAt >= since);
+}
+
+/** The pod's incarnation that ran at `at` (seen by then, not gone). */
+export function incarnationAt(rec: Recorder, pod: string, at: number): Incarnation | undefined {
+  return (rec.pods.get(pod) ?? []).find((i) => i.seenAt <= at && (i.goneAt === undefined || i.goneAt > at));
+}
+
+/**
+ * Each restart of the pods after `since`: from the moment the old pod was seen stopping (its
+ * deletion timestamp) to its successor Ready (or started, with `until: 'started'`).
+ */
+export function restarts(rec: Recorder, since: number, until: 'ready' | 'started' = 'ready'): { pod: string; from: number; to: number }[] {
+  const out: { pod: string; from: number; to: number }[] = [];
+  for (const [pod, list] of rec.pods) {
+    for (let i = 1; i < list.length; i++) {
+      const old = list[i - 1]!;
+      const next = list[i]!;
+      if (next.seenAt < since) continue;
+      const from = old.deletingAt ?? next.seenAt;
+      const to = until === 'ready' ? next.readyAt : next.startedAt;
+      if (to !== undefined) out.push({ pod, from, to });
+    }
+  }
+  return out.sort((a, b) => a.from - b.from);
+}
+
+/**
+ * The drains after `since` (not in any floor): each pod the operator took out of the client
+ * Service, from its serving label first seen false until it was seen stopping or its node left
+ * the leader's membership view, whichever came first.
+ */
+export function drains(rec: Recorder, since: number): { pod: string; ms: number }[] {
+  const out: { pod: string; ms: number }[] = [];
+  for (const [pod, list] of rec.pods) {
+    const id = Number(pod.split('-').at(-1)) + 1;
+    for (const i of list) {
+      if (i.drainAt === undefined || i.drainAt < since) continue;
+      const left = leftView(rec, id, i.drainAt);
+      const end = [i.deletingAt, i.goneAt, left ?? undefined].filter((x): x is number => x !== undefined).sort((a, b) => a - b)[0];
+      if (end !== undefined) out.push({ pod, ms: end - i.drainAt });
+    }
+  }
+  return out;
+}
+
+/**
+ * A learner's catch-up in the leader's view after `since`: from the first sample that shows node
+ * `id` as a learner to the first that shows it live within the broker's promotion limit
+ * (promoteMaxLag, 1000 entries by default) — what the promotion waits for.
+ */
+export function catchUp(rec: Recorder, id: number, since: number): { from: number; to: number } | null {
+  const l = (rec.members.get(id) ?? []).filter((x) => x.at >= since);
+  const i = l.findIndex((x) => !('gone' in x) && !x.voter);
+  if (i < 0) return null;
+  const from = l[i]!.at;
+  const done = l.slice(i).find((x) => !('gone' in x) && ((x.live && x.lag !== null && x.lag <= rec.promoteMaxLag) || x.voter));
+  return done ? { from, to: done.at } : null;
+}
+
+/** When node `id` left the leader's view after `since`. */
+export function leftView(rec: Recorder, id: number, since: number): number | null {
+  return (rec.members.get(id) ?? []).find((x) => x.at >= since && 'gone' in x)?.at ?? null;
+}
+
+/** A claim's growth after `since`: from its request first at `size` to its capacity at `size`; `pendingAt` when its file system first waited for its pod. */
+export function claimGrowth(rec: Recorder, claim: string, size: string, since: number): { requested: number; pendingAt: number | null; grown: number } | null {
+  const l = (rec.claims.get(claim) ?? []).filter((x) => x.at >= since);
+  const requested = l.find((x) => x.request === size)?.at;
+  const grown = l.find((x) => x.capacity === size)?.at;
+  if (requested === undefined || grown === undefined) return null;
+  return { requested, pendingAt: l.find((x) => x.pending)?.at ?? null, grown };
+}
+
+// ---- the operation and its history -------------------------------------------------------------
+
+export interface RunFigures {
+  runId: string;
+  type: string;
+  /** From the change to status.lastOperation.finishedAt of the run. */
+  totalMs: number;
+  /** From the change to status.operation of the run first seen through the watch. */
+  firstStepWatchMs: number | null;
+  /** From the change to the start of the run's first activity (beginOperation), from its history. */
+  firstStepHistoryMs: number | null;
+  events: number;
+  activities: number;
+  result: string;
+}
+
+const stamp = (t: { seconds?: unknown; nanos?: number | null } | null | undefined) => (t ? Number(t.seconds ?? 0) * 1000 + Math.floor((t.nanos ?? 0) / 1e6) : NaN);
+
+/**
+ * Waits for the first operation of `type` that started after `since` to end (status.lastOperation
+ * of its run), then reads its history: events, activities scheduled, its first activity's start.
+ */
+export async function operationRun(s: Scenario, rec: Recorder, type: string, since: number, timeoutMs = 900_000): Promise<RunFigures> {
+  const deadline = Date.now() + timeoutMs;
+  let last = '';
+  for (;;) {
+    const seen = [...rec.operationSeen].find(([, v]) => v.at >= since && v.type === type);
+    const qc = await getCluster(s).catch(() => null);
+    const lo = qc?.status?.lastOperation;
+    last = `${qc?.status?.phase}: ${qc?.status?.message}`;
+    if (seen && lo?.runId === seen[0] && lo.finishedAt && !qc?.status?.operation) {
+      const [runId, v] = seen;
+      const events = await historyEvents(s, { workflowId: `queencluster/${s.ns}/queen`, runId });
+      const started = events.find((e) => e.activityTaskStartedEventAttributes);
+      const activities = events.filter((e) => e.activityTaskScheduledEventAttributes).length;
+      return {
+        runId,
+        type,
+        totalMs: Date.parse(lo.finishedAt) - since,
+        firstStepWatchMs: v.at - since,
+        firstStepHistoryMs: started ? stamp(started.eventTime as never) - since : null,
+        events: events.length,
+        activities,
+        result: lo.result,
+      };
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for the ${type} run to end; last seen: ${last}`);
+    await sleep(200);
+  }
+}
+
+/** Applies a spec change; returns the moment it was sent (what every figure counts from). */
+export async function change(s: Scenario, spec: Partial<QueenClusterSpec>): Promise<number> {
+  const at = Date.now();
+  await patchSpec(s, spec);
+  return at;
+}
+
+export interface Pushes {
+  pushes: number;
+  failed: number;
+  firstTry: number;
+  unanswered: number;
+  lost: number;
+}
+
+/** Stops the load and counts what the client saw: pushes acknowledged, failed attempts, acknowledged messages missing from a voter. */
+export async function pushesOf(s: Scenario, load: Load): Promise<Pushes> {
+  const r = await load.stop();
+  const lost = (await verifyAcknowledged(r, await voterIps(s))).length;
+  for (const f of r.failedAttempts.slice(0, 10)) console.log(`  failed push: ${JSON.stringify(f)}`);
+  return { pushes: r.acknowledged, failed: r.failedAttempts.length, firstTry: r.acknowledgedFirstTry, unanswered: r.unacknowledged.length, lost };
+}
+
+// ---- the table -------------------------------------------------------------------------------
+
+export interface Row {
+  operation: string;
+  totalMs: number;
+  floorMs: number;
+  /** What the floor is made of, in ms, by name. */
+  floorParts: Record<string, number>;
+  pushes: Pushes;
+  run: RunFigures;
+  /** The drains' time (see drains()), outside the floor: the operator's deliberate waits for the clients. */
+  drainMs?: number;
+  notes?: string;
+  /** What was seen, in seconds from the change (JSON only): see timeline(). */
+  timeline?: Record<string, unknown>;
+}
+
+/** The pods' incarnations and the members' changes in the leader's view, in seconds from `since`: what a floor was read from. */
+export function timeline(rec: Recorder, since: number): Record<string, unknown> {
+  const rel = (t: number | undefined) => (t === undefined ? undefined : Math.round(t - since) / 1000);
+  const pods = Object.fromEntries(
+    [...rec.pods].map(([name, list]) => [
+      name,
+      list.map((i) => ({ uid: i.uid.slice(0, 8), seen: rel(i.seenAt), drain: rel(i.drainAt), deleting: rel(i.deletingAt), started: rel(i.startedAt), ready: rel(i.readyAt), gone: rel(i.goneAt), restarts: i.restarts })),
+    ]),
+  );
+  const members = Object.fromEntries([...rec.members].map(([id, l]) => [id, l.filter((x) => x.at >= since - 1000).map((x) => ({ ...x, at: rel(x.at) }))]));
+  const claims = Object.fromEntries([...rec.claims].map(([name, l]) => [name, l.map((x) => ({ ...x, at: rel(x.at) }))]));
+  const statefulSets = rec.statefulSets.map((i) => ({ uid: i.uid.slice(0, 8), seen: rel(i.seenAt), deleting: rel(i.deletingAt), gone: rel(i.goneAt) }));
+  return { pods, members, ...(rec.claims.size ? { claims, statefulSets } : {}) };
+}
+
+export const median = (xs: number[]) => {
+  const v = [...xs].sort((a, b) => a - b);
+  if (!v.length) return NaN;
+  const m = Math.floor(v.length / 2);
+  return v.length % 2 ? v[m]! : (v[m - 1]! + v[m]!) / 2;
+};
+
+const sec = (x: number) => `${(x / 1000).toFixed(1)}s`;
+const msText = (x: number | null) => (x === null || Number.isNaN(x) ? '—' : `${Math.round(x)} ms`);
+
+/** Prints the rows as a table (with the goals) and writes them as JSON to .cache/bench-<name>-<time>.json. */
+export function report(name: string, rows: Row[]): string {
+  const header = ['operation', 'total', 'floor', 'ratio', 'failed pushes / pushes', 'lost', 'history events / step', 'first step: watch / history'];
+  const cells = rows.map((r) => [
+    r.operation,
+    sec(r.totalMs),
+    sec(r.floorMs),
+    (r.totalMs / r.floorMs).toFixed(2),
+    `${r.pushes.failed} / ${r.pushes.pushes}`,
+    String(r.pushes.lost),
+    `${r.run.events} / ${r.run.activities} = ${(r.run.events / r.run.activities).toFixed(1)}`,
+    `${msText(r.run.firstStepWatchMs)} / ${msText(r.run.firstStepHistoryMs)}`,
+  ]);
+  const width = header.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)));
+  const line = (c: string[]) => c.map((x, i) => (i === 0 ? x.padEnd(width[i]!) : x.padStart(width[i]!))).join('  ');
+  const watch = median(rows.map((r) => r.run.firstStepWatchMs ?? NaN).filter((x) => !Number.isNaN(x)));
+  const history = median(rows.map((r) => r.run.firstStepHistoryMs ?? NaN).filter((x) => !Number.isNaN(x)));
+  const text = [
+    `${name} benchmark at ${BENCH_RATE} pushes a second (goals: ratio within 1.10, 0 failed pushes, first step under 1 s at the median)`,
+    line(header),
+    ...cells.map(line),
+    `floors: ${rows.map((r) => `${r.operation} = ${Object.entries(r.floorParts).map(([k, v]) => `${k} ${sec(v)}`).join(' + ')}`).join('; ')}`,
+    ...rows
+      .filter((r) => r.drainMs)
+      .map((r) => `${r.operation}: the drains took ${sec(r.drainMs!)} (out of the client Service until the pod stopped or its node left; not in the floor; without them the ratio is ${((r.totalMs - r.drainMs!) / r.floorMs).toFixed(2)})`),
+    ...rows.filter((r) => r.notes).map((r) => `${r.operation}: ${r.notes}`),
+    `first step at the median: ${msText(watch)} (status.operation seen through a watch), ${msText(history)} (the run's first activity started, from its history)`,
+  ].join('\n');
+  console.log(text);
+  const dir = fileURLToPath(new URL('../../.cache/', import.meta.url));
+  mkdirSync(dir, { recursive: true });
+  const file = join(dir, `bench-${name}-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
+  writeFileSync(file, JSON.stringify({ bench: name, rate: BENCH_RATE, at: new Date().toISOString(), rows }, null, 1));
+  console.log(`rows written to ${file}`);
+  return text;
+}
