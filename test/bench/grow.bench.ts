@@ -1,0 +1,70 @@
+// `npm run bench -- grow`: GrowVolumes of 3 voters under 200 pushes a second, three ways: a class
+// that grows the volume at once (queen-expandable), the same class with every file system waiting
+// for its pod to restart (the test bed's /storage/resize-pending, share 1), and a class whose node
+// grows the file system while the pod runs (queen-online). The floor: the volume's growth (for
+// each claim, from its request at the new size until its capacity shows it, or, when its file
+// system waits for a restart, until the storage leaves it pending; the claims could grow side by
+// side, so the longest counts), plus the restarts it needs (each from the old pod seen stopping
+// until its successor is Ready, and minReadySeconds before each restart after the first, which the
+// stop gate waits), plus the StatefulSet's re-creation around its pods (Kubernetes does not let
+// its claim template change: the old one's deletion, orphaning its pods, until it is gone).
+// Printed and written under .cache/, not asserted.
+import { afterEach, it } from 'vitest';
+import { control } from '../testbed/client.ts';
+import { startLoad } from '../testbed/load.ts';
+import { formed, scenario, seedSpec, sleep, type Scenario } from '../e2e/harness.ts';
+import { BENCH_RATE, change, claimGrowth, drains, operationRun, pushesOf, record, report, restarts, timeline, type Row } from './measure.ts';
+
+const MIN_READY_SECONDS = 5;
+let s: Scenario | null = null;
+afterEach(async () => {
+  await s?.close();
+  s = null;
+});
+
+async function grow(sc: Scenario, operation: string, storage: { size: string; storageClassName?: string }): Promise<Row> {
+  const load = startLoad({ kubeConfig: sc.kc, namespace: sc.ns, service: 'queen', rate: BENCH_RATE });
+  const rec = record(sc, { volumes: true });
+  await rec.ready;
+  await sleep(2000);
+  const since = await change(sc, { storage });
+  const run = await operationRun(sc, rec, 'GrowVolumes', since);
+  await sleep(500);
+  await rec.stop();
+  const pushes = await pushesOf(sc, load);
+  let growth = 0;
+  for (const claim of rec.claims.keys()) {
+    const g = claimGrowth(rec, claim, storage.size, since);
+    growth = Math.max(growth, g ? (g.pendingAt ?? g.grown) - g.requested : NaN);
+  }
+  const parts: Record<string, number> = { 'volume growth': growth };
+  const restarted = restarts(rec, since);
+  for (const r of restarted) parts[`${r.pod} restart`] = r.to - r.from;
+  if (restarted.length > 1) parts['minReadySeconds between restarts'] = (restarted.length - 1) * MIN_READY_SECONDS * 1000;
+  const old = rec.statefulSets.find((x) => x.deletingAt !== undefined && x.deletingAt >= since);
+  parts['StatefulSet re-created'] = old?.goneAt !== undefined ? old.goneAt - old.deletingAt! : NaN;
+  const floorMs = Object.values(parts).reduce((a, b) => a + b, 0);
+  await sleep(MIN_READY_SECONDS * 1000 + 1000);
+  const drainMs = drains(rec, since).reduce((a, d) => a + d.ms, 0);
+  return { operation, totalMs: run.totalMs, floorMs, floorParts: parts, pushes, run, drainMs, timeline: timeline(rec, since) };
+}
+
+it('grow: at once, with file-system restarts, online; total time against the floor, failed pushes, history events per step, first-step latency', async () => {
+  const rows: Row[] = [];
+  s = await scenario('benchgrow');
+  await formed(s, seedSpec({ storage: { size: '1Gi' }, minReadySeconds: MIN_READY_SECONDS }));
+  await sleep(MIN_READY_SECONDS * 1000 + 1000);
+  rows.push(await grow(s, 'grow, no restart (grown at once)', { size: '2Gi' }));
+  await control.call('POST', '/storage/resize-pending', { share: 1, namespace: s.ns });
+  rows.push(await grow(s, 'grow, file systems restart', { size: '3Gi' }));
+  await s.close();
+  s = null;
+
+  s = await scenario('benchgrowon');
+  await formed(s, seedSpec({ storage: { size: '1Gi', storageClassName: 'queen-online' }, minReadySeconds: MIN_READY_SECONDS }));
+  await sleep(MIN_READY_SECONDS * 1000 + 1000);
+  rows.push(await grow(s, 'grow, no restart (online)', { size: '2Gi', storageClassName: 'queen-online' }));
+  await s.close();
+  s = null;
+  report('grow', rows);
+});

@@ -1,0 +1,68 @@
+// `npm run bench -- replace`: the replacement of a follower and of the leader of 3 voters, each in
+// a cluster of its own holding a store of about 200 MB (the e2e `replace` scenario's), under 200
+// pushes a second. The floor: one restart (the old pod seen stopping until its successor, on an
+// empty volume, has started) plus the new node's catch-up (in the leader's membership view, from
+// the node first shown as a learner until it is live within the broker's promotion limit). What
+// is not in it: the drain before the node leaves (out of the client Service's endpoints, then
+// --drain-wait), the membership changes, and for the leader the restart that hands leadership
+// away (printed beside). Printed and written under .cache/, not asserted.
+import { afterEach, it } from 'vitest';
+import { startLoad } from '../testbed/load.ts';
+import { annotate, buildStore, formed, REPLACE_STORE, BIG_STORE_MESSAGES, scenario, seedSpec, sleep, type Scenario } from '../e2e/harness.ts';
+import { BENCH_RATE, catchUp, drains, operationRun, pushesOf, record, report, timeline, type Row } from './measure.ts';
+
+const MIN_READY_SECONDS = 5;
+let s: Scenario | null = null;
+afterEach(async () => {
+  await s?.close();
+  s = null;
+});
+
+async function measure(which: 'follower' | 'leader'): Promise<Row> {
+  s = await scenario(`benchrep${which[0]}`, { sim: REPLACE_STORE });
+  const qc = await formed(s, seedSpec({ minReadySeconds: MIN_READY_SECONDS }));
+  await buildStore(s, BIG_STORE_MESSAGES);
+  await sleep(MIN_READY_SECONDS * 1000 + 1000);
+  const leader = qc.status!.leader!;
+  const nodeId = which === 'leader' ? leader : [1, 2, 3].find((id) => id !== leader)!;
+  const ordinal = nodeId - 1;
+  const rec = record(s, { membership: true });
+  await rec.ready;
+  const load = startLoad({ kubeConfig: s.kc, namespace: s.ns, service: 'queen', rate: BENCH_RATE });
+  await sleep(2000);
+  const since = Date.now();
+  await annotate(s, { 'queenmq.com/replace-pod': `queen-${ordinal}` });
+  const run = await operationRun(s, rec, 'ReplaceNode', since);
+  await sleep(1000);
+  await rec.stop();
+  const pushes = await pushesOf(s, load);
+  // The pods of the ordinal that ran (a successor the scheduler could not place while the old
+  // claim went does not count): the original, for the leader the one its hand-off restart made,
+  // and the one on the empty volume.
+  const ran = (rec.pods.get(`queen-${ordinal}`) ?? []).filter((i) => i.startedAt !== undefined);
+  const empty = ran.at(-1);
+  const before = ran.at(-2);
+  const wipe = empty && before?.deletingAt !== undefined && empty.seenAt >= since ? empty.startedAt! - before.deletingAt : NaN;
+  const caught = catchUp(rec, nodeId, since);
+  const parts: Record<string, number> = {
+    'restart on an empty volume': wipe,
+    'catch-up': caught ? caught.to - caught.from : NaN,
+  };
+  const floorMs = Object.values(parts).reduce((a, b) => a + b, 0);
+  let notes = `node ${nodeId} (pod ${ordinal})`;
+  if (which === 'leader' && ran.length >= 3 && ran[0]!.deletingAt !== undefined && ran[1]!.readyAt !== undefined) {
+    const handOff = ran[1]!.readyAt! - ran[0]!.deletingAt;
+    notes += `; the hand-off restart before it took ${(handOff / 1000).toFixed(1)}s (not in the floor; with it the ratio is ${(run.totalMs / (floorMs + handOff)).toFixed(2)})`;
+  }
+  const drainMs = drains(rec, since).reduce((a, d) => a + d.ms, 0);
+  const row: Row = { operation: `replace the ${which}`, totalMs: run.totalMs, floorMs, floorParts: parts, pushes, run, drainMs, notes, timeline: timeline(rec, since) };
+  await s.close();
+  s = null;
+  return row;
+}
+
+it('replace: a follower and the leader, total time against the floor, failed pushes, history events per step, first-step latency', async () => {
+  const rows: Row[] = [];
+  for (const which of ['follower', 'leader'] as const) rows.push(await measure(which));
+  report('replace', rows);
+});
