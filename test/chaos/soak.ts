@@ -15,7 +15,7 @@ import { control } from '../testbed/client.ts';
 import { startLoad, verifyAcknowledged } from '../testbed/load.ts';
 import { annotate, formed, getCluster, kubectl, patchSpec, pods, row, scenario, seedSpec, sleep, voterIps, waitFor, type Scenario } from '../e2e/harness.ts';
 import { currentStep } from '../e2e/temporal.ts';
-import { grantNodeReads, nodeNamed, revokeNodeReads, stopNodeOf } from './cell.ts';
+import { grantNodeReads, nodeNamed, reachableVoters, revokeNodeReads, stopNodeOf } from './cell.ts';
 import { changeKey, followMembership, membershipViolations, type MembershipLog } from './membership.ts';
 import { track, type Tracker } from './tracker.ts';
 import { rng, type SoakResult } from './results.ts';
@@ -152,7 +152,9 @@ export async function soak(opts: SoakOptions): Promise<SoakResult> {
     load.current = null;
     result.pushes = report.sent;
     result.pushesFailed = report.failedAttempts.length;
-    const lost = await verifyAcknowledged(report, await voterIps(s));
+    const checked: string[] = [];
+    const lost = await verifyAcknowledged(report, await reachableVoters(s, checked));
+    if (checked.length) result.steps.push({ what: 'the acknowledged messages', outcome: checked.join('; '), seconds: null, notes: [] });
     result.lost = lost.length;
     if (lost.length) result.violations.push(`${lost.length} acknowledged messages lost (${lost.slice(0, 3).join(', ')}...)`);
     for (const d of tracker.disruptions.filter((x) => x.othersDown.some((o) => o.downForMs > 2000))) {
