@@ -13,7 +13,7 @@
 import { ANNOTATIONS, type QueenCluster } from '../../crd/schema.ts';
 import { control } from '../testbed/client.ts';
 import { startLoad, verifyAcknowledged } from '../testbed/load.ts';
-import { annotate, formed, getCluster, kubectl, patchSpec, pods, row, scenario, seedSpec, sleep, voterIps, waitFor, type Scenario } from '../e2e/harness.ts';
+import { annotate, formed, getCluster, kubectl, patchSpec, pods, row, scenario, seedSpec, sleep, waitFor, type Scenario } from '../e2e/harness.ts';
 import { currentStep } from '../e2e/temporal.ts';
 import { grantNodeReads, nodeNamed, reachableVoters, revokeNodeReads, stopNodeOf } from './cell.ts';
 import { changeKey, followMembership, membershipViolations, type MembershipLog } from './membership.ts';
