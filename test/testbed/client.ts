@@ -121,6 +121,10 @@ export class ControlClient {
   setSimEnv(namespace: string, env: Record<string, string>): Promise<{ namespace: string; env: Record<string, string> }> {
     return this.call('POST', '/sim/env', { namespace, env });
   }
+  /** The broker fleets running Queen pods: one per test bed node that has run one in fleet mode. */
+  simFleets(): Promise<{ node: string; pid: number; nodes: number; running: boolean }[]> {
+    return this.call('GET', '/sim/fleets');
+  }
   /** The image registry: tags (or images) it does not have, the time a node takes to pull a new image. */
   registry(opts: { missing?: string[]; pullSeconds?: number; forget?: boolean } = {}): Promise<{ missing: string[]; pullSeconds: number; present: Record<string, string[]> }> {
     return this.call('POST', '/registry', opts);

@@ -121,6 +121,7 @@ export async function startControlServer(d: ControlDeps, host = '127.0.0.1'): Pr
       return { namespace: b.namespace, env };
     }
     if (method === 'GET' && path === '/sim/env') return Object.fromEntries(d.kubelet.simEnv);
+    if (method === 'GET' && path === '/sim/fleets') return d.kubelet.fleets.fleets();
     if (method === 'POST' && path === '/registry') {
       const b = await body();
       if (b.missing !== undefined) {

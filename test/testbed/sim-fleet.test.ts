@@ -36,6 +36,10 @@ it('Queen pods in broker fleets: the seed cluster forms; kill, hold, release, ex
     expect(info.pid).toBeGreaterThan(4_194_304);
     expect((await getJson(`http://${p.ip}:6632/_sim/info`)).body.pid).toBe(info.pid);
   }
+  // One fleet process per test bed node holds them (the seed's anti-affinity: three nodes).
+  const fleets = (await client.control.simFleets()).filter((x) => x.running && r.pods.some((p) => p.node === x.node));
+  expect(fleets.length).toBe(3);
+  expect(fleets.every((x) => x.pid > 0 && x.nodes >= 1)).toBe(true);
   const follower = r.pods.find((p) => p.name !== `queen-${r.leader! - 1}`)!;
   const { name, ip } = follower;
   const before = await client.control.pod(ns, name);
