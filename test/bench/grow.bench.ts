@@ -41,8 +41,9 @@ async function grow(sc: Scenario, operation: string, storage: { size: string; st
   const restarted = restarts(rec, since);
   for (const r of restarted) parts[`${r.pod} restart`] = r.to - r.from;
   if (restarted.length > 1) parts['minReadySeconds between restarts'] = (restarted.length - 1) * MIN_READY_SECONDS * 1000;
-  const old = rec.statefulSets.find((x) => x.deletingAt !== undefined && x.deletingAt >= since);
-  parts['StatefulSet re-created'] = old?.goneAt !== undefined ? old.goneAt - old.deletingAt! : NaN;
+  // A deletion the garbage collector finished within one sample shows only as gone: about 0.
+  const old = rec.statefulSets.find((x) => x.goneAt !== undefined && x.goneAt >= since);
+  parts['StatefulSet re-created'] = old ? old.goneAt! - (old.deletingAt ?? old.goneAt!) : NaN;
   const floorMs = Object.values(parts).reduce((a, b) => a + b, 0);
   await sleep(MIN_READY_SECONDS * 1000 + 1000);
   const drainMs = drains(rec, since).reduce((a, d) => a + d.ms, 0);

@@ -1,9 +1,9 @@
 // `npm run bench -- upgrade`: a 3-voter and a 5-voter upgrade in the test bed under 200 pushes a
 // second. For each: the total time (from the spec change to the end of the operation), the floor
-// (for each pod, its restart until it is Ready again, plus minReadySeconds, which the stop gate
-// and the final settle wait), their ratio, the failed pushes, the Temporal history events per
-// step, and the first step's latency. Printed (and written under .cache/), not asserted: timing
-// depends on the machine.
+// (for each pod, its restart until it is Ready again, plus minReadySeconds; the tight floor, in
+// a note, leaves out the last pod's, which nothing waits for), their ratio, the failed pushes,
+// the Temporal history events per step, and the first step's latency. Printed (and written under
+// .cache/), not asserted: timing depends on the machine.
 import { afterEach, it } from 'vitest';
 import { startLoad } from '../testbed/load.ts';
 import { formed, scenario, seedSpec, sleep, type Scenario } from '../e2e/harness.ts';
@@ -35,7 +35,11 @@ async function measure(replicas: 3 | 5): Promise<Row> {
   parts['minReadySeconds × pods'] = MIN_READY_SECONDS * 1000 * replicas;
   const floorMs = Object.values(parts).reduce((a, b) => a + b, 0);
   const drainMs = drains(rec, since).reduce((a, d) => a + d.ms, 0);
-  const row: Row = { operation: `upgrade ${replicas} voters`, totalMs: run.totalMs, floorMs, floorParts: parts, pushes, run, drainMs, timeline: timeline(rec, since) };
+  // No wait follows the last pod's restart (the operation ends once it is Ready and a write
+  // commits): the tight floor leaves its minReadySeconds out.
+  const tight = floorMs - MIN_READY_SECONDS * 1000;
+  const notes = `without the last pod's minReadySeconds, which nothing waits for, the floor is ${(tight / 1000).toFixed(1)}s and the ratio ${(run.totalMs / tight).toFixed(2)}`;
+  const row: Row = { operation: `upgrade ${replicas} voters`, totalMs: run.totalMs, floorMs, floorParts: parts, pushes, run, drainMs, notes, timeline: timeline(rec, since) };
   await s.close();
   s = null;
   return row;
