@@ -102,20 +102,25 @@ describe('broker fleet', () => {
         child.unref();
         return { pid: child.pid, kill: () => child.kill('SIGKILL'), exited: new Promise((r) => child.on('exit', r)) };
       });
-      fleet.start({ QUEEN_SIM_IP: '127.0.0.1', PORT: process.argv[1], QUEEN_RAFT_LISTEN: '127.0.0.1:' + process.argv[2], QUEEN_RAFT_DIR: process.argv[3], QUEEN_SIM_TIME_FACTOR: '0.1' });
+      const ip = process.argv[4];
+      fleet.start({ QUEEN_SIM_IP: ip, PORT: process.argv[1], QUEEN_RAFT_LISTEN: ip + ':' + process.argv[2], QUEEN_RAFT_DIR: process.argv[3], QUEEN_SIM_TIME_FACTOR: '0.1' });
       await fleet.ready;
-      for (;;) {
-        const ok = await fetch('http://127.0.0.1:' + process.argv[1] + '/health').then((r) => r.status === 200, () => false);
+      for (const giveUp = Date.now() + 30000; ; ) {
+        const ok = await fetch('http://' + ip + ':' + process.argv[1] + '/health').then((r) => r.status === 200, () => false);
         if (ok) break;
+        if (Date.now() > giveUp) { console.error('the fleet node did not answer /health within 30 s'); process.exit(1); }
         await new Promise((r) => setTimeout(r, 50));
       }
       console.log(fleet.pid);
       process.exit(0);
     `;
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'queen-fleet-'));
-    const httpPort = 20000 + Math.floor(Math.random() * 20000);
+    // An address of its own (as the harness gives its nodes), so no server of another test or of a
+    // test bed on this machine holds the ports.
+    const ip = `127.${100 + Math.floor(Math.random() * 150)}.${Math.floor(Math.random() * 256)}.${1 + Math.floor(Math.random() * 250)}`;
+    const httpPort = 6632;
     try {
-      const parent = spawn(node24(), ['--input-type=module', '-e', script, String(httpPort), String(httpPort + 1), dir], { stdio: ['ignore', 'pipe', 'inherit'] });
+      const parent = spawn(node24(), ['--input-type=module', '-e', script, String(httpPort), String(httpPort + 1), dir, ip], { stdio: ['ignore', 'pipe', 'inherit'] });
       let out = '';
       parent.stdout.on('data', (d: Buffer) => (out += d.toString()));
       const code = await new Promise<number | null>((r) => parent.on('exit', (x) => r(x)));
@@ -123,7 +128,7 @@ describe('broker fleet', () => {
       const fleetPid = Number(out.trim());
       expect(fleetPid).toBeGreaterThan(0);
       await waitFor('the fleet gone', async () => !isAlive(fleetPid), 5000, 50);
-      const refused = await fetch(`http://127.0.0.1:${httpPort}/health`).then(() => false, () => true);
+      const refused = await fetch(`http://${ip}:${httpPort}/health`).then(() => false, () => true);
       expect(refused).toBe(true);
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
