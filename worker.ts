@@ -140,6 +140,9 @@ export async function createWorker(cfg: WorkerConfig): Promise<OperatorWorker> {
     // Waiting steps are long-running heartbeating activities: allow plenty at once. The observers'
     // rounds hold none of these slots.
     maxConcurrentActivityTaskExecutions: 200,
+    // A cached workflow costs about a megabyte; a resting cluster's observer wakes once a round (ten
+    // minutes) and replays its short history when it is not cached. The cache keeps what runs now.
+    maxCachedWorkflows: 100,
     shutdownGraceTime: cfg.shutdownGraceMs ?? 5000,
     interceptors: { activity: [timeSteps, ...(crash ? [crash] : [])] },
   };

@@ -167,16 +167,23 @@ export async function observe(
     }),
   );
   let refused: { status: number; error: string } | null = null;
-  const views = await Promise.all(
-    answering
-      .filter((p) => health[p.ordinal])
-      .map(async (p) => {
+  const ask = (list: PodObservation[]) =>
+    Promise.all(
+      list.map(async (p) => {
         const base = brokerBase(mode, qc, spec, p);
         const a = base ? await readMembershipAnswer(base, undefined, creds.token) : null;
         if (a?.refused) refused = a.refused;
         return a?.view ? { view: a.view, via: p.ordinal } : null;
       }),
-  );
+    );
+  // The view a decision rests on is the leader's own: asked of the pod that leads in the newest
+  // term the pods report (its /health says so), and of the others only when it gives none (no pod
+  // leads, or its answer is lost): one call instead of one per pod at every look.
+  const answered = answering.filter((p) => health[p.ordinal]);
+  const newest = Math.max(...answered.map((p) => health[p.ordinal]!.term));
+  const leading = answered.filter((p) => health[p.ordinal]!.role === 'leader' && health[p.ordinal]!.term === newest);
+  let views = await ask(leading);
+  if (!views.some((v) => v?.view.leader != null && v.view.source === 'leader')) views = [...views, ...(await ask(answered.filter((p) => !leading.includes(p))))];
   const down = await downNodes(kube, podObs, health);
   for (const p of podObs) p.nodeDown = (p.node && down.get(p.node)) || null;
   const r = refused as { status: number; error: string } | null;

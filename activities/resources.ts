@@ -435,6 +435,10 @@ export function clusterObjects(qc: QueenCluster) {
  * the claim size, which have operations of their own.
  */
 export function specHash(qc: QueenCluster): string {
+  return remembered(qc, 'spec', () => renderedSpecHash(qc));
+}
+
+function renderedSpecHash(qc: QueenCluster): string {
   const spec = withDefaults(qc.spec);
   const { hash } = podTemplate(qc, 0);
   const rendered = {
@@ -449,4 +453,18 @@ export function specHash(qc: QueenCluster): string {
 }
 
 /** The wanted template hash of the pods, for a cluster as it is specified now. */
-export const wantedTemplateHash = (qc: QueenCluster) => podTemplate(qc, 0).hash;
+export const wantedTemplateHash = (qc: QueenCluster) => remembered(qc, 'template', () => podTemplate(qc, 0).hash);
+
+/**
+ * The hashes rendered from one QueenCluster object, kept with it: the observer and the watcher
+ * look at the same object (the watches') many times while it does not change, and rendering the
+ * pod template to hash it is most of what a look at a resting cluster costs. A changed object is
+ * another object (nothing changes one in place).
+ */
+const hashesOf = new WeakMap<QueenCluster, { spec?: string; template?: string }>();
+
+function remembered(qc: QueenCluster, which: 'spec' | 'template', render: () => string): string {
+  let kept = hashesOf.get(qc);
+  if (!kept) hashesOf.set(qc, (kept = {}));
+  return (kept[which] ??= render());
+}
