@@ -54,6 +54,11 @@ it('metrics: the counters move during an upgrade', async () => {
   // The Temporal SDK's own worker metrics, on the same endpoint.
   expect([...before.keys()].some((k) => k.startsWith('temporal_worker_task_slots_available'))).toBe(true);
   expect(sum(before, 'queen_operations_started_total', { type: 'RollingUpgrade' })).toBe(0);
+  // At rest: the cluster is observed by this replica and holds no activity slot; the task queue's
+  // backlog is read from Temporal.
+  expect(sum(before, 'queen_observer_rounds')).toBe(1);
+  expect(sum(before, 'temporal_worker_task_slots_used', { worker_type: 'ActivityWorker' })).toBe(0);
+  expect([...before.keys()].filter((k) => k.startsWith('queen_task_queue_backlog{')).sort()).toEqual(['queen_task_queue_backlog{type="activity"}', 'queen_task_queue_backlog{type="workflow"}']);
 
   await patchSpec(s, { version: '2.6.1' });
   const during = await waitFor('a restart counted', async () => {
