@@ -72,6 +72,19 @@ export async function serveAgain(deps: ActivityDeps, ref: Pick<ClusterRef, 'name
 }
 
 /**
+ * Puts back in the client Services every pod that should serve but the one of `except` (a pod a
+ * step drains now): for a wait between restarts, where no other step drains a pod.
+ */
+export async function serveAgainExcept(deps: ActivityDeps, ref: Pick<ClusterRef, 'namespace' | 'name'>, obs: Observation, except: number | null): Promise<void> {
+  for (const pod of podsToServe(obs)) {
+    if (pod.ordinal === except) continue;
+    if (await setServing(deps.kube, ref.namespace, pod, true)) {
+      opLogger(deps, { namespace: ref.namespace, name: ref.name, uid: '' }).info({ pod: pod.name }, `pod ${pod.ordinal} takes client connections again: it does not stop now`);
+    }
+  }
+}
+
+/**
  * Labels the pods made before the serving label existed, so that the client Services, once they
  * select on it, still reach them: called before the Services are applied.
  */

@@ -10,7 +10,7 @@ import { withDefaults } from '../crd/defaults.ts';
 import { readAnnotations } from '../crd/annotations.ts';
 import { ANNOTATIONS, type QueenCluster, type StoredSpec, type UpgradeStatus } from '../crd/schema.ts';
 import { goDuration, listText, podsText } from '../plan/format.ts';
-import { stopGate } from '../plan/gates.ts';
+import { drainAhead, stopGate } from '../plan/gates.ts';
 import { podAt, type Observation, type PodObservation } from '../plan/observation.ts';
 import { canaryProblem, canaryUp, newVersionFailure, readyAndLive, timeLeftText, type CanaryStart, type ProgressWatch } from '../plan/progress.ts';
 import { nextRestart, outdatedPods, type RestartPick } from '../plan/restarts.ts';
@@ -19,7 +19,7 @@ import { brokerToken, holdUntil, loadCluster, observeCluster, probeThrough, step
 import { gateOptions, recordProbe, stallMemory, stopHold } from './gate.ts';
 import { applyObject, deleteOwnedNetworkPolicy, getStatefulSet, listPods, patchClusterStatus, rawRequest } from './kube.ts';
 import { brokerBase, podObservation } from './observe.ts';
-import { labelServing } from './drain.ts';
+import { drainPod, drainTarget, labelServing, serveAgainExcept } from './drain.ts';
 import { CONTAINER, clusterObjects, imageRef, imageTag, keptShape, names, networkPolicy, peersFor, podTemplate, SERVING_LABEL, specHash, statefulSet } from './resources.ts';
 import { podVersion } from './status.ts';
 
@@ -82,6 +82,9 @@ export function versionsText(obs: Observation): string {
  * With spec.upgrade.approval Manual, the leader waits for a person: the queenmq.com/approve
  * annotation must name the version the upgrade goes to (another version, or none, holds it).
  */
+/** What a drain takes beyond --drain-wait: the pod leaving the client Services' endpoints. */
+const DRAIN_LEAD_MS = 1500;
+
 export function approvalHold(qc: QueenCluster, pick: RestartPick): Hold | null {
   const spec = withDefaults(qc.spec);
   if (pick.why !== 'leader' || spec.upgrade.approval !== 'Manual') return null;
@@ -246,6 +249,15 @@ export function upgradeActivities(deps: ActivityDeps) {
         const approval = approvalHold(qc, pick);
         if (approval) return { hold: approval };
         const hold = await stopHold(deps, qc, obs, pick.ordinal, { phase: 'Upgrading', next: `pod ${pick.ordinal} is next` });
+        // The pick's drain runs in the last seconds of the other voters' minimum Ready time, so
+        // its restart follows the gate at once; a pod drained ahead for a pick that changed, or
+        // whose gate closed again, takes clients again.
+        const ahead =
+          hold?.gate === 'pod-ready-for-min-ready-seconds' &&
+          drainAhead({ obs, memory: stallMemory(qc, obs), target: pick.ordinal, opts: gateOptions(deps, obs, obs.minReadySeconds) }, deps.settings.drainMs + DRAIN_LEAD_MS);
+        await serveAgainExcept(deps, ref, obs, ahead || !hold ? pick.ordinal : null);
+        const target = ahead ? drainTarget(obs, pick.ordinal) : null;
+        if (target) await drainPod(deps, ref, target, { phase: 'Upgrading', what: `pod ${pick.ordinal} is next`, event: `taking pod ${pick.ordinal} out of the client Service before it restarts` });
         if (hold) return { hold };
         const first = !obs.pods.some((p) => !p.terminating && p.hash === obs.wantedHash);
         const canary = first && spec.upgrade.canarySeconds > 0 ? { canarySeconds: spec.upgrade.canarySeconds } : {};

@@ -235,6 +235,18 @@ export const STOP_GATES: readonly Gate[] = [
   },
 ];
 
+/**
+ * Whether the target's drain may begin now, before the gate opens: the only gate that holds the
+ * stop is the minimum Ready time of the other voters, and it has less than `leadMs` left (every
+ * gate would pass were it `leadMs` shorter). A drain takes a pod out of the client Services and
+ * lets its requests finish; it stops nothing, so it can run while the last seconds of that wait
+ * run, and the restart follows the gate at once instead of a drain later.
+ */
+export function drainAhead(c: GateContext, leadMs: number): boolean {
+  if (stopGate(c)?.gate !== 'pod-ready-for-min-ready-seconds') return false;
+  return stopGate({ ...c, opts: { ...c.opts, minReadyMs: Math.max(0, c.opts.minReadyMs - leadMs) } }) === null;
+}
+
 /** The first gate that holds a stop of `target` back, or null when the pure gates pass. */
 export function stopGate(c: GateContext): GateHold | null {
   for (const gate of STOP_GATES) {

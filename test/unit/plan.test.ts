@@ -2,7 +2,7 @@
 // rolling upgrade, the stop gate and the cluster's phase, and the gaps this project closes.
 import { describe, expect, it } from 'vitest';
 import { assess } from '../../plan/assess.ts';
-import { stopGate, type GateOptions } from '../../plan/gates.ts';
+import { drainAhead, stopGate, type GateOptions } from '../../plan/gates.ts';
 import type { Observation } from '../../plan/observation.ts';
 import { nextRestart } from '../../plan/restarts.ts';
 import { answeringNodes, isStalled, stallMemoryFromStatus, trackStalls, type StallMemory } from '../../plan/stalls.ts';
@@ -361,5 +361,28 @@ describe('a pod whose image cannot be pulled (issue 12)', () => {
     p2.waitingReason = 'ErrImagePull';
     p2.waitingMessage = 'failed to authorize: 401 Unauthorized';
     expect(phaseOf(obs).message).toBe('pod 2 cannot pull its image ghcr.io/queen-mq/queen:2.6.9 (ErrImagePull: access denied)');
+  });
+});
+
+describe('the next pod drains in the last seconds of the minimum Ready wait', () => {
+  const ahead = (obs: Observation, target: number, leadMs: number) => drainAhead({ obs, memory: {}, target, opts: OPTS }, leadMs);
+  it('only when the minimum Ready time is all that holds it, and less than the lead is left', () => {
+    const obs = cluster(3, 3, 3);
+    allOld(obs);
+    pod(obs, 1).hash = 'new';
+    pod(obs, 1).readySince = T0 - 10_000;
+    expect(ahead(obs, 0, 3500)).toBe(false);
+    pod(obs, 1).readySince = T0 - 27_000;
+    expect(ahead(obs, 0, 3500)).toBe(true);
+    // Another gate would hold it once the wait is over: no drain ahead.
+    setMember(obs, member(2, true, 5000));
+    expect(ahead(obs, 0, 3500)).toBe(false);
+  });
+  it('not when the gate is open already (the restart drains it), nor when another gate holds', () => {
+    const obs = cluster(3, 3, 3);
+    allOld(obs);
+    expect(ahead(obs, 1, 3500)).toBe(false);
+    pod(obs, 2).ready = false;
+    expect(ahead(obs, 1, 3500)).toBe(false);
   });
 });
