@@ -41,9 +41,35 @@ export function makeKube(kc: KubeConfig): Kube {
   };
 }
 
+/**
+ * A kubeconfig whose requests share their connections. @kubernetes/client-node 2.0 gives every
+ * request a dispatcher of its own (a new TLS connection, its handshake, then its close); here the
+ * first one made for a cluster and user is kept and given to every request after it, so requests
+ * to the API server reuse their connections as client-go's do. The credentials a request carries
+ * in its headers (a token, read again as it rotates) are still applied per request.
+ */
+export class PooledKubeConfig extends KubeConfig {
+  private readonly dispatchers = new Map<string, NonNullable<ReturnType<RequestContext['getDispatcher']>>>();
+
+  override async applySecurityAuthentication(context: RequestContext): Promise<void> {
+    await super.applySecurityAuthentication(context);
+    const made = context.getDispatcher();
+    if (!made) return;
+    const key = JSON.stringify([this.getCurrentCluster()?.name, this.getCurrentCluster()?.server, this.getCurrentUser()?.name]);
+    const kept = this.dispatchers.get(key);
+    if (!kept) {
+      this.dispatchers.set(key, made);
+      return;
+    }
+    context.setDispatcher(kept);
+    // The one made for this request has no connection yet: it goes.
+    void (made as { close?: () => Promise<void> }).close?.().catch(() => undefined);
+  }
+}
+
 /** Loads a kubeconfig: an explicit file, else KUBECONFIG / ~/.kube/config / the in-cluster account. */
 export function loadKubeConfig(file?: string): KubeConfig {
-  const kc = new KubeConfig();
+  const kc = new PooledKubeConfig();
   if (file) kc.loadFromFile(file);
   else kc.loadFromDefault();
   return kc;
