@@ -4,7 +4,7 @@
 import type { V1Node, V1PersistentVolumeClaim, V1Pod, V1StatefulSet } from '@kubernetes/client-node';
 import { withDefaults } from '../crd/defaults.ts';
 import { ANNOTATIONS, type QueenCluster, type StoredSpec } from '../crd/schema.ts';
-import { parseQuantity } from '../plan/format.ts';
+import { goDuration, parseQuantity } from '../plan/format.ts';
 import type {
   ClaimObservation,
   HealthObservation,
@@ -26,6 +26,17 @@ export type BrokerAccessMode = 'dns' | 'pod-ip';
 export function brokerBase(mode: BrokerAccessMode, qc: QueenCluster, spec: StoredSpec, pod: PodObservation): string | null {
   if (mode === 'pod-ip') return pod.ip ? `http://${pod.ip.includes(':') ? `[${pod.ip}]` : pod.ip}:${spec.port}` : null;
   return `http://${podHost(qc, spec, pod.ordinal)}:${spec.port}`;
+}
+
+/** A scheduler places a pod within a second or two; one not looked at for this long waits for one. */
+export const NOT_PLACED_AFTER_MS = 30_000;
+
+/** A pod that no scheduler has looked at (no node, no PodScheduled condition) for a while, in words. */
+function notPlaced(pod: V1Pod, looked: boolean, now = Date.now()): string | null {
+  if (looked || pod.spec?.nodeName || pod.metadata?.deletionTimestamp) return null;
+  const created = toMs(pod.metadata?.creationTimestamp as Date | string | undefined);
+  if (created === null || now - created < NOT_PLACED_AFTER_MS) return null;
+  return `no scheduler has placed it for ${goDuration(now - created)} (it has no node and no PodScheduled condition: is the kube-scheduler running?)`;
 }
 
 export function podObservation(clusterName: string, pod: V1Pod): PodObservation | null {
@@ -56,6 +67,8 @@ export function podObservation(clusterName: string, pod: V1Pod): PodObservation 
     waitingReason: cs?.state?.waiting?.reason ?? null,
     waitingMessage: cs?.state?.waiting?.message ?? null,
     unschedulable: scheduled?.status === 'False' && scheduled.reason === 'Unschedulable' ? (scheduled.message ?? 'unschedulable') : null,
+    notPlaced: notPlaced(pod, scheduled !== undefined),
+    scheduledAt: scheduled?.status === 'True' ? toMs(scheduled.lastTransitionTime as Date | string | undefined) : null,
     node: pod.spec?.nodeName ?? null,
     nodeDown: null,
   };

@@ -60,6 +60,7 @@ export function podStartProblem(pod: PodObservation | undefined): string | null 
   if (down) return down;
   if (!pod || pod.terminating) return null;
   if (pod.unschedulable) return `pod ${pod.ordinal} cannot be scheduled: ${pod.unschedulable}`;
+  if (pod.notPlaced) return `pod ${pod.ordinal} is not scheduled: ${pod.notPlaced}`;
   return imagePullProblem(pod) ?? crashLoop(pod);
 }
 
@@ -91,6 +92,7 @@ export function assess(input: AssessInput): Assessment {
     const pull = imagePullProblem(pod);
     if (pull) return { phase: 'Degraded', message: pull, reason: 'image-pull' };
     if (pod.unschedulable) return { phase: 'Degraded', message: `pod ${pod.ordinal} cannot be scheduled: ${pod.unschedulable}`, reason: 'unschedulable' };
+    if (pod.notPlaced) return { phase: 'Degraded', message: `pod ${pod.ordinal} is not scheduled: ${pod.notPlaced}`, reason: 'unschedulable' };
   }
   const hold = stopGate({
     obs,

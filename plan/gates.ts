@@ -114,6 +114,11 @@ export function imagePullProblem(pod: PodObservation): string | null {
  * stops nor starts until the node is back; Kubernetes' out-of-service taint says it is off for
  * good, so its pods are deleted and their volumes detached, and the pod starts on another node.
  */
+/** A pod no scheduler has placed, in the words of status. */
+export function notPlacedProblem(pod: PodObservation): string | null {
+  return pod.notPlaced ? `pod ${pod.ordinal} is not scheduled: ${pod.notPlaced}` : null;
+}
+
 export function nodeDownProblem(pod: PodObservation | undefined): string | null {
   const d = pod?.nodeDown;
   if (!pod || !d) return null;
@@ -168,7 +173,7 @@ export const STOP_GATES: readonly Gate[] = [
       for (const id of otherVoters(c)) {
         const pod = podAt(c.obs, id - 1);
         if (!pod || pod.terminating || !pod.running) {
-          return nodeDownProblem(pod) || (pod && !pod.terminating && imagePullProblem(pod)) || `pod ${id - 1} is not running`;
+          return nodeDownProblem(pod) || (pod && !pod.terminating && (imagePullProblem(pod) || notPlacedProblem(pod))) || `pod ${id - 1} is not running`;
         }
       }
       return null;

@@ -31,6 +31,13 @@ export interface PodObservation {
   waitingMessage: string | null;
   /** The pod cannot be scheduled, and the scheduler's message. */
   unschedulable: string | null;
+  /**
+   * No scheduler has looked at the pod for a while (no node, no PodScheduled condition): what
+   * waits, in words (`no scheduler has placed it for 45s`). Nothing about its spec or version.
+   */
+  notPlaced: string | null;
+  /** When it was placed on its node (PodScheduled True), in ms. */
+  scheduledAt: number | null;
   /** The node it was scheduled to (spec.nodeName). */
   node: string | null;
   /**

@@ -58,8 +58,11 @@ export function newVersionFailure(c: FailureCheck): string | null {
   if (c.watch) {
     const pod = podAt(obs, c.watch.ordinal);
     const onNew = !!pod && !pod.terminating && pod.hash === obs.wantedHash;
-    // A pod whose node stopped reporting says nothing about the version: the wait names the node.
-    if (onNew && !pod.nodeDown && !readyAndLive(obs, c.watch.ordinal) && obs.at - c.watch.since > c.deadlineMs) {
+    // A pod whose node stopped reporting, or that no scheduler placed, says nothing about the
+    // version: the wait names the node, or the missing scheduler.
+    // The deadline runs from the restart, or from when the pod was placed if that came later.
+    const from = Math.max(c.watch.since, pod?.scheduledAt ?? 0);
+    if (onNew && !pod.nodeDown && !pod.notPlaced && !readyAndLive(obs, c.watch.ordinal) && obs.at - from > c.deadlineMs) {
       return `pod ${c.watch.ordinal} did not become Ready and live on ${c.version} within ${goDuration(c.deadlineMs)}: ${notReadyAndLive(obs, c.watch.ordinal)}`;
     }
   }

@@ -28,6 +28,8 @@ export function cluster(pods: number, voters: number, leader: number): Observati
       waitingReason: null,
       waitingMessage: null,
       unschedulable: null,
+      notPlaced: null,
+      scheduledAt: null,
       node: `node-${i % 3}`,
       nodeDown: null,
     });

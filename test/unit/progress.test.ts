@@ -42,6 +42,17 @@ describe('a new version fails', () => {
     expect(check(obs, T0 - 60_000, 30_000)).toBeNull();
   });
 
+  it('not while no scheduler places the moved pod, and its deadline runs from when one did', () => {
+    const obs = moved();
+    Object.assign(pod(obs, 2), { ready: false, running: false, node: null, notPlaced: 'no scheduler has placed it for 10m0s' });
+    expect(check(obs, T0 - 900_000, 600_000)).toBeNull();
+    // Placed 20 s ago, after 15 minutes without a scheduler: not yet a verdict on the version.
+    Object.assign(pod(obs, 2), { node: 'tb-node-1', notPlaced: null, scheduledAt: T0 - 20_000 });
+    expect(check(obs, T0 - 900_000, 600_000)).toBeNull();
+    pod(obs, 2).scheduledAt = T0 - 700_000;
+    expect(check(obs, T0 - 900_000, 600_000)).toMatch(/^pod 2 did not become Ready and live on 2\.6\.1 within 10m0s/);
+  });
+
   it('not for a pod that was not watched, or that runs another template (a retarget)', () => {
     const obs = moved();
     pod(obs, 2).ready = false;

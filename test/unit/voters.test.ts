@@ -67,6 +67,9 @@ describe('3 to 5 voters: learners first, promoted together (S3)', () => {
     expect(nextVoterStep(obs, 5)).toMatchObject({ message: 'waiting for pod 3 to start before node 4 is added: pod 3 is crash-looping: its container exited with code 1 (4 restarts)' });
     Object.assign(pod(obs, 3), { waitingReason: 'ContainerCreating' });
     expect(nextVoterStep(obs, 5)).toMatchObject({ message: 'waiting for pod 3 to start before node 4 is added' });
+    // No scheduler placed it (the chaos soak saw the kube-scheduler gone after an API server restart).
+    Object.assign(pod(obs, 3), { waitingReason: null, node: null, notPlaced: 'no scheduler has placed it for 45s' });
+    expect(nextVoterStep(obs, 5)).toMatchObject({ message: 'waiting for pod 3 to start before node 4 is added: pod 3 is not scheduled: no scheduler has placed it for 45s' });
   });
 });
 
