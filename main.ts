@@ -145,6 +145,8 @@ export async function main(argv: string[]): Promise<number> {
       const temporal = new Client({ connection, namespace: opts.temporal.namespace });
       const searchAttributes = await ensureSearchAttributes(connection, opts.temporal.namespace, log);
       watcher = new Watcher({ cache, kube, temporal, taskQueue: opts.temporal.taskQueue, log, searchAttributes });
+      const deciding = watcher;
+      if (rounds) rounds.onLost = (ns, name) => deciding.observerLost(ns, name);
       await watcher.start();
       log.info({ namespaces: opts.namespaces.length ? opts.namespaces : 'all' }, 'watcher running');
     } else {

@@ -51,6 +51,12 @@ export interface OwnedObjects {
   claims: V1PersistentVolumeClaim[];
 }
 
+/**
+ * What changed: the QueenCluster's spec, annotations or deletion (`spec`), only its status
+ * (`status`), or an object it owns (`owned`).
+ */
+export type Change = 'spec' | 'status' | 'owned';
+
 /** The label every object of a QueenCluster carries: the watches select on it. */
 const OWNED = 'app.kubernetes.io/name=queen';
 
@@ -60,7 +66,9 @@ export class ClusterCache {
   /** Where a 403 was said already: once per namespace, whatever the kinds refused there. */
   private readonly forbiddenSaid = new Set<string>();
   private readonly scopes: Scope[] = [];
-  private readonly listeners: Array<(namespace: string, name: string) => void> = [];
+  private readonly listeners: Array<(namespace: string, name: string, what: Change) => void> = [];
+  /** What of each QueenCluster is not its status (generation, annotations, deletion), as last seen. */
+  private readonly specOf = new Map<string, string>();
   private started: Promise<void> | null = null;
   private stopped = false;
 
@@ -78,7 +86,7 @@ export class ClusterCache {
   }
 
   /** Called with a cluster's namespace and name whenever it or an object it owns changes. */
-  onChange(listener: (namespace: string, name: string) => void): void {
+  onChange(listener: (namespace: string, name: string, what: Change) => void): void {
     this.listeners.push(listener);
   }
 
@@ -128,11 +136,18 @@ export class ClusterCache {
         fresh: () => mine.every((l) => l.synced && l.brokenSince === null),
       });
 
-      const onCluster = (obj: KubernetesObject) => this.changed(obj.metadata!.namespace!, obj.metadata!.name!);
+      const onCluster = (obj: KubernetesObject) => {
+        const m = obj.metadata!;
+        const key = `${m.namespace}/${m.name}`;
+        const spec = `${m.uid}|${m.generation}|${JSON.stringify(m.annotations ?? {})}|${m.deletionTimestamp ?? ''}`;
+        const what: Change = this.specOf.get(key) === spec ? 'status' : 'spec';
+        this.specOf.set(key, spec);
+        this.changed(m.namespace!, m.name!, what);
+      };
       for (const verb of ['add', 'update', 'delete'] as const) clusters.on(verb, onCluster);
       const onOwned = (obj: KubernetesObject) => {
         const instance = obj.metadata?.labels?.['app.kubernetes.io/instance'];
-        if (instance && obj.metadata?.namespace) this.changed(obj.metadata.namespace, instance);
+        if (instance && obj.metadata?.namespace) this.changed(obj.metadata.namespace, instance, 'owned');
       };
       for (const inf of [pods, statefulSets, services, claims] as Informer<KubernetesObject>[]) {
         for (const verb of ['add', 'update', 'delete'] as const) inf.on(verb, onOwned);
@@ -141,8 +156,8 @@ export class ClusterCache {
     await Promise.all(this.lists.map((l) => l.begin()));
   }
 
-  private changed(namespace: string, name: string): void {
-    for (const l of this.listeners) l(namespace, name);
+  private changed(namespace: string, name: string, what: Change): void {
+    for (const l of this.listeners) l(namespace, name, what);
   }
 
   /**

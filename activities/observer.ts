@@ -9,7 +9,7 @@
 // every observe interval from the process's watches, heartbeats its state through the Temporal
 // client now and then (so a crashed replica's round is retried elsewhere, resuming from that
 // state), and completes after a while with its state, so the workflow's history stays small.
-import { activityInfo, CompleteAsyncError } from '@temporalio/activity';
+import { activityInfo, asyncLocalStorage, CompleteAsyncError } from '@temporalio/activity';
 import { ActivityCancelledError, ActivityNotFoundError, ActivityPausedError, ActivityResetError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
@@ -22,7 +22,7 @@ import { podsToServe } from '../plan/serving.ts';
 import { answeringNodes, stallMemoryFromStatus, trackStalls, type StallMemory } from '../plan/stalls.ts';
 import { setVoters } from './broker.ts';
 import type { OwnedObjects } from './cluster-cache.ts';
-import { clusterKey as clusterKeyOf, observeCluster, opLogger, pause, probeThrough, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
+import { clusterKey as clusterKeyOf, observeCluster, opLogger, probeThrough, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
 import { serveAgain } from './drain.ts';
 import { changeThroughLeader } from './membership.ts';
 import { getCluster, isConflict, patchClusterStatus } from './kube.ts';
@@ -48,7 +48,7 @@ export interface ObserverState {
 export const JOINT_LEFT_AFTER_MS = 10_000;
 
 /** How often a round heartbeats its state (the workflow's heartbeat timeout is 60 s). */
-export const ROUND_BEAT_MS = 20_000;
+export const ROUND_BEAT_MS = 30_000;
 
 export interface ObserverRun {
   gone: boolean;
@@ -63,7 +63,12 @@ interface Round {
   /** Ended from outside (cancelled, timed out, taken over by a newer attempt): it says nothing more. */
   over: boolean;
   done: Promise<void>;
+  /** Ends the pause between two looks (something of the cluster changed). */
+  wake: () => void;
 }
+
+/** Looks at one cluster are at least this far apart, however often it changes. */
+const LOOK_GAP_MS = 1000;
 
 /**
  * The observer rounds this process runs. None holds an activity slot: each is a loop of looks with
@@ -72,9 +77,17 @@ interface Round {
 export class ObserverRounds {
   private readonly rounds = new Map<string, Round>();
   private readonly deps: ActivityDeps;
+  /** Told when a round finds its activity gone (its run ended from outside, or it moved). */
+  onLost: (namespace: string, name: string) => void = () => undefined;
 
   constructor(deps: ActivityDeps) {
     this.deps = deps;
+    // A change of the cluster's spec, annotations or objects is looked at at once, not at the next
+    // look: a pod that stops, an annotation that asks for a plan. Its status writes (ours) are not.
+    deps.cache?.onChange((namespace, name, what) => {
+      if (what === 'status') return;
+      for (const r of this.rounds.values()) if (r.ref.namespace === namespace && r.ref.name === name) r.wake();
+    });
   }
 
   /** How many clusters this process observes now (queen_observer_rounds). */
@@ -93,10 +106,12 @@ export class ObserverRounds {
     // An older attempt of the same observer here ended when this one began (its token is dead).
     const older = this.rounds.get(key);
     if (older) older.over = true;
-    const round: Round = { token: info.taskToken, ref, state, over: false, done: Promise.resolve() };
+    const round: Round = { token: info.taskToken, ref, state, over: false, done: Promise.resolve(), wake: () => undefined };
     this.rounds.set(key, round);
     observerRounds.set(this.rounds.size);
-    round.done = this.run(round).finally(() => {
+    // The round outlives its activity: it runs outside the activity's context (nothing in it may
+    // heartbeat or read the activity's info as if it still ran).
+    round.done = asyncLocalStorage.exit(() => this.run(round)).finally(() => {
       if (this.rounds.get(key) === round) this.rounds.delete(key);
       observerRounds.set(this.rounds.size);
     });
@@ -113,32 +128,64 @@ export class ObserverRounds {
     const log = deps.log.child({ namespace: round.ref.namespace, name: round.ref.name });
     const until = Date.now() + deps.settings.observeRunMs;
     let lastWritten = '';
-    let lastBeat = Date.now();
+    // The looks (every observe interval, or soon after the cluster changed) and the heartbeats
+    // (every ROUND_BEAT_MS, whatever the interval) each have their time.
+    let nextLook = Date.now();
+    let lastLook = 0;
+    let nextBeat = Date.now() + ROUND_BEAT_MS;
     try {
       // A stopping replica hands its state back: the workflow's next round runs on another one.
       while (!round.over && Date.now() < until && !deps.stopping?.aborted) {
-        const look = await this.current(round.ref);
-        if (look === 'gone') return await this.complete(round, { gone: true, state: round.state });
-        if (look && !look.qc.metadata.deletionTimestamp) {
-          try {
-            const r = await observeOnce(deps, look.qc, round.state, lastWritten, look.owned);
-            round.state = r.state;
-            lastWritten = r.written;
-          } catch (err) {
-            log.warn({ err: String(err) }, 'observation failed; trying again');
+        if (Date.now() >= nextLook) {
+          lastLook = Date.now();
+          const look = await this.current(round.ref);
+          if (look === 'gone') return await this.complete(round, { gone: true, state: round.state });
+          if (look && !look.qc.metadata.deletionTimestamp) {
+            try {
+              const r = await observeOnce(deps, look.qc, round.state, lastWritten, look.owned);
+              round.state = r.state;
+              lastWritten = r.written;
+            } catch (err) {
+              log.warn({ err: String(err) }, 'observation failed; trying again');
+            }
           }
+          nextLook = lastLook + deps.settings.observeIntervalMs;
         }
-        if (Date.now() - lastBeat >= ROUND_BEAT_MS) {
-          lastBeat = Date.now();
+        if (Date.now() >= nextBeat) {
+          nextBeat = Date.now() + ROUND_BEAT_MS;
           await this.beat(round, log);
         }
-        if (!round.over) await pause(deps, deps.settings.observeIntervalMs);
+        if (round.over) break;
+        const woken = await this.wait(Math.max(0, Math.min(nextLook, nextBeat, until) - Date.now()), round);
+        // A change is looked at soon, but looks stay LOOK_GAP_MS apart however often it changes.
+        if (woken) nextLook = Math.min(nextLook, Math.max(Date.now(), lastLook + LOOK_GAP_MS));
       }
       if (!round.over) await this.complete(round, { gone: false, state: round.state });
     } catch (err) {
       // Said, and left to the heartbeat timeout: Temporal then tries the round again.
       log.warn({ err: String(err) }, 'the observer round failed');
     }
+  }
+
+  /**
+   * Waits `ms`, or until something of the round's cluster changes (true), or the process stops.
+   * (Plain timers: a round runs after its activity returned.)
+   */
+  private wait(ms: number, round: Round): Promise<boolean> {
+    const stopping = this.deps.stopping;
+    if (stopping?.aborted) return Promise.resolve(false);
+    return new Promise<boolean>((resolve) => {
+      const done = (woken: boolean) => {
+        clearTimeout(timer);
+        stopping?.removeEventListener('abort', stopped);
+        round.wake = () => undefined;
+        resolve(woken);
+      };
+      const stopped = () => done(false);
+      const timer = setTimeout(() => done(false), ms);
+      stopping?.addEventListener('abort', stopped, { once: true });
+      round.wake = () => done(true);
+    });
   }
 
   /**
@@ -168,6 +215,7 @@ export class ObserverRounds {
       } else if (err instanceof ActivityNotFoundError || err instanceof ActivityPausedError || err instanceof ActivityResetError) {
         // The attempt is over (the run ended, or its heartbeat timed out and it was tried again).
         round.over = true;
+        this.onLost(round.ref.namespace, round.ref.name);
       } else {
         log.warn({ err: String(err) }, 'the observer could not heartbeat; trying again at the next look');
       }

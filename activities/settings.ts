@@ -28,7 +28,7 @@ export interface Settings {
 export const DEFAULT_SETTINGS: Settings = {
   brokerAccess: 'dns',
   pollMs: 2000,
-  observeIntervalMs: 5000,
+  observeIntervalMs: 10_000,
   observeRunMs: 10 * 60_000,
   probeIntervalMs: 60_000,
   stallAfterMs: 10_000,

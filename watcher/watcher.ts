@@ -18,7 +18,7 @@ import { readAnnotations } from '../crd/annotations.ts';
 import { ANNOTATIONS, type QueenCluster } from '../crd/schema.ts';
 import type { OperationInput } from '../workflows/operation.ts';
 import { searchAttributesOf } from '../workflows/search-attributes.ts';
-import { decide, OPERATION_TYPES, type Decision, type OperationType, type RunningOperation } from '../plan/decide.ts';
+import { decide, neededOperation, OPERATION_TYPES, type Decision, type OperationType, type RunningOperation } from '../plan/decide.ts';
 import type { ClaimObservation, PodObservation } from '../plan/observation.ts';
 import { endedOutside, noWorkerStatus, Runs, waitingForWorker } from './runs.ts';
 
@@ -39,6 +39,12 @@ function observerDetails(ns: string, name: string): string {
     `Its operations: \`QueenNamespace = "${ns}" AND QueenCluster = "${name}"\`.`,
   ].join('\n');
 }
+
+/**
+ * How often the watcher asks Temporal whether a cluster's observer runs (a round that finds its
+ * run gone says so at once, observerLost).
+ */
+const OBSERVER_CHECK_MS = 5 * 60_000;
 
 export const operationWorkflowId = (ns: string, name: string) => `queencluster/${ns}/${name}`;
 export const observerWorkflowId = (ns: string, name: string) => `queencluster-observer/${ns}/${name}`;
@@ -99,6 +105,15 @@ export class Watcher {
     this.resyncAll();
   }
 
+  /**
+   * Looks at once at a cluster whose observer run may have ended (an observer round of this
+   * process found its activity gone: the run was terminated, or its round moved elsewhere).
+   */
+  observerLost(namespace: string, name: string): void {
+    this.observed.delete(`${namespace}/${name}`);
+    this.enqueue(namespace, name);
+  }
+
   /** Stops deciding (the watches are the process's: main.ts stops them). */
   async stop(): Promise<void> {
     this.stopped = true;
@@ -145,6 +160,10 @@ export class Watcher {
       const cached = this.opts.cache.cluster(namespace, name);
       if (!cached || cached.metadata.deletionTimestamp) return;
       await this.ensureObserver(cached, log);
+      // At rest (no operation recorded, none needed, nothing to cancel) there is nothing to ask
+      // Temporal: whatever runs or not, nothing would be started, yielded or cancelled. Hundreds of
+      // resting clusters then cost the watcher no call at their status writes and resyncs.
+      if (!cached.status?.operation && !readAnnotations(cached.metadata.annotations).cancel && neededOperation(this.view(cached)) === null) return;
       const running = await this.runningOperation(namespace, name);
       // Status first: a run that ended from outside is recorded before anything is decided on it.
       if (await this.reconcileRecorded(cached, running, log)) return;
@@ -203,7 +222,7 @@ export class Watcher {
     const { namespace, name, uid } = qc.metadata;
     const key = `${namespace}/${name}`;
     const seen = this.observed.get(key);
-    if (seen && seen.uid === uid && Date.now() - seen.at < this.opts.resyncMs) return;
+    if (seen && seen.uid === uid && Date.now() - seen.at < OBSERVER_CHECK_MS) return;
     const workflowId = observerWorkflowId(namespace, name);
     let current: WorkflowExecutionDescription | null = null;
     try {

@@ -242,7 +242,7 @@ it(`scale: ${CLUSTERS} clusters of ${VOTERS} voters on one operator, then ${UPGR
   const r1 = rests[0]!;
   const perCluster = (r1.rssMb[0]! - emptyMb) / CLUSTERS;
   const lines = [
-    `scale benchmark: ${CLUSTERS} clusters of ${VOTERS} voters, ${UPGRADES} upgrades at once, default intervals (observe 5s, probe 1m), rest window ${REST_MS / 1000} s`,
+    `scale benchmark: ${CLUSTERS} clusters of ${VOTERS} voters, ${UPGRADES} upgrades at once, default intervals (observe 10s, probe 1m), rest window ${REST_MS / 1000} s`,
     `memory: ${emptyMb.toFixed(0)} MB with no cluster, ${r1.rssMb[0]!.toFixed(0)} MB at rest: ${perCluster.toFixed(2)} MB per resting cluster (goal: under 1 MB, under 500 MB in all)`,
     `CPU at rest: ${(r1.cpu * 100).toFixed(1)}% of a core (goal: under 10%)`,
     `API server requests at rest: ${r1.apiPerSecPerCluster.toFixed(4)} per second per cluster (goal: under 0.2); by verb ${JSON.stringify(r1.apiByVerb)}`,

@@ -13,8 +13,8 @@ import { historyEvents, workflowRuns } from './temporal.ts';
 
 const CLUSTERS = 20;
 const REST_MS = 60_000;
-/** The operator's defaults: a look every 5 s, the write probe every minute; a round lasts 10 min. */
-const DEFAULT_INTERVALS = { observeInterval: '5s', probeInterval: '1m', pollInterval: '2s' };
+/** The operator's defaults: a look every 10 s, the write probe every minute; a round lasts 10 min. */
+const DEFAULT_INTERVALS = { observeInterval: '10s', probeInterval: '1m', pollInterval: '2s' };
 
 let s: Scenario;
 afterAll(() => s?.close());

@@ -26,7 +26,7 @@ describe('a bad value is refused, naming the flag and what it takes', () => {
     ['a duration without a unit', ['--poll-interval=5'], /^option '--poll-interval <duration>' argument '5' is invalid\. not a duration: use a number and a unit, such as 500ms, 2s, 1m30s or 1h$/],
     ['a duration of 0s (a tight loop)', ['--poll-interval=0s'], /^option '--poll-interval <duration>' argument '0s' is invalid\. must be at least 100ms$/],
     ['a poll longer than a heartbeat allows', ['--poll-interval=1m'], /^option '--poll-interval <duration>' argument '1m' is invalid\. must be at most 10s: a waiting step heartbeats at each look/],
-    ['an observe interval longer than its heartbeat allows', ['--observe-interval=2m'], /^option '--observe-interval <duration>' argument '2m' is invalid\. must be at most 30s/],
+    ['an observe interval longer than a status may be old', ['--observe-interval=10m'], /^option '--observe-interval <duration>' argument '10m' is invalid\. must be at most 5m/],
     ['a probe interval below 1s', ['--probe-interval=500ms'], /^option '--probe-interval <duration>' argument '500ms' is invalid\. must be at least 1s$/],
     ['a duration past what a timer holds', ['--settle-timeout=1000h'], /^option '--settle-timeout <duration>' argument '1000h' is invalid\. must be at most 24h/],
     ['a negative duration', ['--shutdown-grace=-1s'], /^option '--shutdown-grace <duration>' argument '-1s' is invalid\. not a duration/],
@@ -78,7 +78,7 @@ describe('what is taken', () => {
     expect(o.logLevel).toBe('info');
     expect(o.shutdownGraceMs).toBe(20_000);
     expect(o.unhealthyAfterMs).toBe(120_000);
-    expect(o.settings).toMatchObject({ brokerAccess: 'dns', pollMs: 2000, observeIntervalMs: 5000, probeIntervalMs: 60_000, stallAfterMs: 10_000, settleTimeoutMs: 600_000 });
+    expect(o.settings).toMatchObject({ brokerAccess: 'dns', pollMs: 2000, observeIntervalMs: 10_000, probeIntervalMs: 60_000, stallAfterMs: 10_000, settleTimeoutMs: 600_000 });
   });
 
   it('a flag wins over its variable; a variable over the default', () => {
