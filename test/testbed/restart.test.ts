@@ -4,9 +4,10 @@
 import { Client, Connection } from '@temporalio/client';
 import { expect, it } from 'vitest';
 import { connect } from './client.ts';
+import { liveProcesses } from './procs.ts';
 import { startTestbed } from './testbed.ts';
 
-it('kube-apiserver and temporal killed and started again: the same addresses, the data kept', async () => {
+it('kube-apiserver and temporal killed and started again: the same addresses, the data kept; the scheduler that exits is started again', async () => {
   const tb = await startTestbed({ timeFactor: 0.2, handleSignals: false });
   try {
     const client = connect(tb.info);
@@ -33,6 +34,22 @@ it('kube-apiserver and temporal killed and started again: the same addresses, th
     expect((await again.workflow.getHandle('kept').describe()).status.name).toBe('RUNNING');
     await again.connection.close();
     await connection.close().catch(() => undefined);
+
+    // The scheduler (like the controller manager) is a service the machine starts again when it
+    // exits: killed, it comes back, and pods are scheduled again.
+    const scheduler = () => liveProcesses().find((p) => p.name === 'kube-scheduler' && p.owner === tb.dir && !p.exit);
+    const first = scheduler()!;
+    process.kill(first.pid, 'SIGKILL');
+    await first.exited;
+    const deadline = Date.now() + 30_000;
+    while (!scheduler() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
+    expect(scheduler()?.pid).not.toBe(first.pid);
+    await kube.create('/api/v1/namespaces/default/pods', { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'placed' }, spec: { containers: [{ name: 'c', image: 'example/sleeper' }] } });
+    let node: string | undefined;
+    for (const until = Date.now() + 60_000; !node && Date.now() < until; await new Promise((r) => setTimeout(r, 500))) {
+      node = (await kube.get<{ spec?: { nodeName?: string } }>('/api/v1/namespaces/default/pods/placed')).spec?.nodeName;
+    }
+    expect(node).toMatch(/^tb-node-/);
     await kube.close();
   } finally {
     await tb.stop();

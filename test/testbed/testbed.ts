@@ -155,7 +155,9 @@ export async function startTestbed(opts: TestbedOptions = {}): Promise<Testbed> 
   const untrack = trackPidsIn(join(dir, 'pids'));
   let stopping: Promise<void> | undefined;
 
+  let ending = false;
   const stopAll = async (keepDir = keep) => {
+    ending = true;
     for (const c of cleanups.reverse()) {
       try {
         await c();
@@ -286,7 +288,26 @@ export async function startTestbed(opts: TestbedOptions = {}): Promise<Testbed> 
     const kcmConfig = writeKubeconfig(join(dir, 'kubeconfigs', 'kube-controller-manager.yaml'), { server, caPem: ca, token: tokens.kcm, user: 'system:kube-controller-manager' });
     const schedConfig = writeKubeconfig(join(dir, 'kubeconfigs', 'kube-scheduler.yaml'), { server, caPem: ca, token: tokens.scheduler, user: 'system:kube-scheduler' });
 
-    const kcm = startProcess('kube-controller-manager', tools.kubeControllerManager, [
+    // The controller manager and the scheduler run as a machine's service manager (or a kubelet's
+    // static pods) runs them: one that exits is started again a second later (the chaos soak saw the
+    // scheduler exit after an API server restart, "scheduler cache is corrupted", and no pod was
+    // scheduled again). The API server and Temporal are the control API's to kill and start.
+    const supervised = (name: string, command: string, args: string[], logPath: string): Proc => {
+      const launch = (): Proc => {
+        const p = startProcess(name, command, args, { logPath, cwd: dir, owner: dir });
+        procs.push(p);
+        void p.exited.then((exit) => {
+          if (ending) return;
+          log(`${name} exited (code ${exit.exitCode}); starting it again`);
+          setTimeout(() => {
+            if (!ending) launch();
+          }, 1000).unref();
+        });
+        return p;
+      };
+      return launch();
+    };
+    const kcm = supervised('kube-controller-manager', tools.kubeControllerManager, [
       `--kubeconfig=${kcmConfig}`,
       `--authentication-kubeconfig=${kcmConfig}`,
       `--authorization-kubeconfig=${kcmConfig}`,
@@ -301,9 +322,8 @@ export async function startTestbed(opts: TestbedOptions = {}): Promise<Testbed> 
       `--service-cluster-ip-range=${SERVICE_CIDR}`,
       '--controllers=*',
       '--profiling=false',
-    ], { logPath: join(logs, 'kube-controller-manager.log'), cwd: dir, owner: dir });
-    procs.push(kcm);
-    const scheduler = startProcess('kube-scheduler', tools.kubeScheduler, [
+    ], join(logs, 'kube-controller-manager.log'));
+    const scheduler = supervised('kube-scheduler', tools.kubeScheduler, [
       `--kubeconfig=${schedConfig}`,
       `--authentication-kubeconfig=${schedConfig}`,
       `--authorization-kubeconfig=${schedConfig}`,
@@ -312,8 +332,7 @@ export async function startTestbed(opts: TestbedOptions = {}): Promise<Testbed> 
       `--cert-dir=${join(dir, 'pki', 'kube-scheduler')}`,
       '--leader-elect=false',
       '--profiling=false',
-    ], { logPath: join(logs, 'kube-scheduler.log'), cwd: dir, owner: dir });
-    procs.push(scheduler);
+    ], join(logs, 'kube-scheduler.log'));
 
     // The stand-ins: nodes, storage, DNS, kubelet, and the control API.
     const standInLog = join(logs, 'stand-ins.log');
