@@ -40,12 +40,6 @@ function observerDetails(ns: string, name: string): string {
   ].join('\n');
 }
 
-/**
- * How often the watcher asks Temporal whether a cluster's observer runs (a round that finds its
- * run gone says so at once, observerLost).
- */
-const OBSERVER_CHECK_MS = 5 * 60_000;
-
 export const operationWorkflowId = (ns: string, name: string) => `queencluster/${ns}/${name}`;
 export const observerWorkflowId = (ns: string, name: string) => `queencluster-observer/${ns}/${name}`;
 
@@ -222,7 +216,7 @@ export class Watcher {
     const { namespace, name, uid } = qc.metadata;
     const key = `${namespace}/${name}`;
     const seen = this.observed.get(key);
-    if (seen && seen.uid === uid && Date.now() - seen.at < OBSERVER_CHECK_MS) return;
+    if (seen && seen.uid === uid && Date.now() - seen.at < this.opts.resyncMs) return;
     const workflowId = observerWorkflowId(namespace, name);
     let current: WorkflowExecutionDescription | null = null;
     try {
