@@ -5,7 +5,7 @@
 import { readFileSync, writeFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { AppsV1Api, CoreV1Api, CustomObjectsApi, makeInformer, type KubeConfig, type KubernetesObject, type V1Pod } from '@kubernetes/client-node';
+import { AppsV1Api, CoreV1Api, CustomObjectsApi, makeInformer, PatchStrategy, setHeaderOptions, type KubeConfig, type KubernetesObject, type V1Pod } from '@kubernetes/client-node';
 import { Client, Connection } from '@temporalio/client';
 import { isMap, isSeq, parseAllDocuments } from 'yaml';
 import { GROUP, PLURAL, VERSION, type QueenCluster, type QueenClusterSpec } from '../../crd/schema.ts';
@@ -103,10 +103,8 @@ export async function operatorReady(f: Fleet, n: number): Promise<V1Pod[]> {
   );
 }
 
-function mergePatch() {
-  // The scale subresource takes a merge patch.
-  return { headers: { 'Content-Type': 'application/merge-patch+json' } } as never;
-}
+/** A merge patch (the scale subresource and the QueenClusters take one). */
+export const mergePatch = () => setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 
 /** Creates `count` clusters spread over the namespaces, `parallel` at a time. */
 export async function createClusters(f: Fleet, count: number, spec: QueenClusterSpec, parallel = 20): Promise<void> {

@@ -28,6 +28,7 @@ import {
   fleet,
   installOperator,
   listClusters,
+  mergePatch,
   operatorReady,
   quantile,
   samplePods,
@@ -149,7 +150,7 @@ async function upgradeAll(fl: Fleet, replicas: number, targets: Fleet['clusters'
     patched.set(`${c.ns}/${c.name}`, Date.now());
     await fl.custom.patchNamespacedCustomObject(
       { group: GROUP, version: VERSION, namespace: c.ns, plural: PLURAL, name: c.name, body: { spec: { version } } },
-      { headers: { 'Content-Type': 'application/merge-patch+json' } } as never,
+      mergePatch(),
     );
   }
   const began = Date.now();
