@@ -33,6 +33,7 @@ const arg = <T>(args: unknown[], i: number) => args[i] as T;
 const WORDS: Record<string, (args: unknown[]) => string> = {
   beginOperation: (a) => `beginning ${arg<{ type: string }>(a, 1)?.type ?? 'the operation'}`,
   endOperation: (a) => `recording how ${arg<{ type: string }>(a, 1)?.type ?? 'the operation'} ended`,
+  sayYieldPending: (a) => `saying that it yields to ${arg<{ yieldTo: string }>(a, 1)?.yieldTo ?? 'a more urgent operation'} after this step`,
   applyClusterObjects: () => 'applying the Services, the disruption budget and the StatefulSet',
   awaitLeader: () => 'waiting for the pods to start and elect a leader',
   awaitVoters: () => 'waiting for every voter to be live and Ready',

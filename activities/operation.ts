@@ -60,6 +60,21 @@ export function operationActivities(deps: ActivityDeps) {
     },
 
     /**
+     * A yield asked for while a step that must finish runs (a pod's restart, the end of a
+     * replacement): status says what it does now and that it yields after, so the more urgent
+     * operation's wait is not a silent one.
+     */
+    async sayYieldPending(ref: ClusterRef, ask: { yieldTo: string }): Promise<void> {
+      const qc = await loadCluster(deps, ref);
+      const op = qc.status?.operation;
+      if (!op) return;
+      const now = qc.status?.message || op.step || op.type;
+      const message = `${now}; then it yields to ${ask.yieldTo} (the step that runs is not stopped in its middle)`;
+      opLogger(deps, ref).info({ yieldTo: ask.yieldTo }, message);
+      await writePhase(deps, ref, qc.status?.phase ?? 'Ready', message, { operation: { step: message, gate: op.gate ?? null } });
+    },
+
+    /**
      * Clears status.operation, writes status.lastOperation, and sets the phase from a fresh look
      * at the cluster. A cancelled or failed operation whose request still stands shows Blocked
      * with its message, so nobody mistakes a half-done upgrade for a finished one.

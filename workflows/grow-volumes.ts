@@ -8,7 +8,7 @@ import { resumeHint, runOperation, step, yieldable, YIELD_AT_WAITS, YIELDED, typ
 
 export async function growVolumes(input: OperationInput): Promise<string> {
   const { ref } = input;
-  const yielding = yieldable(patched(YIELD_AT_WAITS));
+  const yielding = yieldable(patched(YIELD_AT_WAITS), input.ref);
   // The size worked towards: the one the operation started for, then whatever the latest step read.
   let size = input.target.replace(/^volumes of /, '');
   const yielded = () => ({ result: 'Yielded' as const, message: `growing the volumes to ${size} yielded to ${yielding.requested}` });

@@ -67,6 +67,12 @@ export function step(summary: string, kind: 'quick' | 'wait' = 'quick') {
   return proxyActivities<Activities>({ ...(kind === 'wait' ? WAIT : QUICK), summary });
 }
 
+/**
+ * The patch behind which a yield asked for during a step that must finish (a pod's restart, the
+ * end of a replacement) is said in status at once, rather than left unsaid until that step ends.
+ */
+export const YIELD_SAID = 'yield-said';
+
 export const YIELDED = Symbol('yielded');
 
 /**
@@ -80,10 +86,18 @@ export const YIELD_AT_WAITS = 'yield-at-waits';
  * points. A signal that arrives during a step that must finish is honoured at the next wait.
  * With `enabled` false (a run recorded before it could yield) steps simply run.
  */
-export function yieldable(enabled = true) {
+export function yieldable(enabled = true, ref?: ClusterRef) {
   let reason: string | null = null;
-  setHandler(yieldSignal, (why: string) => {
+  let waiting = false;
+  setHandler(yieldSignal, async (why: string) => {
+    const first = reason === null;
     reason = why;
+    // Not at a wait now: the step that runs must finish first. Status says so meanwhile.
+    if (first && enabled && !waiting && ref && patched(YIELD_SAID)) {
+      await step(`say that it yields to ${why} after this step`)
+        .sayYieldPending(ref, { yieldTo: why })
+        .catch(() => undefined);
+    }
   });
   return {
     get requested() {
@@ -102,6 +116,7 @@ export function yieldable(enabled = true) {
         },
         () => undefined,
       );
+      waiting = true;
       try {
         return await scope.run(fn);
       } catch (err) {
@@ -109,6 +124,7 @@ export function yieldable(enabled = true) {
         throw err;
       } finally {
         done = true;
+        waiting = false;
       }
     },
   };

@@ -13,7 +13,7 @@ import { runOperation, step, yieldable, YIELD_AT_WAITS, YIELDED, type OperationI
 export async function replaceNode(input: OperationInput): Promise<string> {
   const { ref } = input;
   const pod = input.target;
-  const yielding = yieldable(patched(YIELD_AT_WAITS));
+  const yielding = yieldable(patched(YIELD_AT_WAITS), input.ref);
   const yieldedBefore = () => ({
     result: 'Yielded' as const,
     message: `the replacement of ${pod} yielded to ${yielding.requested} before its node left the membership: the membership and the volume are as they were`,

@@ -26,7 +26,7 @@ export const PATCHES = {
 
 export async function rollingUpgrade(input: OperationInput): Promise<string> {
   const { ref } = input;
-  const yielding = yieldable();
+  const yielding = yieldable(true, ref);
   let version = input.target;
   let applied: { specHash: string; templateHash: string; version: string; rollingBack?: RollbackTarget } | null = null;
   const restarted: number[] = [];

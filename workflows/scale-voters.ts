@@ -10,7 +10,7 @@ import { resumeHint, runOperation, step, yieldable, YIELD_AT_WAITS, YIELDED, typ
 
 export async function scaleVoters(input: OperationInput): Promise<string> {
   const { ref } = input;
-  const yielding = yieldable(patched(YIELD_AT_WAITS));
+  const yielding = yieldable(patched(YIELD_AT_WAITS), input.ref);
   const done: string[] = [];
   const sofar = () => (done.length === 0 ? 'no step' : done.join(', '));
   return runOperation(
