@@ -10,7 +10,8 @@
 // A failure holds the upgrade (onFailure Hold) or rolls it back (Rollback): the pods it moved go
 // back to the template recorded before the first one moved, through the same stop gate, the leader
 // last, and it ends RolledBack. The rollback is recorded in status, so a later run finishes it.
-import { CancellationScope, patched } from '@temporalio/workflow';
+import { CancellationScope, patched, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import { SEARCH_ATTRIBUTES } from './search-attributes.ts';
 import type { RollbackTarget, UpgradeFailure } from '../activities/upgrade.ts';
 import { podsText } from '../plan/format.ts';
 import type { ProgressWatch } from '../plan/progress.ts';
@@ -22,7 +23,18 @@ export const PATCHES = {
   rollback: 'upgrade-rollback',
   /** The first pod on the new version soaks (canarySeconds). */
   canary: 'upgrade-canary',
+  /** A retargeted upgrade is found in the Web UI by its new version (QueenTarget). */
+  retargetSearch: 'upgrade-retarget-search',
 } as const;
+
+/**
+ * A retargeted upgrade (a second version change) is found by the version it goes to now. Only
+ * where the run carries the attributes (they may not be registered in the namespace).
+ */
+function retargetSearch(target: string): void {
+  if (workflowInfo().typedSearchAttributes.get(SEARCH_ATTRIBUTES.target) === undefined) return;
+  upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.target, value: target }]);
+}
 
 export async function rollingUpgrade(input: OperationInput): Promise<string> {
   const { ref } = input;
@@ -117,6 +129,7 @@ export async function rollingUpgrade(input: OperationInput): Promise<string> {
         }
         if (next.kind === 'retarget') {
           applied = await step('apply the new spec to the pod template').applyPodTemplate(ref);
+          if (applied.version !== version && patched(PATCHES.retargetSearch)) retargetSearch(applied.version);
           version = applied.version;
           continue;
         }
