@@ -4,6 +4,7 @@
 // stalled, and a write committing through a pod that stays. A node leaves the membership through
 // the same gate (the voters that stay must carry the cluster without it).
 import { heartbeat } from '@temporalio/activity';
+import type { V1Pod } from '@kubernetes/client-node';
 import { readAnnotations } from '../crd/annotations.ts';
 import { withDefaults } from '../crd/defaults.ts';
 import type { Phase, QueenCluster } from '../crd/schema.ts';
@@ -14,9 +15,22 @@ import type { RestartPick } from '../plan/restarts.ts';
 import { answeringNodes, stallMemoryFromStatus, trackStalls, type StallMemory } from '../plan/stalls.ts';
 import { beat, handOverIfStopping, holdUntil, loadCluster, pause, observeCluster, opLogger, probeThrough, stepEvent, writeStep, type ActivityDeps, type ClusterRef, type Hold } from './common.ts';
 import { drainPod, setServing, type DrainTarget } from './drain.ts';
-import { deletePodByUid, evictPodByUid, getNode, getPod, getStatefulSet, patchClusterStatus } from './kube.ts';
+import { budgetsSelecting, deletePodByUid, evictPodByUid, getNode, getPod, getStatefulSet, patchClusterStatus, type Kube } from './kube.ts';
 import { nodeDown, podObservation } from './observe.ts';
 import { names } from './resources.ts';
+
+/**
+ * What to do about a pod that more than one PodDisruptionBudget selects: the Eviction API refuses
+ * to evict it at all (it supports one budget a pod), so the restart waits until a person removes
+ * the budget that is not the cluster's.
+ */
+async function sharedBudgetWords(kube: Kube, ref: ClusterRef, pod: V1Pod): Promise<string> {
+  const ours = names.disruptionBudget(ref.name);
+  const all = await budgetsSelecting(kube, ref.namespace, pod.metadata?.name ?? '').catch(() => [] as string[]);
+  const others = all.filter((n) => n !== ours);
+  const which = others.length > 0 ? `${others.join(', ')} and ${ours}` : `${ours} and another`;
+  return `the Eviction API refuses pods that more than one PodDisruptionBudget selects (${which}); delete ${others.length === 1 ? `the budget ${others[0]}` : 'the budgets that are not the cluster\'s'} (the operator keeps ${ours}: at most one pod of the cluster down)`;
+}
 
 export function gateOptions(deps: ActivityDeps, obs: Observation, minReadySeconds: number): GateOptions {
   return {
@@ -148,8 +162,8 @@ export function gateActivities(deps: ActivityDeps) {
           log.info({ pod: pick.podName, uid: pick.podUid, why: pick.why }, said.message);
           await stepEvent(deps, qc, 'RestartPod', said.message);
         }
-        if (r !== 'refused') break;
-        const why = `${said.message}: the disruption budget allows no eviction now (another pod of the cluster is going down, or a budget of your own forbids it)`;
+        if (r !== 'refused' && r !== 'shared-budget') break;
+        const why = r === 'refused' ? `${said.message}: the disruption budget allows no eviction now (another pod of the cluster is going down, or a budget of your own forbids it)` : `${said.message}: ${await sharedBudgetWords(deps.kube, ref, pod)}`;
         if (why !== waiting) {
           waiting = why;
           log.info({ gate: 'disruption-budget' }, why);

@@ -12,9 +12,11 @@ import {
   KubeConfig,
   KubernetesObjectApi,
   PatchStrategy,
+  PolicyV1Api,
   setHeaderOptions,
   type CoreV1Event,
   type KubernetesObject,
+  type V1LabelSelector,
   type V1Node,
   type V1PersistentVolumeClaim,
   type V1Pod,
@@ -29,6 +31,7 @@ export interface Kube {
   apps: AppsV1Api;
   custom: CustomObjectsApi;
   objects: KubernetesObjectApi;
+  policy: PolicyV1Api;
 }
 
 export function makeKube(kc: KubeConfig): Kube {
@@ -38,6 +41,7 @@ export function makeKube(kc: KubeConfig): Kube {
     apps: kc.makeApiClient(AppsV1Api),
     custom: kc.makeApiClient(CustomObjectsApi),
     objects: KubernetesObjectApi.makeApiClient(kc),
+    policy: kc.makeApiClient(PolicyV1Api),
   };
 }
 
@@ -331,7 +335,13 @@ export async function deletePodByUid(kube: Kube, namespace: string, name: string
  * so that a drain or another eviction at the same moment cannot take a second pod down.
  * 'refused': the budget allows no disruption now (429).
  */
-export async function evictPodByUid(kube: Kube, namespace: string, name: string, uid: string): Promise<'evicted' | 'gone' | 'refused'> {
+/**
+ * Evicts a pod only if it is still the one that was recorded (UID precondition). `refused`: its
+ * disruption budget allows no eviction now (429); `shared-budget`: more than one
+ * PodDisruptionBudget selects the pod, which the Eviction API never allows (500, whatever the
+ * budgets say), until a person removes the extra one.
+ */
+export async function evictPodByUid(kube: Kube, namespace: string, name: string, uid: string): Promise<'evicted' | 'gone' | 'refused' | 'shared-budget'> {
   try {
     await kube.core.createNamespacedPodEviction({
       namespace,
@@ -342,8 +352,35 @@ export async function evictPodByUid(kube: Kube, namespace: string, name: string,
   } catch (err) {
     if (isNotFound(err) || isConflict(err)) return 'gone';
     if (statusCode(err) === 429) return 'refused';
+    if (statusCode(err) === 500 && /more than one PodDisruptionBudget/i.test(apiErrorMessage(err))) return 'shared-budget';
     throw err;
   }
+}
+
+/** A LabelSelector (as a PodDisruptionBudget carries it) in the query syntax of `?labelSelector=`, so the API server itself matches it. */
+export function selectorQuery(sel: V1LabelSelector): string {
+  const terms = Object.entries(sel.matchLabels ?? {}).map(([k, v]) => `${k}=${v}`);
+  for (const e of sel.matchExpressions ?? []) {
+    const values = `(${(e.values ?? []).join(',')})`;
+    if (e.operator === 'In') terms.push(`${e.key} in ${values}`);
+    else if (e.operator === 'NotIn') terms.push(`${e.key} notin ${values}`);
+    else if (e.operator === 'Exists') terms.push(e.key);
+    else if (e.operator === 'DoesNotExist') terms.push(`!${e.key}`);
+  }
+  return terms.join(',');
+}
+
+/** The names of the PodDisruptionBudgets of a namespace that select this pod, as the API server matches their selectors. */
+export async function budgetsSelecting(kube: Kube, namespace: string, podName: string): Promise<string[]> {
+  const budgets = await kube.policy.listNamespacedPodDisruptionBudget({ namespace });
+  const out: string[] = [];
+  for (const pdb of budgets.items) {
+    const sel = pdb.spec?.selector;
+    if (!sel) continue;
+    const pods = await kube.core.listNamespacedPod({ namespace, labelSelector: selectorQuery(sel) });
+    if (pods.items.some((p) => p.metadata?.name === podName)) out.push(pdb.metadata?.name ?? '');
+  }
+  return out.sort();
 }
 
 /** Deletes a claim only if it is still the one that was recorded (UID precondition). */
