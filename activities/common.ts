@@ -128,11 +128,26 @@ export interface StepStatus {
  * Writes phase and message, with the Ready condition that goes with them (its transition time
  * moves only when it flips), and any other status fields given.
  */
+/**
+ * A status line with the yield an operation owes once its step finishes (status.operation.yieldTo),
+ * so that every write of the step keeps saying it.
+ */
+export function withYieldPending(message: string, yieldTo: string | null | undefined): string {
+  if (!yieldTo) return message;
+  const owed = `; then it yields to ${yieldTo} (the step that runs is not stopped in its middle)`;
+  return message.endsWith(owed) ? message : `${message}${owed}`;
+}
+
 export async function writePhase(deps: ActivityDeps, ref: ClusterRef, phase: Phase, message: string, extra: Record<string, unknown> = {}) {
   const qc = await getCluster(deps.kube, ref.namespace, ref.name);
   // The operation as it will stand after this write: the one given, or the one in status.
-  const given = extra.operation as { type?: string; step?: string | null } | null | undefined;
+  const given = extra.operation as { type?: string; step?: string | null; yieldTo?: string | null } | null | undefined;
   const current = given === null ? null : { ...(qc?.status?.operation ?? {}), ...(given ?? {}) };
+  // A yield that waits for the running step to finish is said with every line of that step.
+  if (current?.yieldTo) {
+    message = withYieldPending(message, current.yieldTo);
+    if (given?.step) extra = { ...extra, operation: { ...given, step: withYieldPending(given.step, current.yieldTo) } };
+  }
   const operation = current && current.type ? { type: current.type, step: current.step ?? null } : null;
   await patchClusterStatus(deps.kube, ref.namespace, ref.name, {
     phase,

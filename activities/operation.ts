@@ -7,12 +7,12 @@ import { ANNOTATIONS, type LastOperationStatus, type Phase } from '../crd/schema
 import { assess } from '../plan/assess.ts';
 import type { OperationType } from '../plan/decide.ts';
 import { stallMemoryFromStatus } from '../plan/stalls.ts';
-import { loadCluster, observeCluster, opLogger, stepEvent, writePhase, type ActivityDeps, type ClusterRef } from './common.ts';
+import { loadCluster, observeCluster, opLogger, stepEvent, withYieldPending, writePhase, type ActivityDeps, type ClusterRef } from './common.ts';
 import { patchClusterAnnotations } from './kube.ts';
 import { operationDuration, operationsEnded, operationsStarted } from '../metrics.ts';
 import { observedStatus } from './status.ts';
 import { clusterView } from './view.ts';
-import { decide, neededOperation } from '../plan/decide.ts';
+import { decide, rolledOutGeneration } from '../plan/decide.ts';
 
 export interface OperationStart {
   type: OperationType;
@@ -50,7 +50,7 @@ export function operationActivities(deps: ActivityDeps) {
       const again = !!recorded?.runId && recorded.runId === run.runId && recorded.workflowId === run.workflowId;
       const startedAt = again && recorded.startedAt ? recorded.startedAt : new Date().toISOString();
       await writePhase(deps, ref, start.phase, start.message, {
-        operation: { type: start.type, ...run, target: start.target, step: start.message, gate: null, startedAt },
+        operation: { type: start.type, ...run, target: start.target, step: start.message, gate: null, startedAt, yieldTo: null },
       });
       if (again) return startedAt;
       opLogger(deps, ref).info({ type: start.type, target: start.target }, `${start.type} started`);
@@ -68,10 +68,10 @@ export function operationActivities(deps: ActivityDeps) {
       const qc = await loadCluster(deps, ref);
       const op = qc.status?.operation;
       if (!op) return;
-      const now = qc.status?.message || op.step || op.type;
-      const message = `${now}; then it yields to ${ask.yieldTo} (the step that runs is not stopped in its middle)`;
+      const message = withYieldPending(qc.status?.message || op.step || op.type, ask.yieldTo);
       opLogger(deps, ref).info({ yieldTo: ask.yieldTo }, message);
-      await writePhase(deps, ref, qc.status?.phase ?? 'Ready', message, { operation: { step: message, gate: op.gate ?? null } });
+      // Kept in status.operation: the step's later lines say it too (writePhase).
+      await writePhase(deps, ref, qc.status?.phase ?? 'Ready', message, { operation: { step: message, gate: op.gate ?? null, yieldTo: ask.yieldTo } });
     },
 
     /**
@@ -106,7 +106,8 @@ export function operationActivities(deps: ActivityDeps) {
         const afterwards = { ...qc, status: { ...qc.status, lastOperation, operation: null } };
         const view = clusterView(afterwards, obs);
         // The spec is rolled out: observedGeneration catches up (not before).
-        if (neededOperation(view) === null) observed.observedGeneration = qc.metadata.generation;
+        const rolledOut = rolledOutGeneration(view);
+        if (rolledOut !== undefined) observed.observedGeneration = rolledOut;
         const decision = decide(view, null, Date.now());
         const a = assess({
           obs,

@@ -301,6 +301,11 @@ const operationSchema = {
     gate: { type: 'string', description: 'The named gate that holds the step back, if any.' },
     target: { type: 'string', description: 'What the operation works towards, e.g. the version.' },
     startedAt: { type: 'string', format: 'date-time' },
+    yieldTo: {
+      type: 'string',
+      nullable: true,
+      description: 'The more urgent operation this one yields to once the step that runs now has finished (a step is not stopped in its middle).',
+    },
   },
 } as const;
 

@@ -170,6 +170,10 @@ export class Watcher {
         decision = decide(this.view(fresh), running, Date.now());
         if (decision.action === 'start') await this.startOperation(fresh, decision, log);
         if (decision.action !== 'yield') return;
+        // Asked already, by this replica or another: the run said in status that it yields once
+        // its step is done, and a second signal would only lengthen its history.
+        const op = fresh.status?.operation;
+        if (op?.yieldTo && op.runId === decision.running.runId) return;
       }
       await this.act(decision, log);
     } catch (err) {
