@@ -4,6 +4,7 @@
 // A voter leaves the membership through the stop gate, as a pod stops; a node whose pod holds
 // the data it had before it left is never added back with it.
 import { ApplicationFailure } from '@temporalio/common';
+import { readAnnotations } from '../crd/annotations.ts';
 import { withDefaults } from '../crd/defaults.ts';
 import { ANNOTATIONS, type Phase, type QueenCluster } from '../crd/schema.ts';
 import { idsText, lagText } from '../plan/format.ts';
@@ -54,7 +55,7 @@ export async function removalHold(deps: ActivityDeps, qc: QueenCluster, obs: Obs
 /** The pure part of the removal gate, checked once more right before the change (no write probe). */
 export function removalHeld(deps: ActivityDeps, qc: QueenCluster, obs: Observation, nodeId: number): string | null {
   if (!memberOf(obs.membership, nodeId)?.voter) return null;
-  if (qc.metadata.annotations?.[ANNOTATIONS.pause]) return `paused by the ${ANNOTATIONS.pause} annotation`;
+  if (readAnnotations(qc.metadata.annotations).pause) return `paused by the ${ANNOTATIONS.pause} annotation`;
   const hold = stopGate({ obs, memory: stallMemory(qc, obs), target: nodeId - 1, removing: true, opts: gateOptions(deps, obs, obs.minReadySeconds) });
   return hold?.reason ?? null;
 }
