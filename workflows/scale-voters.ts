@@ -51,7 +51,9 @@ export async function scaleVoters(input: OperationInput): Promise<string> {
               took = (await step(s.message, 'wait').removeNode(ref, s.nodeId, 'Scaling')) === 'removed';
               break;
             case 'wipe-claim':
-              await step(s.message).wipeClaim(ref, s);
+              // A wait: the pod is drained before it goes (`--drain-wait`, up to 10 minutes), longer
+              // than a quick step's timeout, whose attempts would then overlap.
+              await step(s.message, 'wait').wipeClaim(ref, s);
               break;
             case 'delete-claim':
               await step(s.message).deleteClaim(ref, s.claimName, s.claimUid, s.message);
