@@ -2,8 +2,9 @@
 // be refused, on a formed cluster of three voters, as `kubectl describe` and `kubectl get` show it:
 // a value an annotation does not take is a Warning Event naming it and the values it takes, and
 // acts as unset; pause=false does not pause; a cancel with nothing to cancel is removed with an
-// Event, and cancels nothing later; a replacement of a pod that is no voter's is refused (Blocked
-// once nothing runs) without interrupting the upgrade that runs.
+// Event, and cancels nothing later; a cancel value it does not take cancels nothing; a replacement
+// of a pod that is no voter's is refused (Blocked once nothing runs) without interrupting the
+// upgrade that runs.
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { annotate, clusterEvents, formed, getCluster, kubectl, patchSpec, scenario, seedSpec, sleep, waitFor, waitForCluster, type Scenario } from './harness.ts';
 import { settledRuns, workflowRuns } from './temporal.ts';
@@ -69,10 +70,15 @@ it('pause=true holds a new operation; pause=false lets it go', async () => {
   await waitForCluster(s, 'the upgrade to 2.6.2 running', (q) => q.status?.phase === 'Upgrading', 60_000);
 });
 
-it('a replacement of a pod that is no voter is refused without interrupting the upgrade that runs', async () => {
+it('a replacement of a pod that is no voter, and a cancel value it does not take, interrupt nothing of the upgrade that runs', async () => {
   // The upgrade to 2.6.2 of the test before runs now.
   const running = (await workflowRuns(s, operationId())).filter((r) => r.status === 'RUNNING');
   expect(running.map((r) => r.type)).toEqual(['rollingUpgrade']);
+  await annotate(s, { 'queenmq.com/cancel': 'now' });
+  expect(await eventsOf('InvalidAnnotation', 2)).toContainEqual({
+    type: 'Warning',
+    message: 'queenmq.com/cancel="now" is not a value it takes (true or false): it is read as unset, nothing is cancelled',
+  });
   await annotate(s, { 'queenmq.com/replace-pod': 'queen-7' });
   expect(await eventsOf('ReplaceRefused')).toEqual([
     {
@@ -90,14 +96,14 @@ it('a replacement of a pod that is no voter is refused without interrupting the 
   const blocked = await waitForCluster(s, 'Blocked by the refused replacement', (q) => q.status?.phase === 'Blocked', 60_000);
   expect(blocked.status?.message).toMatch(/^the pod asked to be replaced, "queen-7", is not a voter of this cluster/);
   expect((await kubectl(['-n', s.ns, 'get', 'queencluster', 'queen', '-o', 'wide'])).stdout).toMatch(/Blocked\s+the pod asked to be replaced, "queen-7"/);
-  await annotate(s, { 'queenmq.com/replace-pod': null });
+  await annotate(s, { 'queenmq.com/replace-pod': null, 'queenmq.com/cancel': null });
   await waitForCluster(s, 'Ready once the annotation is gone', (q) => q.status?.phase === 'Ready', 60_000);
   expect((await workflowRuns(s, operationId())).map((r) => r.type)).toEqual(['formCluster', 'rollingUpgrade', 'rollingUpgrade']);
 });
 
 it('an annotation of ours that does not exist is said once', async () => {
   await annotate(s, { 'queenmq.com/pasue': 'true' });
-  expect(await eventsOf('InvalidAnnotation', 2)).toContainEqual({
+  expect(await eventsOf('InvalidAnnotation', 3)).toContainEqual({
     type: 'Warning',
     message: 'queenmq.com/pasue is not an annotation of this operator, which reads queenmq.com/replace-pod, queenmq.com/cancel, queenmq.com/retry, queenmq.com/approve, queenmq.com/plan, queenmq.com/plan-only, queenmq.com/pause: it is ignored',
   });
