@@ -159,8 +159,13 @@ export class InstalledOperator {
   }
 
   /** The manifest as applied: replicas, the Temporal address, the scenario's flags. */
-  static manifest(temporalAddress: string, replicas: number, args: string[], env: Record<string, string> = {}): string {
-    const docs = parseAllDocuments(readFileSync(NAMESPACED, 'utf8'));
+  static manifest(temporalAddress: string, replicas: number, args: string[], env: Record<string, string> = {}, uncomment?: RegExp): string {
+    // Lines the manifest offers commented out (e.g. the TLS to Temporal), uncommented as its comments tell a user to.
+    const text = readFileSync(NAMESPACED, 'utf8')
+      .split('\n')
+      .map((l) => (uncomment && uncomment.test(l) ? l.replace(/^(\s*)# /, '$1') : l))
+      .join('\n');
+    const docs = parseAllDocuments(text);
     for (const doc of docs) {
       if (doc.get('kind') !== 'Deployment') continue;
       doc.setIn(['spec', 'replicas'], replicas);
@@ -180,10 +185,10 @@ export class InstalledOperator {
     return docs.map((d) => d.toString()).join('---\n');
   }
 
-  async apply(replicas: number, flags: OperatorFlags, env: Record<string, string> = {}): Promise<void> {
+  async apply(replicas: number, flags: OperatorFlags, env: Record<string, string> = {}, uncomment?: RegExp): Promise<void> {
     const file = join(testbed().dir, 'operator', `${this.namespace}.yaml`);
     mkdirSync(join(file, '..'), { recursive: true });
-    writeFileSync(file, InstalledOperator.manifest(testbed().temporal.address, replicas, flagArgs(flags), env));
+    writeFileSync(file, InstalledOperator.manifest(testbed().temporal.address, replicas, flagArgs(flags), env, uncomment));
     const r = await kubectl(['-n', this.namespace, 'apply', '-f', file]);
     if (r.code !== 0) throw new Error(`kubectl apply of deploy/namespaced.yaml failed: ${r.stderr}`);
   }
@@ -240,7 +245,8 @@ export interface Scenario {
    * Installs the operator in the namespace (deploy/namespaced.yaml) with `replicas` pods and the
    * scenario's flags, and waits until they are Ready. Again: changes the replicas or the flags.
    */
-  install(flags?: OperatorFlags, opts?: { replicas?: number; env?: Record<string, string> }): Promise<InstalledOperator>;
+  /** `uncomment`: the manifest's commented lines that match it are uncommented (as deploy/temporal.md tells for TLS). */
+  install(flags?: OperatorFlags, opts?: { replicas?: number; env?: Record<string, string>; uncomment?: RegExp }): Promise<InstalledOperator>;
   /** An operator process on this machine, for a scenario that must control it by hand. */
   startOperator(label?: string, flags?: OperatorFlags): OperatorProcess;
   /** The logs of every operator of the scenario, installed or process. */
@@ -310,10 +316,10 @@ export async function scenario(prefix: string, opts: { secret?: boolean; namespa
     operators,
     installed: null,
     clusters,
-    async install(flags: OperatorFlags = {}, opts: { replicas?: number; env?: Record<string, string> } = {}) {
+    async install(flags: OperatorFlags = {}, opts: { replicas?: number; env?: Record<string, string>; uncomment?: RegExp } = {}) {
       const op = (s.installed ??= new InstalledOperator(ns));
       const replicas = opts.replicas ?? 1;
-      await op.apply(replicas, flags, opts.env);
+      await op.apply(replicas, flags, opts.env, opts.uncomment);
       await op.ready(core, replicas);
       return op;
     },

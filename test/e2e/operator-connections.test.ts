@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
 import { freePorts } from '../testbed/ports.ts';
 import { makePki, startApiKeyGateway, startTcpProxy, startTlsTerminator, type Pki, type Proxy } from '../testbed/proxies.ts';
-import { createCluster, operatorSetup, scenario, seedSpec, testbed, waitFor, waitForCluster, type OperatorProcess, type Scenario } from './harness.ts';
+import { createCluster, kubectl, operatorSetup, scenario, seedSpec, testbed, waitFor, waitForCluster, type OperatorProcess, type Scenario } from './harness.ts';
 
 let s: Scenario;
 const proxies: Proxy[] = [];
@@ -134,6 +134,20 @@ describe('operator connections', () => {
     const withCert = await operator('mtls', [`--temporal-address=${mtls.address}`, `--temporal-tls-ca=${pki.caCert}`, `--temporal-tls-cert=${pki.clientCert}`, `--temporal-tls-key=${pki.clientKey}`]);
     await waitFor('ready through mutual TLS', async () => (await get(withCert.port, '/readyz')).status === 200, 60_000);
     await withCert.op.kill('SIGTERM');
+  });
+
+  it("install.yaml's TLS lines uncommented as deploy/temporal.md says: the installed operator reaches a frontend that requires mutual TLS with the Secret temporal-client", async () => {
+    const mtls = await startTlsTerminator(testbed().temporal.address, pki, { requireClientCert: true });
+    proxies.push(mtls);
+    // deploy/temporal.md's command, with the test bed's PKI files.
+    const secret = await kubectl(['-n', s.ns, 'create', 'secret', 'generic', 'temporal-client', `--from-file=ca.crt=${pki.caCert}`, `--from-file=tls.crt=${pki.clientCert}`, `--from-file=tls.key=${pki.clientKey}`]);
+    expect(secret.code, secret.stderr).toBe(0);
+    // Ready (through /readyz) only once it reached Temporal, which refuses a connection without the client certificate.
+    const installed = await s.install({}, { env: { TEMPORAL_ADDRESS: mtls.address }, uncomment: /TEMPORAL_TLS_|temporal-tls|secretName: temporal-client/ });
+    const [pod] = await installed.pods(s.core);
+    const env = Object.fromEntries((pod!.spec!.containers[0]!.env ?? []).map((e) => [e.name, e.value]));
+    expect(env).toMatchObject({ TEMPORAL_TLS_CA: '/etc/temporal-tls/ca.crt', TEMPORAL_TLS_CERT: '/etc/temporal-tls/tls.crt', TEMPORAL_TLS_KEY: '/etc/temporal-tls/tls.key' });
+    expect(pod!.spec!.volumes).toContainEqual(expect.objectContaining({ name: 'temporal-tls', secret: expect.objectContaining({ secretName: 'temporal-client' }) }));
   });
 
   it('an API key: a frontend that asks for one refuses a wrong one in words, takes the right one from TEMPORAL_API_KEY', async () => {
