@@ -26,6 +26,8 @@ it('holds the files .dockerignore lets in, the production packages and the workf
   expect(own.some((f) => f.startsWith('test/'))).toBe(false);
   // Production packages only: no test runner, no type checker, no Node.js package.
   for (const dev of ['vitest', 'typescript', 'node']) expect(files.some((f) => f.startsWith(`node_modules/${dev}/`))).toBe(false);
+  // Nor the compiler that bundled the workflows: the image runs the bundle.
+  for (const tool of ['@swc/', 'swc-loader/']) expect(files.some((f) => f.startsWith(`node_modules/${tool}`))).toBe(false);
   expect(files.some((f) => f.startsWith('node_modules/@temporalio/worker/'))).toBe(true);
   expect(image.user).toEqual({ uid: 65532, gid: 65532 });
   expect(image.entrypoint).toEqual(['/nodejs/bin/node', 'main.ts']);
