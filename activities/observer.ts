@@ -16,7 +16,7 @@ import type { Logger } from 'pino';
 import { annotationWarnings } from '../crd/annotations.ts';
 import type { Phase, QueenCluster, QueenClusterStatus } from '../crd/schema.ts';
 import { assess, type Assessment } from '../plan/assess.ts';
-import { decide, neededOperation } from '../plan/decide.ts';
+import { decide, rolledOutGeneration } from '../plan/decide.ts';
 import { readAnnotations } from '../crd/annotations.ts';
 import { podsToServe } from '../plan/serving.ts';
 import { answeringNodes, stallMemoryFromStatus, trackStalls, type StallMemory } from '../plan/stalls.ts';
@@ -290,7 +290,8 @@ async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: Observer
     }
     const view = clusterView(qc, obs);
     // The spec is rolled out (nothing behind, no operation needed): observedGeneration catches up.
-    if (neededOperation(view) === null) status.observedGeneration = qc.metadata.generation;
+    const rolledOut = rolledOutGeneration(view);
+    if (rolledOut !== undefined) status.observedGeneration = rolledOut;
     const decision = decide(view, null, obs.at);
     const blockedBy = decision.action === 'stopped' || decision.action === 'refused' ? decision.message : null;
     assessment = assess({

@@ -35,6 +35,15 @@ export interface Need {
 }
 
 /** The most urgent operation the cluster needs, or null when it is as specified. */
+/**
+ * The generation that status.observedGeneration may say now: the object's once its spec is rolled
+ * out (no pod behind, no operation needed), none before (it keeps the last rolled-out one), so that
+ * tools that read kstatus (Argo CD, Flux) see a spec change in progress until it is done.
+ */
+export function rolledOutGeneration(v: ClusterView): number | undefined {
+  return neededOperation(v) === null ? v.qc.metadata.generation : undefined;
+}
+
 export function neededOperation(v: ClusterView): Need | null {
   const { qc } = v;
   const spec = qc.spec;

@@ -4,6 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { PHASES, type Condition, type Phase } from '../../crd/schema.ts';
 import { clusterConditions, commonVersion } from '../../activities/status.ts';
+import { rolledOutGeneration, type ClusterView } from '../../plan/decide.ts';
 import { cluster } from './fixture.ts';
 
 describe('the VERSION column', () => {
@@ -77,9 +78,36 @@ describe('the conditions, by kstatus', () => {
     // Every condition carries what a condition must (metav1.Condition).
     for (const c of conditions) expect(c.reason).toMatch(/^[A-Za-z]+$/);
   });
-  it('a spec not rolled out yet is in progress whatever the phase says', () => {
+  it('a spec not rolled out yet is in progress whatever the phase says; Current once its pods run it', () => {
+    // Generation 5 asks for a new version; status says 4 was rolled out. The pods still run the old template.
+    const obs = cluster(3, 3, 1);
+    const v: ClusterView = {
+      qc: {
+        apiVersion: 'queenmq.com/v1alpha1',
+        kind: 'QueenCluster',
+        metadata: { name: 'queen', namespace: 'queen', uid: 'u1', generation: 5 },
+        spec: { version: '2.6.1', secretName: 'queen', replicas: 3, storage: { size: '50Gi' } },
+        status: { voters: [1, 2, 3], observedGeneration: 4 },
+      },
+      wantedSpecHash: 'spec-2.6.1',
+      wantedTemplateHash: 'template-2.6.1',
+      statefulSet: obs.statefulSet,
+      servicesPresent: true,
+      pods: obs.pods,
+      claims: obs.claims,
+    };
     const conditions = clusterConditions(undefined, { phase: 'Ready', message: '', operation: null, paused: false, generation: 5, now });
-    expect(kstatus(5, 4, conditions)).toBe('InProgress');
+    const observed = (view: ClusterView) => rolledOutGeneration(view) ?? view.qc.status!.observedGeneration;
+    expect(rolledOutGeneration(v)).toBeUndefined();
+    expect(kstatus(5, observed(v), conditions)).toBe('InProgress');
+    // The StatefulSet carries the new spec, one pod runs the new template: still in progress.
+    v.statefulSet = { ...v.statefulSet!, specHash: 'spec-2.6.1', templateHash: 'template-2.6.1' };
+    v.pods = v.pods.map((p, i) => (i === 2 ? { ...p, hash: 'template-2.6.1' } : p));
+    expect(kstatus(5, observed(v), conditions)).toBe('InProgress');
+    // Every pod on it: observedGeneration catches up, and the cluster is Current.
+    v.pods = v.pods.map((p) => ({ ...p, hash: 'template-2.6.1' }));
+    expect(rolledOutGeneration(v)).toBe(5);
+    expect(kstatus(5, observed(v), conditions)).toBe('Current');
   });
   it('Paused while the annotation holds; a transition time moves only when a status flips', () => {
     const first = clusterConditions(undefined, { phase: 'Ready', message: '', operation: null, paused: true, generation: 1, now });
