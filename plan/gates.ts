@@ -59,6 +59,8 @@ export const GATE_NAMES = [
   'statefulset-present',
   'statefulset-recreated',
   'worker-polling',
+  // A step whose attempts keep failing (timing out, or the workflow code failing on the workers).
+  'step-succeeds',
   // A pod drained before its node leaves the membership or its pod goes for good: out of the
   // client Services' endpoints, then the requests in flight on it finish.
   'pod-out-of-endpoints',

@@ -7,6 +7,7 @@ import { defaultPayloadConverter } from '@temporalio/common';
 import type { LastOperationStatus, OperationStatus, Phase } from '../crd/schema.ts';
 import type { OperationType } from '../plan/decide.ts';
 import { resumeHint } from '../plan/format.ts';
+import type { GateName } from '../plan/gates.ts';
 
 /** HistoryEventFilterType.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT (temporal.api.enums.v1). */
 const CLOSE_EVENT_ONLY = 2;
@@ -117,6 +118,84 @@ export function waitingForWorker(d: WorkflowExecutionDescription, now: number, a
   if ((d.historyLength ?? 0) > 2) return null;
   const since = d.startTime.getTime();
   return now - since >= afterMs ? { since } : null;
+}
+
+/** PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED: no worker runs the attempt. */
+const ACTIVITY_SCHEDULED = 1;
+/** A step that keeps failing is told from this attempt on (as activities/guard.ts does). */
+const TELL_FROM_ATTEMPT = 3;
+
+/** What holds a running operation that no step of it can say: the workers are gone, or fail at it. */
+export type StuckRun =
+  /** Its next task (a workflow task or a step's next attempt) has waited this long for a worker. */
+  | { kind: 'no-worker'; since: number }
+  /** A step whose attempts time out (the server's verdict, which the step never hears of). */
+  | { kind: 'timing-out'; attempt: number; timeout: string }
+  /** The operation's own code fails on the workers, task after task. */
+  | { kind: 'task-failing'; attempt: number };
+
+const TIMEOUT_WORDS: Record<number, string> = {
+  1: 'it did not finish within its time',
+  2: 'it was not taken up within its time',
+  3: 'it did not finish within its time',
+  4: 'no heartbeat within its time: the worker that ran it stopped answering',
+};
+
+const millis = (t: { seconds?: unknown; nanos?: number | null } | null | undefined): number | null => {
+  const iso = ts(t);
+  return iso ? Date.parse(iso) : null;
+};
+
+/**
+ * A run that began and then stopped moving for a reason its own steps cannot report (no worker to
+ * run them, attempts that time out, workflow code that fails): read from its pending workflow
+ * task and activities. Null while it moves, or too early to say (`afterMs`).
+ */
+export function stuckRun(d: WorkflowExecutionDescription, now: number, afterMs: number): StuckRun | null {
+  if (d.status.name !== 'RUNNING') return null;
+  const task = d.raw.pendingWorkflowTask;
+  if (task && (task.attempt ?? 1) >= TELL_FROM_ATTEMPT) return { kind: 'task-failing', attempt: task.attempt ?? TELL_FROM_ATTEMPT };
+  if (task && task.state === TASK_SCHEDULED) {
+    const since = millis(task.originalScheduledTime ?? task.scheduledTime);
+    if (since !== null && now - since >= afterMs) return { kind: 'no-worker', since };
+  }
+  for (const a of d.raw.pendingActivities ?? []) {
+    const timeout = a.lastFailure?.timeoutFailureInfo;
+    if ((a.attempt ?? 1) >= TELL_FROM_ATTEMPT && timeout) {
+      return { kind: 'timing-out', attempt: a.attempt ?? TELL_FROM_ATTEMPT, timeout: TIMEOUT_WORDS[Number(timeout.timeoutType ?? 0)] ?? 'it timed out' };
+    }
+    if (a.state !== ACTIVITY_SCHEDULED) continue;
+    // Ready for a worker since its scheduling, or since the backoff after its last attempt ended.
+    const times = [a.scheduledTime, a.lastAttemptCompleteTime, a.nextAttemptScheduleTime].map(millis).filter((t): t is number => t !== null);
+    const since = times.length > 0 ? Math.max(...times) : null;
+    if (since !== null && since <= now && now - since >= afterMs) return { kind: 'no-worker', since };
+  }
+  return null;
+}
+
+/** The line that says what holds an operation that is stuck (stuckRun), with its gate. */
+export function stuckStatus(
+  type: OperationType,
+  recorded: { step?: string | null },
+  stuck: StuckRun,
+  run: { workflowId: string; taskQueue: string },
+  now: number,
+): { message: string; gate: GateName } {
+  const step = recorded.step ?? type;
+  switch (stuck.kind) {
+    case 'no-worker':
+      return {
+        message: `waiting for a worker on task queue ${run.taskQueue}: ${type} has waited ${Math.round((now - stuck.since) / 1000)}s for a worker to take up its next step (${step}) (are the operator's workers running, on that task queue?)`,
+        gate: 'worker-polling',
+      };
+    case 'timing-out':
+      return { message: `${step}: attempt ${stuck.attempt} timed out (${stuck.timeout}); trying again`, gate: 'step-succeeds' };
+    case 'task-failing':
+      return {
+        message: `${type} cannot go on: its workflow code failed ${stuck.attempt} times on the workers at "${step}" (an operator version that cannot run it?); see temporal workflow describe --workflow-id ${run.workflowId}`,
+        gate: 'step-succeeds',
+      };
+  }
 }
 
 const PHASE_OF: Record<OperationType, Phase> = {

@@ -15,12 +15,12 @@ import { names } from '../activities/resources.ts';
 import { clusterConditions } from '../activities/status.ts';
 import { clusterView } from '../activities/view.ts';
 import { readAnnotations } from '../crd/annotations.ts';
-import { ANNOTATIONS, type QueenCluster } from '../crd/schema.ts';
+import { ANNOTATIONS, type Phase, type QueenCluster } from '../crd/schema.ts';
 import type { OperationInput } from '../workflows/operation.ts';
 import { searchAttributesOf } from '../workflows/search-attributes.ts';
 import { decide, neededOperation, OPERATION_TYPES, type Decision, type OperationType, type RunningOperation } from '../plan/decide.ts';
 import type { ClaimObservation, PodObservation } from '../plan/observation.ts';
-import { endedOutside, noWorkerStatus, Runs, waitingForWorker } from './runs.ts';
+import { endedOutside, noWorkerStatus, Runs, stuckRun, stuckStatus, waitingForWorker } from './runs.ts';
 
 /** What the Web UI shows of an operation beside its steps: what it is for and where to look. */
 function operationDetails(type: string, ns: string, name: string, target: string): string {
@@ -83,6 +83,8 @@ export class Watcher {
   private readonly cancelled = new Set<string>();
   private readonly yielded = new Set<string>();
   private readonly noWorkerTold = new Set<string>();
+  /** Runs said to be stuck (`<run id>/<kind>`): their Event once, their line again only when it changes. */
+  private readonly stuckTold = new Set<string>();
   private readonly runs: Runs;
   private resync: NodeJS.Timeout | null = null;
   private stopped = false;
@@ -158,9 +160,9 @@ export class Watcher {
       // Temporal: whatever runs or not, nothing would be started, yielded or cancelled. Hundreds of
       // resting clusters then cost the watcher no call at their status writes and resyncs.
       if (!cached.status?.operation && !readAnnotations(cached.metadata.annotations).cancel && neededOperation(this.view(cached)) === null) return;
-      const running = await this.runningOperation(namespace, name);
+      const { running, description } = await this.runningOperation(namespace, name);
       // Status first: a run that ended from outside is recorded before anything is decided on it.
-      if (await this.reconcileRecorded(cached, running, log)) return;
+      if (await this.reconcileRecorded(cached, running, description, log)) return;
       if (!running && readAnnotations(cached.metadata.annotations).cancel) await this.nothingToCancel(namespace, name, log);
       let decision = decide(this.view(cached), running, Date.now());
       if (decision.action === 'start' || decision.action === 'yield') {
@@ -198,15 +200,16 @@ export class Watcher {
     });
   }
 
-  private async runningOperation(namespace: string, name: string): Promise<RunningOperation | null> {
+  /** The operation that runs now, and how Temporal describes its run. */
+  private async runningOperation(namespace: string, name: string): Promise<{ running: RunningOperation | null; description: WorkflowExecutionDescription | null }> {
     const workflowId = operationWorkflowId(namespace, name);
     try {
       const d = await this.opts.temporal.workflow.getHandle(workflowId).describe();
-      if (d.status.name !== 'RUNNING') return null;
+      if (d.status.name !== 'RUNNING') return { running: null, description: null };
       const type = TYPE_OF[d.type] ?? (OPERATION_TYPES.includes(d.type as OperationType) ? (d.type as OperationType) : null);
-      return type ? { type, workflowId, runId: d.runId } : null;
+      return type ? { running: { type, workflowId, runId: d.runId }, description: d } : { running: null, description: null };
     } catch (err) {
-      if (err instanceof WorkflowNotFoundError) return null;
+      if (err instanceof WorkflowNotFoundError) return { running: null, description: null };
       throw err;
     }
   }
@@ -269,7 +272,7 @@ export class Watcher {
    * reset goes on in a new run of the same operation: status.operation follows it. A run that no
    * worker has taken up for a while says so, naming the task queue. True when status changed.
    */
-  private async reconcileRecorded(qc: QueenCluster, running: RunningOperation | null, log: Logger): Promise<boolean> {
+  private async reconcileRecorded(qc: QueenCluster, running: RunningOperation | null, description: WorkflowExecutionDescription | null, log: Logger): Promise<boolean> {
     const { namespace, name } = qc.metadata;
     const recorded = qc.status?.operation ?? null;
     if (recorded?.runId && recorded.runId !== running?.runId) {
@@ -298,8 +301,43 @@ export class Watcher {
         return true;
       }
     }
+    if (running?.runId && recorded?.runId === running.runId && description) {
+      // The run began, then stopped moving for a reason none of its steps can say. (One whose first
+      // task no worker took has its own line, noWorkerStatus below.)
+      if (waitingForWorker(description, Date.now(), 0)) return false;
+      const stuck = stuckRun(description, Date.now(), this.opts.noWorkerAfterMs);
+      const heldByUs = recorded.gate === 'worker-polling' || recorded.gate === 'step-succeeds';
+      if (!stuck && !heldByUs) return false;
+      const fresh = await getCluster(this.opts.kube, namespace, name);
+      const op = fresh?.status?.operation;
+      if (!fresh || fresh.metadata.uid !== qc.metadata.uid || op?.runId !== running.runId) return false;
+      if (!stuck) {
+        // It moves again, and its next step has not said anything yet: its last line, without the hold.
+        if (op.gate === 'worker-polling' || op.gate === 'step-succeeds') await this.patchStatus(fresh, { message: op.step ?? '', operation: { gate: null } });
+        return false;
+      }
+      const said = stuckStatus(running.type, op, stuck, { workflowId: running.workflowId, taskQueue: description.taskQueue }, Date.now());
+      // Said once a stretch (the seconds waited move at every look; its first line is enough until it changes kind).
+      const key = `${running.runId}/${stuck.kind}`;
+      if (this.stuckTold.has(key) && op.gate === said.gate) return false;
+      log.warn({ workflowId: running.workflowId, runId: running.runId, stuck: stuck.kind }, said.message);
+      const phase = (fresh.status?.phase ?? 'Ready') as Phase;
+      const conditions = clusterConditions(fresh.status?.conditions, {
+        phase,
+        message: said.message,
+        operation: { type: running.type, step: op.step ?? null },
+        paused: readAnnotations(fresh.metadata.annotations).pause,
+        generation: fresh.metadata.generation,
+        now: new Date(),
+      });
+      if (await this.patchStatus(fresh, { message: said.message, operation: { gate: said.gate }, conditions })) {
+        if (!this.stuckTold.has(key)) await recordEvent(this.opts.kube, fresh, stuck.kind === 'no-worker' ? 'NoWorker' : 'StepFailing', said.message, 'Warning').catch(() => undefined);
+        this.stuckTold.add(key);
+      }
+      return false;
+    }
     if (running?.runId && recorded?.runId !== running.runId) {
-      const d = await this.opts.temporal.workflow.getHandle(running.workflowId, running.runId).describe();
+      const d = description ?? (await this.opts.temporal.workflow.getHandle(running.workflowId, running.runId).describe());
       const waiting = waitingForWorker(d, Date.now(), this.opts.noWorkerAfterMs);
       if (!waiting) return false;
       const fresh = await getCluster(this.opts.kube, namespace, name);

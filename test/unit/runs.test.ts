@@ -4,7 +4,7 @@
 import type { WorkflowExecutionDescription } from '@temporalio/client';
 import { describe, expect, it } from 'vitest';
 import type { OperationStatus } from '../../crd/schema.ts';
-import { endedOutside, noWorkerStatus, waitingForWorker, type RunEnd } from '../../watcher/runs.ts';
+import { endedOutside, noWorkerStatus, stuckRun, stuckStatus, waitingForWorker, type RunEnd } from '../../watcher/runs.ts';
 
 const recorded: OperationStatus = {
   type: 'RollingUpgrade',
@@ -78,5 +78,50 @@ describe('an operation no worker takes up (issue 8, item 9)', () => {
       "waiting for a worker on task queue queen-operator-queen: FormCluster was started 12s ago and no worker has taken it up (are the operator's workers running, on that task queue?)",
     );
     expect(st.operation).toMatchObject({ type: 'FormCluster', runId: 'r', gate: 'worker-polling', step: 'waiting for a worker on task queue queen-operator-queen' });
+  });
+});
+
+describe('a run that began and then stopped moving (stuckRun)', () => {
+  const at = (msAgo: number) => {
+    const t = now.getTime() - msAgo;
+    return { seconds: Math.floor(t / 1000), nanos: (t % 1000) * 1e6 };
+  };
+  const running = (raw: Record<string, unknown>) => ({ status: { name: 'RUNNING' }, historyLength: 40, raw }) as unknown as WorkflowExecutionDescription;
+  const run = { workflowId: 'queencluster/queen/queen', taskQueue: 'queen-operator' };
+
+  it('a step whose next attempt no worker takes up: waiting for a worker, from when it was ready', () => {
+    const d = running({ pendingActivities: [{ state: 1, attempt: 2, scheduledTime: at(120_000), lastAttemptCompleteTime: at(25_000) }] });
+    const stuck = stuckRun(d, now.getTime(), 10_000);
+    expect(stuck).toEqual({ kind: 'no-worker', since: now.getTime() - 25_000 });
+    expect(stuckStatus('RollingUpgrade', recorded, stuck!, run, now.getTime())).toEqual({
+      message:
+        "waiting for a worker on task queue queen-operator: RollingUpgrade has waited 25s for a worker to take up its next step (pod 1 is next: pod 2 has been Ready for less than 30s) (are the operator's workers running, on that task queue?)",
+      gate: 'worker-polling',
+    });
+  });
+  it('the next workflow task not taken up: waiting for a worker too', () => {
+    expect(stuckRun(running({ pendingWorkflowTask: { state: 1, attempt: 1, scheduledTime: at(15_000) } }), now.getTime(), 10_000)).toEqual({ kind: 'no-worker', since: now.getTime() - 15_000 });
+  });
+  it('nothing to say while it moves: a step running, a retry still in its backoff, a task just scheduled', () => {
+    expect(stuckRun(running({ pendingActivities: [{ state: 2, attempt: 1, scheduledTime: at(600_000) }] }), now.getTime(), 10_000)).toBeNull();
+    expect(stuckRun(running({ pendingActivities: [{ state: 1, attempt: 2, scheduledTime: at(600_000), nextAttemptScheduleTime: at(-5_000) }] }), now.getTime(), 10_000)).toBeNull();
+    expect(stuckRun(running({ pendingWorkflowTask: { state: 1, attempt: 1, scheduledTime: at(2_000) } }), now.getTime(), 10_000)).toBeNull();
+    expect(stuckRun(running({}), now.getTime(), 10_000)).toBeNull();
+  });
+  it('attempts that time out, from the third: said with the step and what timed out', () => {
+    const d = running({ pendingActivities: [{ state: 2, attempt: 3, scheduledTime: at(600_000), lastFailure: { message: 'activity Heartbeat timeout', timeoutFailureInfo: { timeoutType: 4 } } }] });
+    const stuck = stuckRun(d, now.getTime(), 10_000)!;
+    expect(stuckStatus('RollingUpgrade', recorded, stuck, run, now.getTime())).toEqual({
+      message: 'pod 1 is next: pod 2 has been Ready for less than 30s: attempt 3 timed out (no heartbeat within its time: the worker that ran it stopped answering); trying again',
+      gate: 'step-succeeds',
+    });
+    // The second attempt after one timeout (a worker that went away) is no news.
+    expect(stuckRun(running({ pendingActivities: [{ state: 2, attempt: 2, lastFailure: { timeoutFailureInfo: { timeoutType: 4 } } }] }), now.getTime(), 10_000)).toBeNull();
+  });
+  it('workflow code that fails task after task: said with the command that shows why', () => {
+    const stuck = stuckRun(running({ pendingWorkflowTask: { state: 2, attempt: 4, scheduledTime: at(60_000) } }), now.getTime(), 10_000)!;
+    expect(stuckStatus('RollingUpgrade', recorded, stuck, run, now.getTime()).message).toBe(
+      'RollingUpgrade cannot go on: its workflow code failed 4 times on the workers at "pod 1 is next: pod 2 has been Ready for less than 30s" (an operator version that cannot run it?); see temporal workflow describe --workflow-id queencluster/queen/queen',
+    );
   });
 });
