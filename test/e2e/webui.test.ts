@@ -50,12 +50,16 @@ it('webui: the upgrade found by its search attributes, each step by its README l
   const everything = await list(`QueenNamespace = "${s.ns}" AND QueenCluster = "queen"`);
   expect(everything.sort()).toEqual([`queencluster-observer/${s.ns}/queen`, `queencluster/${s.ns}/queen`, `queencluster/${s.ns}/queen`].sort());
 
-  // The upgrade's page: its summary, its details, its steps by their README lines.
-  await page.goto(`${ui}/namespaces/default/workflows/${encodeURIComponent(`queencluster/${s.ns}/queen`)}/${runs[0]!.runId}/history`);
+  // The upgrade's page, opened from the query's result as a user would: its summary, its details,
+  // its steps by their README lines.
+  await list(`QueenNamespace = "${s.ns}" AND QueenOperation = "RollingUpgrade"`);
+  await page.locator(`a[href*="/workflows/queencluster"]:has-text("queencluster/${s.ns}/queen")`).first().click();
+  await page.waitForURL(new RegExp(`${runs[0]!.runId}`), { timeout: 30_000 });
   await page.waitForSelector('text=RollingUpgrade', { timeout: 30_000 });
   await page.waitForTimeout(2000);
   const text = await page.locator('body').innerText();
   expect(text).toContain(`RollingUpgrade of ${s.ns}/queen: 2.6.1`);
+  expect(text).toMatch(/RollingUpgrade\s+of the QueenCluster\s+\S+\/queen, towards: 2\.6\.1/);
   const order = [2, 1, 0].filter((o) => o !== leader - 1);
   for (const o of [...order, leader - 1]) expect(text).toContain(`restarting pod ${o}`);
   mkdirSync(SHOTS, { recursive: true });
