@@ -1,8 +1,9 @@
 // e2e `webui`: an upgrade found in the Temporal Web UI the way a user looks for it, in a real
 // browser (Debian's Chromium, headless, driven by playwright-core): the query "all upgrades of
 // this namespace" by the operator's search attributes lists it, "everything of cluster queen"
-// lists its formation, its upgrade and its observer; its page shows the summary and the details
-// the watcher gave it and each step by its line in the README. A screenshot of the page is saved
+// lists its formation, its upgrade and its observer; its page, opened from the query's result,
+// shows the summary and the details the watcher gave it, each step by its line in the README, and
+// the gates each wait was held by. A screenshot of the page is saved
 // under .cache/ for people to look at.
 import { existsSync, mkdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -59,7 +60,17 @@ it('webui: the upgrade found by its search attributes, each step by its README l
   await page.waitForTimeout(2000);
   const text = await page.locator('body').innerText();
   expect(text).toContain(`RollingUpgrade of ${s.ns}/queen: 2.6.1`);
-  expect(text).toMatch(/RollingUpgrade\s+of the QueenCluster\s+\S+\/queen, towards: 2\.6\.1/);
+  // What each wait waited for: the gates that held it and for how long, in its result.
+  expect(text).toMatch(/"held":"[a-z-]+ \d+(\.\d+)? s/);
+  // The details the watcher gave it, on the run's User Metadata tab.
+  await page.locator('text=User Metadata').first().click();
+  await page.waitForTimeout(1500);
+  // (The Web UI renders a run's markdown in frames of its own.)
+  const frames = await Promise.all(page.frames().map((f) => f.locator('body').innerText().catch(() => '')));
+  const metadata = frames.join('\n');
+  expect(metadata).toMatch(/RollingUpgrade\s+of the QueenCluster\s+\S+\/queen, towards: 2\.6\.1/);
+  await page.goBack();
+  await page.waitForTimeout(1000);
   const order = [2, 1, 0].filter((o) => o !== leader - 1);
   for (const o of [...order, leader - 1]) expect(text).toContain(`restarting pod ${o}`);
   mkdirSync(SHOTS, { recursive: true });
