@@ -14,7 +14,7 @@ import { ActivityCancelledError, ActivityNotFoundError, ActivityPausedError, Act
 import { ApplicationFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
 import { annotationWarnings } from '../crd/annotations.ts';
-import type { Phase, QueenCluster, QueenClusterStatus } from '../crd/schema.ts';
+import { ANNOTATIONS, type Phase, type QueenCluster, type QueenClusterStatus } from '../crd/schema.ts';
 import { assess, type Assessment } from '../plan/assess.ts';
 import { decide, rolledOutGeneration } from '../plan/decide.ts';
 import { readAnnotations } from '../crd/annotations.ts';
@@ -40,8 +40,11 @@ export interface ObserverState {
   lastTerm?: number | null;
   /** The annotation warnings already given (annotation=value): each is said once while it stands. */
   warned?: string[];
-  /** A joint configuration seen, and since when (ms): finished once it outlived a change. */
-  joint?: { sets: number[][]; since: number } | null;
+  /**
+   * A joint configuration seen, and since when (ms): finished once it outlived a change. `held`:
+   * why it could not be finished yet (the leader refused, or a pause), said in status and once in an Event.
+   */
+  joint?: { sets: number[][]; since: number; held?: string } | null;
 }
 
 /** A voter change commits its two steps within a second or two; a joint older than this was left behind. */
@@ -306,6 +309,8 @@ async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: Observer
     if (decision.action === 'paused' && assessment.phase === 'Ready') {
       assessment = { phase: 'Ready', message: decision.message };
     }
+    // A voter change left half done that could not be finished: no membership change can run.
+    if (joint?.held && assessment.phase === 'Ready') assessment = { phase: 'Degraded', message: joint.held };
     status.phase = assessment.phase;
     status.message = assessment.message;
   }
@@ -393,17 +398,25 @@ async function finishJointLeftBehind(
   const voters = sets[sets.length - 1]!;
   const what = `finishing a voter change left half done: voters [${voters.join(',')}]`;
   const log = opLogger(deps, { namespace: qc.metadata.namespace, name: qc.metadata.name, uid: qc.metadata.uid ?? '' });
+  const left = `the joint configuration [[${sets[0]!.join(',')}],[${voters.join(',')}]] was left by a leader that stopped between the two steps`;
+  // Not finished: status says why (every other membership change waits meanwhile), an Event once.
+  const held = async (why: string): Promise<ObserverState['joint']> => {
+    if (seen?.held !== why) {
+      log.warn({ joint: sets }, why);
+      await stepEvent(deps, qc, 'FinishVoterChange', `${why} (${left}); membership changes wait until it is finished`, 'Warning');
+    }
+    return { sets, since, held: why };
+  };
+  // A person who paused the cluster decides when its membership changes.
+  if (readAnnotations(qc.metadata.annotations).pause) return held(`${what}: paused by the ${ANNOTATIONS.pause} annotation`);
   const r = await changeThroughLeader(deps, qc, obs, qc.status?.phase ?? 'Degraded', what, voters[0] ?? 0, (base, token) => setVoters(base, voters, token));
-  if ('hold' in r) {
-    log.warn({ joint: sets }, r.hold.message);
-    return { sets, since };
-  }
+  if ('hold' in r) return held(r.hold.message);
   log.info({ joint: sets }, `${what} (the joint configuration [[${sets[0]!.join(',')}],[${voters.join(',')}]] was left by a leader that stopped between its two steps)`);
   await stepEvent(
     deps,
     qc,
     'FinishVoterChange',
-    `${what}: the joint configuration [[${sets[0]!.join(',')}],[${voters.join(',')}]] was left by a leader that stopped between the two steps`,
+    `${what}: ${left}`,
     'Warning',
   );
   return null;
