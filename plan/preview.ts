@@ -38,6 +38,12 @@ export interface PlanInput {
 /** The gates every stop of a pod waits on: not paused, the stop gate, a write through a pod that stays. */
 export const STOP_GATE_NAMES: readonly GateName[] = ['not-paused', ...STOP_GATES.map((g) => g.name), 'write-commits'];
 
+/**
+ * The gates a voter's removal waits on (activities/membership.ts removalHold, leaveAfterDrain): the
+ * stop gate with its pod as the target, then its pod drained out of the client Services.
+ */
+export const REMOVAL_GATE_NAMES: readonly GateName[] = [...STOP_GATE_NAMES, 'pod-out-of-endpoints', 'requests-drained'];
+
 /** Steps a simulation takes at most (a plan is a handful of steps; this only guards against a loop). */
 const MAX_STEPS = 40;
 
@@ -105,8 +111,10 @@ const VOTER_GATES: Record<string, GateName[]> = {
   'add-learner': ['leader-known', 'no-change-in-flight', 'pod-running'],
   promote: ['learner-caught-up', 'no-change-in-flight'],
   'hand-off': [...STOP_GATE_NAMES],
-  // Its pod is drained first: out of the client Services, then the requests in flight finish.
-  'remove-member': ['leader-known', 'no-change-in-flight', 'pod-out-of-endpoints', 'requests-drained'],
+  // Through the stop gate, its pod drained first: out of the client Services, then the requests in flight finish.
+  'remove-member': [...REMOVAL_GATE_NAMES],
+  // The pod that held a removed node's data is drained before it goes with its claim.
+  'wipe-claim': ['pod-out-of-endpoints', 'requests-drained'],
   'delete-claim': ['pod-gone'],
 };
 
@@ -173,7 +181,7 @@ function replaceSteps({ view, obs }: PlanInput): PlannedStep[] {
     steps.push({ step: `pod ${o} leads: stopping it once so it hands leadership away before it is removed`, gates: [...STOP_GATE_NAMES], note: 'it leads' });
   }
   steps.push(
-    { step: `removing node ${id} from the membership`, gates: ['leader-known', 'no-change-in-flight', 'pod-out-of-endpoints', 'requests-drained'] },
+    { step: `removing node ${id} from the membership`, gates: [...REMOVAL_GATE_NAMES] },
     { step: `deleting the volume of pod ${o}`, gates: ['old-volume-gone'] },
     { step: `adding node ${id} as a learner`, gates: ['pod-running', 'leader-known', 'no-change-in-flight'] },
     { step: `promoting node ${id} to voters`, gates: ['learner-caught-up', 'no-change-in-flight'] },

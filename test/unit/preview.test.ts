@@ -5,7 +5,7 @@ import { withDefaults } from '../../crd/defaults.ts';
 import type { QueenCluster, QueenClusterSpec } from '../../crd/schema.ts';
 import type { ClusterView } from '../../plan/decide.ts';
 import type { Observation } from '../../plan/observation.ts';
-import { planOperation, STOP_GATE_NAMES } from '../../plan/preview.ts';
+import { planOperation, REMOVAL_GATE_NAMES, STOP_GATE_NAMES } from '../../plan/preview.ts';
 import { cluster, pod } from './fixture.ts';
 
 function planOf(obs: Observation, spec: Partial<QueenClusterSpec> = {}, annotations: Record<string, string> = {}, wantedTemplateHash = 'new') {
@@ -94,6 +94,9 @@ describe('a plan', () => {
       'deleting the volume claim of pod 4',
     ]);
     expect(p.steps[0]!.gates).toEqual(STOP_GATE_NAMES);
+    // A voter leaves through the stop gate (issue 8, item 4), its pod drained first.
+    expect(p.steps[1]!.gates).toEqual(REMOVAL_GATE_NAMES);
+    expect(p.steps[1]!.gates).toEqual(expect.arrayContaining(['not-paused', 'voter-not-stalled', 'write-commits', 'pod-out-of-endpoints', 'requests-drained']));
   });
 
   it('of voters while a membership change is in flight: the wait, and no guess past it', () => {
@@ -114,6 +117,7 @@ describe('a plan', () => {
       'promoting node 2 to voters',
       'pod 1 is a voter again',
     ]);
+    expect(follower.steps[1]!.gates).toEqual(REMOVAL_GATE_NAMES);
     const leader = planOf(cluster(3, 3, 2), {}, { 'queenmq.com/replace-pod': 'queen-1' });
     expect(steps(leader).slice(0, 3)).toEqual([
       'replacing pod 1',
