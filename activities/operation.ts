@@ -52,9 +52,12 @@ export function operationActivities(deps: ActivityDeps) {
       await writePhase(deps, ref, start.phase, start.message, {
         operation: { type: start.type, ...run, target: start.target, step: start.message, gate: null, startedAt, yieldTo: null },
       });
-      if (again) return startedAt;
-      opLogger(deps, ref).info({ type: start.type, target: start.target }, `${start.type} started`);
-      operationsStarted.inc({ type: start.type });
+      if (!again) {
+        opLogger(deps, ref).info({ type: start.type, target: start.target }, `${start.type} started`);
+        operationsStarted.inc({ type: start.type });
+      }
+      // Also on an attempt after one that wrote status and then lost its worker or timed out before
+      // its Event: recorded once whatever the attempts (the Event carries its step).
       await stepEvent(deps, qc, `${start.type}Started`, `${start.type} started: ${start.target}`);
       return startedAt;
     },
@@ -133,11 +136,12 @@ export function operationActivities(deps: ActivityDeps) {
         ...(annotations.approve && end.type === 'RollingUpgrade' && (end.result === 'Succeeded' || end.result === 'RolledBack') ? { [ANNOTATIONS.approve]: null } : {}),
       };
       if (Object.keys(spent).length > 0) await patchClusterAnnotations(deps.kube, ref.namespace, ref.name, spent);
-      if (again) return;
-      log.info({ type: end.type, result: end.result }, end.message);
-      operationsEnded.inc({ type: end.type, result: end.result });
-      const began = Date.parse(end.startedAt);
-      if (Number.isFinite(began)) operationDuration.observe({ type: end.type, result: end.result }, Math.max(0, Date.now() - began) / 1000);
+      if (!again) {
+        log.info({ type: end.type, result: end.result }, end.message);
+        operationsEnded.inc({ type: end.type, result: end.result });
+        const began = Date.parse(end.startedAt);
+        if (Number.isFinite(began)) operationDuration.observe({ type: end.type, result: end.result }, Math.max(0, Date.now() - began) / 1000);
+      }
       await stepEvent(deps, qc, `${end.type}${end.result}`, end.message, end.result === 'Succeeded' || end.result === 'Yielded' ? 'Normal' : 'Warning');
     },
   };
