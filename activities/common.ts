@@ -125,10 +125,6 @@ export interface StepStatus {
 }
 
 /**
- * Writes phase and message, with the Ready condition that goes with them (its transition time
- * moves only when it flips), and any other status fields given.
- */
-/**
  * A status line with the yield an operation owes once its step finishes (status.operation.yieldTo),
  * so that every write of the step keeps saying it.
  */
@@ -138,6 +134,10 @@ export function withYieldPending(message: string, yieldTo: string | null | undef
   return message.endsWith(owed) ? message : `${message}${owed}`;
 }
 
+/**
+ * Writes phase and message, with the Ready condition that goes with them (its transition time
+ * moves only when it flips), and any other status fields given.
+ */
 export async function writePhase(deps: ActivityDeps, ref: ClusterRef, phase: Phase, message: string, extra: Record<string, unknown> = {}) {
   const qc = await getCluster(deps.kube, ref.namespace, ref.name);
   // The operation as it will stand after this write: the one given, or the one in status.

@@ -333,13 +333,9 @@ export async function deletePodByUid(kube: Kube, namespace: string, name: string
  * Evicts a pod through the Eviction API, only if it still has this UID: the API server stops it as
  * a delete would, but only when its disruption budget allows it, and counts it against the budget,
  * so that a drain or another eviction at the same moment cannot take a second pod down.
- * 'refused': the budget allows no disruption now (429).
- */
-/**
- * Evicts a pod only if it is still the one that was recorded (UID precondition). `refused`: its
- * disruption budget allows no eviction now (429); `shared-budget`: more than one
- * PodDisruptionBudget selects the pod, which the Eviction API never allows (500, whatever the
- * budgets say), until a person removes the extra one.
+ * 'refused': the budget allows no disruption now (429). 'shared-budget': more than one
+ * PodDisruptionBudget selects the pod, which the Eviction API never evicts (500, whatever the
+ * budgets allow) until a person removes the extra one.
  */
 export async function evictPodByUid(kube: Kube, namespace: string, name: string, uid: string): Promise<'evicted' | 'gone' | 'refused' | 'shared-budget'> {
   try {

@@ -411,7 +411,7 @@ async function finishJointLeftBehind(
   if (readAnnotations(qc.metadata.annotations).pause) return held(`${what}: paused by the ${ANNOTATIONS.pause} annotation`);
   const r = await changeThroughLeader(deps, qc, obs, qc.status?.phase ?? 'Degraded', what, voters[0] ?? 0, (base, token) => setVoters(base, voters, token));
   if ('hold' in r) return held(r.hold.message);
-  log.info({ joint: sets }, `${what} (the joint configuration [[${sets[0]!.join(',')}],[${voters.join(',')}]] was left by a leader that stopped between its two steps)`);
+  log.info({ joint: sets }, `${what} (${left})`);
   await stepEvent(
     deps,
     qc,

@@ -34,7 +34,6 @@ export interface Need {
   target: string;
 }
 
-/** The most urgent operation the cluster needs, or null when it is as specified. */
 /**
  * The generation that status.observedGeneration may say now: the object's once its spec is rolled
  * out (no pod behind, no operation needed), none before (it keeps the last rolled-out one), so that
@@ -44,6 +43,7 @@ export function rolledOutGeneration(v: ClusterView): number | undefined {
   return neededOperation(v) === null ? v.qc.metadata.generation : undefined;
 }
 
+/** The most urgent operation the cluster needs, or null when it is as specified. */
 export function neededOperation(v: ClusterView): Need | null {
   const { qc } = v;
   const spec = qc.spec;
