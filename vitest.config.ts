@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import { LongestFirst } from './test/sequencer.ts';
 
 // Two projects: `unit` needs nothing running (pure functions, the broker client against a local
 // HTTP server, the Queen node simulator as plain processes); `testbed` shares one test bed (a real
@@ -13,6 +14,8 @@ const ALONE = ['test/testbed/nodes.test.ts', 'test/e2e/upgrade-drain.test.ts'];
 export default defineConfig({
   test: {
     pool: 'forks',
+    // The longest files first (test/durations.json), so that none starts last and runs alone.
+    sequence: { sequencer: LongestFirst },
     projects: [
       {
         test: {

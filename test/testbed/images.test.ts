@@ -27,8 +27,13 @@ spec:
 
 async function events(name: string): Promise<{ type: string; reason: string; message: string }[]> {
   const list = await client.kube().get<any>(`/api/v1/namespaces/${ns}/events`, { query: { fieldSelector: `involvedObject.name=${name}` } });
+  // Timestamps are whole seconds (a pull at the time factor takes less): the order the API server
+  // stored them in (their resourceVersion, etcd's revision here) tells two of the same second apart.
   return list.items
-    .sort((a: any, b: any) => String(a.firstTimestamp ?? a.eventTime).localeCompare(String(b.firstTimestamp ?? b.eventTime)))
+    .sort(
+      (a: any, b: any) =>
+        String(a.firstTimestamp ?? a.eventTime).localeCompare(String(b.firstTimestamp ?? b.eventTime)) || Number(a.metadata.resourceVersion) - Number(b.metadata.resourceVersion),
+    )
     .map((e: any) => ({ type: e.type, reason: e.reason, message: e.message }));
 }
 
