@@ -130,6 +130,8 @@ export function gateActivities(deps: ActivityDeps) {
       // budget allows no eviction, has its pod deleted.
       const single = withDefaults(qc.spec).replicas === 1;
       let waiting = '';
+      // Which budgets select the pod: asked of the API server at most every 5 s while the eviction is refused for it.
+      let budgets = { words: '', at: 0 };
       // The pod drained before it stops (its UID): out of the client Services, the requests in
       // flight on it finished, so that no client is cut off. Put back if it does not stop after all.
       let drained: DrainTarget | null = null;
@@ -163,7 +165,8 @@ export function gateActivities(deps: ActivityDeps) {
           await stepEvent(deps, qc, 'RestartPod', said.message);
         }
         if (r !== 'refused' && r !== 'shared-budget') break;
-        const why = r === 'refused' ? `${said.message}: the disruption budget allows no eviction now (another pod of the cluster is going down, or a budget of your own forbids it)` : `${said.message}: ${await sharedBudgetWords(deps.kube, ref, pod)}`;
+        if (r === 'shared-budget' && Date.now() - budgets.at >= 5000) budgets = { words: await sharedBudgetWords(deps.kube, ref, pod), at: Date.now() };
+        const why = r === 'refused' ? `${said.message}: the disruption budget allows no eviction now (another pod of the cluster is going down, or a budget of your own forbids it)` : `${said.message}: ${budgets.words}`;
         if (why !== waiting) {
           waiting = why;
           log.info({ gate: 'disruption-budget' }, why);

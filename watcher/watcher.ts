@@ -40,6 +40,21 @@ function observerDetails(ns: string, name: string): string {
   ].join('\n');
 }
 
+/** The gates of the lines the watcher writes for an operation (what holds it that its steps cannot say). */
+const SAID_BY_WATCHER = new Set<string>(['worker-polling', 'step-succeeds']);
+
+/** The conditions of a QueenCluster with this phase and message written by the watcher. */
+function conditionsWith(qc: QueenCluster, phase: Phase, message: string, operation: { type: string; step: string | null }) {
+  return clusterConditions(qc.status?.conditions, {
+    phase,
+    message,
+    operation,
+    paused: readAnnotations(qc.metadata.annotations).pause,
+    generation: qc.metadata.generation,
+    now: new Date(),
+  });
+}
+
 export const operationWorkflowId = (ns: string, name: string) => `queencluster/${ns}/${name}`;
 export const observerWorkflowId = (ns: string, name: string) => `queencluster-observer/${ns}/${name}`;
 
@@ -306,14 +321,13 @@ export class Watcher {
       // task no worker took has its own line, noWorkerStatus below.)
       if (waitingForWorker(description, Date.now(), 0)) return false;
       const stuck = stuckRun(description, Date.now(), this.opts.noWorkerAfterMs);
-      const heldByUs = recorded.gate === 'worker-polling' || recorded.gate === 'step-succeeds';
-      if (!stuck && !heldByUs) return false;
+      if (!stuck && !SAID_BY_WATCHER.has(recorded.gate ?? '')) return false;
       const fresh = await getCluster(this.opts.kube, namespace, name);
       const op = fresh?.status?.operation;
       if (!fresh || fresh.metadata.uid !== qc.metadata.uid || op?.runId !== running.runId) return false;
       if (!stuck) {
         // It moves again, and its next step has not said anything yet: its last line, without the hold.
-        if (op.gate === 'worker-polling' || op.gate === 'step-succeeds') await this.patchStatus(fresh, { message: op.step ?? '', operation: { gate: null } });
+        if (SAID_BY_WATCHER.has(op.gate ?? '')) await this.patchStatus(fresh, { message: op.step ?? '', operation: { gate: null } });
         return false;
       }
       const said = stuckStatus(running.type, op, stuck, { workflowId: running.workflowId, taskQueue: description.taskQueue }, Date.now());
@@ -321,39 +335,23 @@ export class Watcher {
       const key = `${running.runId}/${stuck.kind}`;
       if (this.stuckTold.has(key) && op.gate === said.gate) return false;
       log.warn({ workflowId: running.workflowId, runId: running.runId, stuck: stuck.kind }, said.message);
-      const phase = (fresh.status?.phase ?? 'Ready') as Phase;
-      const conditions = clusterConditions(fresh.status?.conditions, {
-        phase,
-        message: said.message,
-        operation: { type: running.type, step: op.step ?? null },
-        paused: readAnnotations(fresh.metadata.annotations).pause,
-        generation: fresh.metadata.generation,
-        now: new Date(),
-      });
+      const conditions = conditionsWith(fresh, (fresh.status?.phase ?? 'Ready') as Phase, said.message, { type: running.type, step: op.step ?? null });
       if (await this.patchStatus(fresh, { message: said.message, operation: { gate: said.gate }, conditions })) {
         if (!this.stuckTold.has(key)) await recordEvent(this.opts.kube, fresh, stuck.kind === 'no-worker' ? 'NoWorker' : 'StepFailing', said.message, 'Warning').catch(() => undefined);
         this.stuckTold.add(key);
       }
       return false;
     }
-    if (running?.runId && recorded?.runId !== running.runId) {
-      const d = description ?? (await this.opts.temporal.workflow.getHandle(running.workflowId, running.runId).describe());
-      const waiting = waitingForWorker(d, Date.now(), this.opts.noWorkerAfterMs);
+    if (running?.runId && recorded?.runId !== running.runId && description) {
+      const waiting = waitingForWorker(description, Date.now(), this.opts.noWorkerAfterMs);
       if (!waiting) return false;
       const fresh = await getCluster(this.opts.kube, namespace, name);
       if (!fresh || fresh.metadata.uid !== qc.metadata.uid || fresh.status?.operation?.runId === running.runId) return false;
       const input = await this.runs.input(running.workflowId, running.runId).catch(() => null);
       const target = (input?.[0] as { target?: unknown } | undefined)?.target;
-      const st = noWorkerStatus(running.type, { ...running, runId: running.runId, taskQueue: d.taskQueue, since: waiting.since, target: typeof target === 'string' ? target : null }, Date.now());
-      log.warn({ workflowId: running.workflowId, runId: running.runId, taskQueue: d.taskQueue }, st.message);
-      const conditions = clusterConditions(fresh.status?.conditions, {
-        phase: st.phase,
-        message: st.message,
-        operation: { type: running.type, step: st.message },
-        paused: readAnnotations(fresh.metadata.annotations).pause,
-        generation: fresh.metadata.generation,
-        now: new Date(),
-      });
+      const st = noWorkerStatus(running.type, { ...running, runId: running.runId, taskQueue: description.taskQueue, since: waiting.since, target: typeof target === 'string' ? target : null }, Date.now());
+      log.warn({ workflowId: running.workflowId, runId: running.runId, taskQueue: description.taskQueue }, st.message);
+      const conditions = conditionsWith(fresh, st.phase, st.message, { type: running.type, step: st.message });
       if ((await this.patchStatus(fresh, { ...st, conditions })) && !this.noWorkerTold.has(running.runId)) {
         this.noWorkerTold.add(running.runId);
         await recordEvent(this.opts.kube, fresh, 'NoWorker', st.message, 'Warning').catch(() => undefined);
