@@ -15,6 +15,7 @@ import { ObserverRounds } from './activities/observer.ts';
 import type { Kube } from './activities/kube.ts';
 import type { Settings } from './activities/settings.ts';
 import { stepDuration } from './metrics.ts';
+import { formatIdentity, PROCESS } from './identity.ts';
 
 /**
  * Each attempt of a step, timed into queen_step_duration_seconds by its activity type and outcome;
@@ -135,6 +136,9 @@ export async function createWorker(cfg: WorkerConfig): Promise<OperatorWorker> {
     connection: cfg.connection,
     namespace: cfg.namespace,
     taskQueue: cfg.taskQueue,
+    // The attempts it takes are recorded under it: the watcher of a restarted pod tells them apart
+    // from its own and retries at once those its earlier process left (identity.ts).
+    identity: formatIdentity(PROCESS),
     activities: createActivities(deps, rounds),
     ...(cfg.workflowBundlePath ? { workflowBundle: { codePath: cfg.workflowBundlePath } } : { workflowBundle: { code: await bundleWorkflows() } }),
     // Waiting steps are long-running heartbeating activities: allow plenty at once. The observers'

@@ -280,3 +280,25 @@ export function endedOutside(
     finishedAt: end.at ?? now.toISOString(),
   };
 }
+
+const ACTIVITY_STARTED = 2;
+
+/** An attempt of a run that a process now gone had taken: it will neither finish nor heartbeat. */
+export interface LostAttempt {
+  activityId: string;
+  activityType: string;
+  attempt: number;
+  identity: string;
+}
+
+/**
+ * The started activities of a running workflow whose attempt was taken by a process of this host
+ * that is gone (`gone`, see identity.ts): Temporal would try them again only after their heartbeat
+ * timeout (up to a minute for an observer's round, when status stands still).
+ */
+export function lostAttempts(d: WorkflowExecutionDescription, gone: (identity: string) => boolean): LostAttempt[] {
+  if (d.status.name !== 'RUNNING') return [];
+  return (d.raw.pendingActivities ?? [])
+    .filter((a) => a.state === ACTIVITY_STARTED && !!a.activityId && !!a.lastWorkerIdentity && gone(a.lastWorkerIdentity))
+    .map((a) => ({ activityId: a.activityId!, activityType: a.activityType?.name ?? '', attempt: a.attempt ?? 1, identity: a.lastWorkerIdentity! }));
+}

@@ -20,7 +20,8 @@ import type { OperationInput } from '../workflows/operation.ts';
 import { searchAttributesOf } from '../workflows/search-attributes.ts';
 import { decide, neededOperation, OPERATION_TYPES, type Decision, type OperationType, type RunningOperation } from '../plan/decide.ts';
 import type { ClaimObservation, PodObservation } from '../plan/observation.ts';
-import { endedOutside, noWorkerStatus, Runs, stuckRun, stuckStatus, waitingForWorker } from './runs.ts';
+import { endedOutside, lostAttempts, noWorkerStatus, Runs, stuckRun, stuckStatus, waitingForWorker } from './runs.ts';
+import { heldByGoneProcess, PROCESS } from '../identity.ts';
 
 /** What the Web UI shows of an operation beside its steps: what it is for and where to look. */
 function operationDetails(type: string, ns: string, name: string, target: string): string {
@@ -176,6 +177,7 @@ export class Watcher {
       // resting clusters then cost the watcher no call at their status writes and resyncs.
       if (!cached.status?.operation && !readAnnotations(cached.metadata.annotations).cancel && neededOperation(this.view(cached)) === null) return;
       const { running, description } = await this.runningOperation(namespace, name);
+      if (description) await this.retryLost(description, log);
       // Status first: a run that ended from outside is recorded before anything is decided on it.
       if (await this.reconcileRecorded(cached, running, description, log)) return;
       if (!running && readAnnotations(cached.metadata.annotations).cancel) await this.nothingToCancel(namespace, name, log);
@@ -230,6 +232,20 @@ export class Watcher {
   }
 
   /**
+   * Fails, so Temporal tries them again at once, the attempts of a run that an earlier process of
+   * this pod had taken (the operator restarted in its container): otherwise an observer's round
+   * waits out its heartbeat timeout, its status standing still meanwhile, and a step its own.
+   */
+  private async retryLost(d: WorkflowExecutionDescription, log: Logger): Promise<void> {
+    for (const lost of lostAttempts(d, (identity) => heldByGoneProcess(identity, PROCESS))) {
+      log.info({ workflowId: d.workflowId, runId: d.runId, activityId: lost.activityId, attempt: lost.attempt, was: lost.identity }, `${lost.activityType} was taken by an earlier process of this pod (${lost.identity}), which is gone: trying it again now`);
+      await this.opts.temporal.activity
+        .fail({ workflowId: d.workflowId, runId: d.runId, activityId: lost.activityId }, new Error(`the operator process that ran this attempt (${lost.identity}) is gone`))
+        .catch((err: unknown) => log.debug({ err: String(err) }, 'the lost attempt ended already'));
+    }
+  }
+
+  /**
    * The observer runs as long as the QueenCluster exists, and observes that object (its uid): a
    * run left by an object of the same name that was deleted is ended and a new one started, and
    * one that ended (terminated by hand) is started again. Checked again once per resync.
@@ -249,6 +265,7 @@ export class Watcher {
     if (current?.status.name === 'RUNNING') {
       const owner = (await this.runs.startedFor(workflowId, current.runId)).uid;
       if (owner === null || owner === uid) {
+        await this.retryLost(current, log);
         this.observed.set(key, { uid: uid!, at: Date.now() });
         return;
       }

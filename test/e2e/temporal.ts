@@ -1,5 +1,6 @@
 // What the Temporal server says about a cluster's operations: the runs of its workflow id, and
 // the steps (activities) of a run, read from the server's history (as the Web UI shows them).
+import { parseIdentity } from '../../identity.ts';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { temporal } from '@temporalio/proto';
@@ -69,15 +70,16 @@ export async function recordHistory(s: Scenario, run: Pick<Run, 'workflowId' | '
 
 /**
  * The step a run is on and the operator replica working on it, as Temporal records it (the
- * worker's identity is `<pid>@<host name>`, and an operator pod's host name is the pod's name).
+ * worker's identity is `<pid>@<host name>/<process token>`, and an operator pod's host name is the pod's name).
  */
 export async function currentStep(s: Scenario, workflowId: string): Promise<{ activity: string; pod: string; attempt: number } | null> {
   const d = await s.temporal.workflow.getHandle(workflowId).describe();
   const pending = d.raw.pendingActivities ?? [];
   for (const a of pending) {
     const identity = a.lastWorkerIdentity ?? '';
-    if (a.state === temporal.api.enums.v1.PendingActivityState.PENDING_ACTIVITY_STATE_STARTED && identity.includes('@')) {
-      return { activity: a.activityType?.name ?? '', pod: identity.split('@').slice(1).join('@'), attempt: a.attempt ?? 1 };
+    const worker = parseIdentity(identity);
+    if (a.state === temporal.api.enums.v1.PendingActivityState.PENDING_ACTIVITY_STATE_STARTED && worker) {
+      return { activity: a.activityType?.name ?? '', pod: worker.host, attempt: a.attempt ?? 1 };
     }
   }
   return null;
