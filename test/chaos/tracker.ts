@@ -125,7 +125,12 @@ export async function track(kc: KubeConfig, namespace: string, name = 'queen', s
     const down = votersDown(null, now);
     t.maxVotersDown = Math.max(t.maxVotersDown, down.length);
     if (down.length > 1 && down.some((p) => !downNow.includes(p))) {
-      t.overDown.push(`+${((now - began) / 1000).toFixed(1)}s ${down.join(', ')} not Ready at once (${t.cluster()?.status?.message ?? ''})`);
+      // Which pods, how each is down, and the voters status had then: what the check rested on.
+      const how = down.map((v) => {
+        const p = podByName(v);
+        return `${v} ${!p ? 'gone' : p.metadata.deletionTimestamp ? 'stopping' : 'not Ready'}`;
+      });
+      t.overDown.push(`+${((now - began) / 1000).toFixed(1)}s ${how.join(', ')} at once, status voters [${voterPods().join(', ')}] (${t.cluster()?.status?.message ?? ''})`);
     }
     downNow = down.length > 1 ? down : [];
   };
