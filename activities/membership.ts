@@ -17,6 +17,9 @@ import { drainPod, drainTarget, setServing, type DrainTarget } from './drain.ts'
 import { gateOptions, stallMemory, stopHold } from './gate.ts';
 import { brokerBase } from './observe.ts';
 import { ordinalOf, podHost } from './resources.ts';
+import { patchClusterStatus } from './kube.ts';
+import { observedStatus } from './status.ts';
+import { stallMemoryFromStatus } from '../plan/stalls.ts';
 
 /** Sends a membership change to the leader's pod; the words say what was refused and why. */
 export async function changeThroughLeader(
@@ -40,6 +43,22 @@ export async function changeThroughLeader(
     return { hold: { phase: 'Blocked', message: `${what}: ${answered}: ${refusalAdvice(r.code ?? '', nodeId)}`, gate: 'membership-change' } };
   }
   return { hold: { phase, message: `${what}: ${answered}`, gate: 'membership-change' } };
+}
+
+/**
+ * Status follows a membership change at once (voters, learners, members, leader), not at the
+ * observer's next look: a person, or a tool that counts the voters down, reads the membership
+ * the cluster has. (After an operator restart the observer may be a minute away.) With `seen`,
+ * an observation taken after the change, that one.
+ */
+export async function mirrorMembership(deps: ActivityDeps, qc: QueenCluster, seen?: Observation): Promise<void> {
+  try {
+    const obs = seen ?? (await observeCluster(deps, qc));
+    if (!obs.membership) return;
+    await patchClusterStatus(deps.kube, qc.metadata.namespace, qc.metadata.name, observedStatus(obs, stallMemoryFromStatus(qc.status?.members, obs.at)));
+  } catch (err) {
+    opLogger(deps, { namespace: qc.metadata.namespace, name: qc.metadata.name, uid: qc.metadata.uid ?? '' }).debug({ err: String(err) }, 'the membership goes into status at the next look');
+  }
 }
 
 /**
@@ -84,6 +103,7 @@ export function membershipActivities(deps: ActivityDeps) {
         );
         if ('hold' in c) return c;
         await stepEvent(deps, qc, 'AddLearner', what);
+        await mirrorMembership(deps, qc);
         return { done: true };
       });
     },
@@ -116,6 +136,7 @@ export function membershipActivities(deps: ActivityDeps) {
         if ('hold' in c) return c;
         sent = false;
         await stepEvent(deps, qc, 'Promote', what);
+        await mirrorMembership(deps, qc);
         return { done: true };
       });
     },
@@ -180,6 +201,8 @@ export async function leaveAfterDrain<R>(deps: ActivityDeps, ref: ClusterRef, ru
       if (!m) return { hold: { phase, message: `${what}: waiting for a leader's view of the membership`, gate: 'leader-known' } };
       if (!memberOf(m, nodeId)) {
         if (sent) await stepEvent(deps, qc, 'RemoveMember', what);
+        // Left before (an attempt whose process is gone): status may still count it a voter.
+        if (qc.status?.voters?.includes(nodeId)) await mirrorMembership(deps, qc, obs);
         return { done: { result: rules.removed } };
       }
       const exit = rules.exits(qc, obs, m);
@@ -197,6 +220,7 @@ export async function leaveAfterDrain<R>(deps: ActivityDeps, ref: ClusterRef, ru
       if ('hold' in c) return c;
       sent = false;
       await stepEvent(deps, qc, 'RemoveMember', what);
+      await mirrorMembership(deps, qc);
       return { done: { result: rules.removed } };
     });
     if ('drain' in look) {
