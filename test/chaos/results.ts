@@ -27,7 +27,7 @@ export function readResults(file = resultsFile()): (CellResult | SoakResult)[] {
 
 /**
  * Whether a cell is selected by QUEEN_CHAOS_CELLS: comma-separated `<operation>[:<fault>]`, where
- * the operation may be `*` and the fault `crash` (every crash cell), `crash@N`, `none` or a fault
+ * the operation may be `*` and the fault `crash` (the run without a fault, then every crash cell), `crash@N`, `none` or a fault
  * of the world. Unset: every cell.
  */
 export function selected(operation: string, fault: string, filter = process.env.QUEEN_CHAOS_CELLS): boolean {
@@ -36,7 +36,9 @@ export function selected(operation: string, fault: string, filter = process.env.
     const [op, fl] = f.trim().split(':') as [string, string | undefined];
     if (op !== '*' && op.toLowerCase() !== operation.toLowerCase()) return false;
     if (!fl) return true;
-    if (fl === 'crash') return fault.startsWith('crash@');
+    // Every step: the run without a fault first, whose activities are the steps this operation
+    // takes here (the recorded history may be of another path: a growth with restarts, another leader).
+    if (fl === 'crash') return fault === 'none' || fault.startsWith('crash@');
     return fl === fault;
   });
 }
