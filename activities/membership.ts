@@ -8,7 +8,7 @@ import { readAnnotations } from '../crd/annotations.ts';
 import { withDefaults } from '../crd/defaults.ts';
 import { ANNOTATIONS, type Phase, type QueenCluster } from '../crd/schema.ts';
 import { idsText, lagText } from '../plan/format.ts';
-import { stopGate } from '../plan/gates.ts';
+import { stopGate, voterNodeDownProblem } from '../plan/gates.ts';
 import { memberOf, type Observation, podAt } from '../plan/observation.ts';
 import { holdsOldData } from '../plan/voters.ts';
 import { addLearner, promote, refusalAdvice, removeMember, type ChangeResult } from './broker.ts';
@@ -42,7 +42,10 @@ export async function changeThroughLeader(
   if (r.kind === 'permanent') {
     return { hold: { phase: 'Blocked', message: `${what}: ${answered}: ${refusalAdvice(r.code ?? '', nodeId)}`, gate: 'membership-change' } };
   }
-  return { hold: { phase, message: `${what}: ${answered}`, gate: 'membership-change' } };
+  // A change waits for a quorum of the voters: one on a node that stopped is named (a soak found a
+  // learner's addition held three minutes by "busy" while a voter's node was off, and nothing said so).
+  const down = voterNodeDownProblem(obs, nodeId);
+  return { hold: { phase, message: `${what}: ${answered}${down ? ` (${down})` : ''}`, gate: 'membership-change' } };
 }
 
 /**

@@ -135,6 +135,20 @@ export function nodeDownProblem(pod: PodObservation | undefined): string | null 
   );
 }
 
+/**
+ * Why a change through the leader may not commit (it answers busy, or gives no answer): a voter
+ * other than `except` on a node that does not report, named with what a person can do. Null when
+ * no voter's node is down.
+ */
+export function voterNodeDownProblem(obs: Observation, except: number | null): string | null {
+  for (const id of obs.membership?.voters ?? []) {
+    if (id === except) continue;
+    const down = nodeDownProblem(podAt(obs, id - 1));
+    if (down) return down;
+  }
+  return null;
+}
+
 const otherVoters = (c: GateContext) => voterIds(c.obs).filter((id) => c.target === null || id !== c.target + 1);
 
 type Gate = { name: GateName; check: (c: GateContext) => string | null };

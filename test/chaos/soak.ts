@@ -68,6 +68,9 @@ export async function soak(opts: SoakOptions): Promise<SoakResult> {
     // Half of the volumes' file systems wait for their pod to start again when they grow.
     await control.setResizePendingShare(0.5, s.ns);
     await formed(s, seedSpec());
+    // The checks begin with the first operation: while the cluster forms, its new pods are not
+    // Ready together, and none of that is a voter the operator stopped.
+    tracker.reset();
     membership = await followMembership(s.ns);
     load.current = startLoad({ kubeConfig: s.kc, namespace: s.ns, service: 'queen', rate: 20 });
     let patch = 0;

@@ -5,7 +5,7 @@ import type { V1Node } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { nodeDown } from '../../activities/observe.ts';
 import { assess, podStartProblem } from '../../plan/assess.ts';
-import { nodeDownProblem, stopGate } from '../../plan/gates.ts';
+import { nodeDownProblem, stopGate, voterNodeDownProblem } from '../../plan/gates.ts';
 import type { NodeDown, Observation } from '../../plan/observation.ts';
 import { canaryProblem, newVersionFailure, notReadyAndLive } from '../../plan/progress.ts';
 import { cluster, member, pod, setMember, T0 } from './fixture.ts';
@@ -71,5 +71,13 @@ describe('a pod on a node that does not report', () => {
     expect(canaryProblem(canary, start, 100)).toEqual({ reason: NAMED, fatal: false, waits: true });
     pod(canary, 1).nodeDown = null;
     expect(canaryProblem(canary, start, 100)).toEqual({ reason: 'pod 1 is not Ready', fatal: true });
+  });
+
+  it('is named when a membership change waits for a quorum (the leader answers busy), unless it is the node the change is about', () => {
+    const obs = stopped();
+    expect(voterNodeDownProblem(obs, 1)).toBe(NAMED);
+    expect(voterNodeDownProblem(obs, 2)).toBeNull();
+    pod(obs, 1).nodeDown = null;
+    expect(voterNodeDownProblem(obs, 1)).toBeNull();
   });
 });
