@@ -1,5 +1,5 @@
 // Who this process is to Temporal: the identity its worker polls with and that each activity
-// attempt it takes is recorded under (`<pid>@<host name>/<process token>`). The token tells this
+// attempt it takes is recorded under (`<pid>@<pod or host name>/<process token>`). The token tells this
 // process from an earlier one of the same pod: in a container the operator is PID 1 again after a
 // restart, with the same host name (the pod's).
 import { randomBytes } from 'node:crypto';
@@ -18,8 +18,12 @@ export function parseIdentity(identity: string): ProcessIdentity | null {
 
 export const formatIdentity = (id: ProcessIdentity): string => `${id.pid}@${id.host}/${id.token}`;
 
-/** This process. */
-export const PROCESS: ProcessIdentity = { pid: process.pid, host: hostname(), token: randomBytes(4).toString('hex') };
+/**
+ * This process. Its host is the pod's name where the Deployment gives it (POD_NAME): with
+ * hostNetwork the host name is the node's, which two operator pods on one node share, each its
+ * own PID 1.
+ */
+export const PROCESS: ProcessIdentity = { pid: process.pid, host: process.env.POD_NAME || hostname(), token: randomBytes(4).toString('hex') };
 
 /** Whether a process of this machine (or this pod: the same PID space) runs with that pid. */
 export function pidAlive(pid: number): boolean {
