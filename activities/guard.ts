@@ -3,7 +3,7 @@
 // and a step that keeps failing says so in status.message and in an Event, with the step it is.
 import { activityInfo } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure, CompleteAsyncError } from '@temporalio/common';
-import { getCluster, apiErrorMessage, describeKubeError, patchClusterStatus, statusCode } from './kube.ts';
+import { apiErrorMessage, apiServerReady, describeKubeError, getCluster, patchClusterStatus, statusCode } from './kube.ts';
 import { keepAlive, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
 import { idsText } from '../plan/format.ts';
 
@@ -79,12 +79,22 @@ function errorWords(err: unknown): string {
   return first.length > 300 ? `${first.slice(0, 300)}...` : first;
 }
 
+/**
+ * Whether a refusal of the API server is its settled word. A 403 is not, from an API server that
+ * has just started and has not read its roles and bindings yet (a soak restarted it and an upgrade
+ * failed on "forbidden"): it is a refusal from the second attempt on, while /readyz says ready.
+ */
+export async function refusalStands(code: number, attempt: () => number, ready: () => Promise<boolean>): Promise<boolean> {
+  if (code !== 403) return true;
+  return attempt() >= 2 && (await ready());
+}
+
 /** What a failed attempt becomes: a refusal no retry can fix ends the step, anything else is retried (and told). */
 export async function stepFailure(deps: ActivityDeps, type: string, args: unknown[], err: unknown): Promise<unknown> {
   if (err instanceof ApplicationFailure || err instanceof CancelledFailure || err instanceof CompleteAsyncError) return err;
   const words = stepWords(type, args);
   const code = statusCode(err);
-  if (code !== null && REFUSED_CODES.has(code) && !ALWAYS_RETRIED.has(type)) {
+  if (code !== null && REFUSED_CODES.has(code) && !ALWAYS_RETRIED.has(type) && (await refusalStands(code, () => activityInfo().attempt, () => apiServerReady(deps.kube.kc)))) {
     // Its message is the whole story (the operation's status shows the innermost message).
     return ApplicationFailure.nonRetryable(`${words}: the API server refused it (${code}): ${apiErrorMessage(err)}`, 'Refused');
   }

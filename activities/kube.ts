@@ -226,6 +226,20 @@ export async function rawRequest(kc: KubeConfig, method: 'GET' | 'PATCH' | 'POST
 }
 
 /**
+ * Whether the API server says it is ready (GET /readyz answers 200; the path is open to every
+ * caller). Just after it starts it serves requests before its authorizer has read the roles and
+ * bindings, and refuses them (403) meanwhile; /readyz says so until it has (informer-sync).
+ */
+export async function apiServerReady(kc: KubeConfig): Promise<boolean> {
+  try {
+    await rawRequest(kc, 'GET', '/readyz');
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
  * Server-side apply under the operator's field manager. The object goes to the API server as the
  * JSON it is (the typed client would re-serialize it and drop what its models name differently,
  * such as a schema's `enum` and `default`).

@@ -3,20 +3,27 @@
 import { ApplicationFailure } from '@temporalio/common';
 import { describe, expect, it } from 'vitest';
 import type { ActivityDeps } from '../../activities/common.ts';
-import { REFUSED_CODES, stepFailure, stepWords } from '../../activities/guard.ts';
+import { REFUSED_CODES, refusalStands, stepFailure, stepWords } from '../../activities/guard.ts';
 import { KubeApiError } from '../../activities/kube.ts';
 
 const deps = {} as ActivityDeps;
 const ref = { namespace: 'queen', name: 'queen', uid: 'u1' };
 
 describe('a refusal of the API server ends the step', () => {
-  it('403 from an admission policy: non-retryable, Refused, with the step and the answer', async () => {
-    const err = new KubeApiError(403, 'statefulsets.apps "queen" is forbidden: frozen', {});
+  it('422 from an admission policy: non-retryable, Refused, with the step and the answer', async () => {
+    const err = new KubeApiError(422, 'statefulsets.apps "queen" is invalid: frozen', {});
     const f = (await stepFailure(deps, 'applyPodTemplate', [ref], err)) as ApplicationFailure;
     expect(f).toBeInstanceOf(ApplicationFailure);
     expect(f.type).toBe('Refused');
     expect(f.nonRetryable).toBe(true);
-    expect(f.message).toBe('applying the new pod template: the API server refused it (403): statefulsets.apps "queen" is forbidden: frozen');
+    expect(f.message).toBe('applying the new pod template: the API server refused it (422): statefulsets.apps "queen" is invalid: frozen');
+  });
+  it('403 is a refusal from the second attempt on, while the API server says it is ready (not one that has just started)', async () => {
+    const ready = (r: boolean) => async () => r;
+    expect(await refusalStands(403, () => 1, ready(true))).toBe(false);
+    expect(await refusalStands(403, () => 2, ready(false))).toBe(false);
+    expect(await refusalStands(403, () => 2, ready(true))).toBe(true);
+    expect(await refusalStands(422, () => 1, ready(false))).toBe(true);
   });
   it('the bookkeeping of an operation is retried whatever the answer', async () => {
     const err = new KubeApiError(422, 'invalid', {});
