@@ -7,6 +7,7 @@ import { closeSync, mkdirSync, openSync, writeFileSync } from 'node:fs';
 import { constants } from 'node:os';
 import { dirname } from 'node:path';
 import type { FleetNode } from '../sim/fleet-client.ts';
+import { pidAlive } from '../../identity.ts';
 
 export interface ExitInfo {
   code: number | null;
@@ -192,11 +193,5 @@ export function liveProcesses(): Proc[] {
   return [...live];
 }
 
-export function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
+/** Whether a process of this machine runs with that pid (the operator's own test, identity.ts). */
+export const isAlive = pidAlive;
