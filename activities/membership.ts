@@ -19,7 +19,6 @@ import { brokerBase } from './observe.ts';
 import { ordinalOf, podHost } from './resources.ts';
 import { patchClusterStatus } from './kube.ts';
 import { observedStatus } from './status.ts';
-import { stallMemoryFromStatus } from '../plan/stalls.ts';
 
 /** Sends a membership change to the leader's pod; the words say what was refused and why. */
 export async function changeThroughLeader(
@@ -58,7 +57,7 @@ export async function mirrorMembership(deps: ActivityDeps, qc: QueenCluster, see
   try {
     const obs = seen ?? (await observeCluster(deps, qc));
     if (!obs.membership) return;
-    await patchClusterStatus(deps.kube, qc.metadata.namespace, qc.metadata.name, observedStatus(obs, stallMemoryFromStatus(qc.status?.members, obs.at)));
+    await patchClusterStatus(deps.kube, qc.metadata.namespace, qc.metadata.name, observedStatus(obs, stallMemory(qc, obs)));
   } catch (err) {
     opLogger(deps, { namespace: qc.metadata.namespace, name: qc.metadata.name, uid: qc.metadata.uid ?? '' }).debug({ err: String(err) }, 'the membership goes into status at the next look');
   }

@@ -122,6 +122,8 @@ export function waitingForWorker(d: WorkflowExecutionDescription, now: number, a
 
 /** PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED: no worker runs the attempt. */
 const ACTIVITY_SCHEDULED = 1;
+/** PendingActivityState.PENDING_ACTIVITY_STATE_STARTED: a worker took the attempt. */
+const ACTIVITY_STARTED = 2;
 /** A step that keeps failing is told from this attempt on (as activities/guard.ts does). */
 const TELL_FROM_ATTEMPT = 3;
 
@@ -280,8 +282,6 @@ export function endedOutside(
     finishedAt: end.at ?? now.toISOString(),
   };
 }
-
-const ACTIVITY_STARTED = 2;
 
 /** An attempt of a run that a process now gone had taken: it will neither finish nor heartbeat. */
 export interface LostAttempt {

@@ -70,7 +70,7 @@ export async function recordHistory(s: Scenario, run: Pick<Run, 'workflowId' | '
 
 /**
  * The step a run is on and the operator replica working on it, as Temporal records it (the
- * worker's identity is `<pid>@<host name>/<process token>`, and an operator pod's host name is the pod's name).
+ * worker's identity is `<pid>@<pod name>/<process token>`, identity.ts).
  */
 export async function currentStep(s: Scenario, workflowId: string): Promise<{ activity: string; pod: string; attempt: number } | null> {
   const d = await s.temporal.workflow.getHandle(workflowId).describe();
