@@ -1,12 +1,18 @@
 // The broker client: the HTTP routes an operator uses on a Queen node (port 6632), with timeouts
 // and typed refusals. See shared/reference/queen-broker-api.md sections 1 and 2.
 import { Resolver } from 'node:dns';
+import { Agent, request } from 'node:http';
 import type { LookupFunction } from 'node:net';
-import { Agent, request } from 'undici';
 import { brokerCallFailures } from '../metrics.ts';
 import type { HealthObservation, MembershipObservation, MemberObservation } from '../plan/observation.ts';
 
-let agent = new Agent({ keepAliveTimeout: 10_000, connections: 16 });
+// Node's own HTTP client: a look at a resting cluster is a new connection and two small requests
+// (a node closes an idle connection after a second or two), and this client does that for about
+// two thirds of the CPU undici takes (measured: 3.7% against 5.5% of a core for 20 looks a
+// second). Idle connections are kept for the next request until the node's Keep-Alive hint
+// (less a second), so a call never goes out on a connection the node is closing.
+const agent = new Agent({ keepAlive: true, maxSockets: 16, timeout: 10_000 });
+let lookup: LookupFunction | undefined;
 
 /**
  * Resolves the pods' names through this DNS server (host:port) instead of the system's: for an
@@ -15,7 +21,7 @@ let agent = new Agent({ keepAliveTimeout: 10_000, connections: 16 });
 export function useResolver(server: string): void {
   const resolver = new Resolver({ timeout: 2000, tries: 2 });
   resolver.setServers([server]);
-  const lookup: LookupFunction = (hostname, options, callback) => {
+  lookup = (hostname, options, callback) => {
     resolver.resolve4(hostname, (err, addresses) => {
       if (err || addresses.length === 0) {
         callback(err ?? Object.assign(new Error(`${hostname} has no address`), { code: 'ENOTFOUND' }), '', 4);
@@ -25,7 +31,6 @@ export function useResolver(server: string): void {
       else callback(null, addresses[0]!, 4);
     });
   };
-  agent = new Agent({ keepAliveTimeout: 10_000, connections: 16, connect: { lookup } });
 }
 
 export const TIMEOUTS = { healthMs: 3000, membershipMs: 3000, changeMs: 40_000, probeMs: 5000 } as const;
@@ -104,31 +109,54 @@ interface Answer {
 /** A bearer token for the brokers' system routes (JWT_ENABLED), or none. */
 export type BrokerToken = string | null | undefined;
 
-async function call(url: string, method: string, timeoutMs: number, body?: unknown, token?: BrokerToken): Promise<Answer> {
-  const headers: Record<string, string> = body === undefined ? {} : { 'content-type': 'application/json' };
-  if (token) headers.authorization = `Bearer ${token}`;
-  const res = await request(url, {
-    method: method as 'GET',
-    dispatcher: agent,
-    headersTimeout: timeoutMs,
-    bodyTimeout: timeoutMs,
-    signal: AbortSignal.timeout(timeoutMs),
-    headers,
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.body.text();
-  let json: unknown = undefined;
-  try {
-    json = text ? JSON.parse(text) : undefined;
-  } catch {
-    json = undefined;
+/** One request with one deadline for all of it (connect, answer, body): past it, a TimeoutError. */
+function call(url: string, method: string, timeoutMs: number, body?: unknown, token?: BrokerToken): Promise<Answer> {
+  const payload = body === undefined ? undefined : JSON.stringify(body);
+  const headers: Record<string, string> = {};
+  if (payload !== undefined) {
+    headers['content-type'] = 'application/json';
+    headers['content-length'] = String(Buffer.byteLength(payload));
   }
-  return { status: res.statusCode, body: text, json };
+  if (token) headers.authorization = `Bearer ${token}`;
+  return new Promise<Answer>((resolve, reject) => {
+    let settled = false;
+    const fail = (err: Error) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(deadline);
+      req.destroy();
+      reject(err);
+    };
+    const req = request(url, { method, agent, headers, ...(lookup ? { lookup } : {}) }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (chunk: Buffer) => chunks.push(chunk));
+      res.on('error', fail);
+      res.on('close', () => {
+        if (!res.complete) fail(Object.assign(new Error('the connection closed before the answer was complete'), { code: 'ECONNRESET' }));
+      });
+      res.on('end', () => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(deadline);
+        const text = Buffer.concat(chunks).toString('utf8');
+        let json: unknown = undefined;
+        try {
+          json = text ? JSON.parse(text) : undefined;
+        } catch {
+          json = undefined;
+        }
+        resolve({ status: res.statusCode ?? 0, body: text, json });
+      });
+    });
+    const deadline = setTimeout(() => fail(Object.assign(new Error(`no answer within ${timeoutMs / 1000}s`), { name: 'TimeoutError' })), timeoutMs);
+    req.on('error', fail);
+    req.end(payload);
+  });
 }
 
 function describeError(err: unknown, timeoutMs: number): string {
   const e = err as { name?: string; code?: string; message?: string };
-  if (e?.name === 'TimeoutError' || e?.name === 'AbortError' || e?.code === 'UND_ERR_HEADERS_TIMEOUT' || e?.code === 'UND_ERR_BODY_TIMEOUT') {
+  if (e?.name === 'TimeoutError') {
     return `no answer within ${timeoutMs / 1000}s`;
   }
   if (e?.code === 'ECONNREFUSED') return 'connection refused';
@@ -220,10 +248,10 @@ export function freshestView<T extends { view: MembershipObservation }>(views: T
 /** The kind of a failed call, for queen_broker_call_failures_total: refused, timeout, http_<code>... */
 function failureKind(err: unknown): string {
   const e = err as { name?: string; code?: string };
-  if (e?.name === 'TimeoutError' || e?.name === 'AbortError' || /TIMEOUT/.test(e?.code ?? '')) return 'timeout';
+  if (e?.name === 'TimeoutError') return 'timeout';
   if (e?.code === 'ECONNREFUSED') return 'refused';
   if (e?.code === 'ENOTFOUND' || e?.code === 'EAI_AGAIN') return 'dns';
-  if (e?.code === 'ECONNRESET' || e?.code === 'UND_ERR_SOCKET') return 'reset';
+  if (e?.code === 'ECONNRESET' || e?.code === 'EPIPE') return 'reset';
   return 'other';
 }
 
