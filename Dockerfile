@@ -19,4 +19,9 @@ COPY --from=build /app /app
 ENV QUEEN_WORKFLOW_BUNDLE=/app/workflow-bundle.js NODE_ENV=production MALLOC_ARENA_MAX=2
 USER 65532:65532
 EXPOSE 8081 9090
-ENTRYPOINT ["/nodejs/bin/node", "main.ts"]
+# A young generation of 2 x 8 MB: Node.js sizes it from the heap limit, which it takes from the
+# machine's memory where no cgroup limit says otherwise, and its pages stay resident (128 MB of new
+# space in an operator of 200 resting clusters on a 24 GB machine, measured). An operator at rest
+# allocates little; the semi-space is fixed so that its memory does not depend on the machine.
+# --expose-gc: the process gives back the memory a burst of work took (memory.ts).
+ENTRYPOINT ["/nodejs/bin/node", "--max-semi-space-size=8", "--expose-gc", "main.ts"]

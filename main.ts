@@ -1,9 +1,10 @@
 // The operator process: the watcher and the Temporal worker (both by default, or either alone).
 // It starts things and stops them: the flags are read in options.ts, the connections are made
 // (patiently) in connect.ts, the health endpoints and their checks live in health.ts, the Temporal
-// runtime and worker in worker.ts. On SIGTERM it stops taking
-// work, lets running steps finish for a grace, and exits. `npm start` adds a local Temporal and,
-// with no Kubernetes cluster configured, the local sandbox (test/testbed/sandbox.ts), beside it.
+// runtime and worker in worker.ts, the giving back of the memory a burst took in memory.ts. On
+// SIGTERM it stops taking work, lets running steps finish for a grace, and exits. `npm start`
+// adds a local Temporal and, with no Kubernetes cluster configured, the local sandbox
+// (test/testbed/sandbox.ts), beside it.
 import { fileURLToPath } from 'node:url';
 import { Client } from '@temporalio/client';
 import type { NativeConnection, Worker } from '@temporalio/worker';
@@ -15,9 +16,10 @@ import { ClusterCache } from './activities/cluster-cache.ts';
 import type { ObserverRounds } from './activities/observer.ts';
 import { apiServerOf, awaitKubernetes, backlogOf, connectTemporal, ensureSearchAttributes, kubeConfigured, Stopped } from './connect.ts';
 import { checksRoute, healthChecks, serve, type Parts } from './health.ts';
+import { trimMemoryAfterBursts } from './memory.ts';
 import { countApiServerRequests, exposition, registerClusterGauges, registerTaskQueueBacklog } from './metrics.ts';
 import { OptionsError, parseOptions, type Options } from './options.ts';
-import { Watcher } from './watcher/watcher.ts';
+import { OBSERVER_CHECK_BESIDE_WORKER_MS, Watcher } from './watcher/watcher.ts';
 import { createWorker, freeLoopbackPort, installTemporalRuntime } from './worker.ts';
 
 export async function main(argv: string[]): Promise<number> {
@@ -41,6 +43,7 @@ export async function main(argv: string[]): Promise<number> {
   installTemporalRuntime(log, sdkMetricsPort);
   if (opts.resolver) useResolver(opts.resolver);
   setOperatorNamespace(opts.operatorNamespace);
+  const memoryTrim = trimMemoryAfterBursts(log);
 
   if (!kubeConfigured(opts.kubeconfig)) {
     log.error(
@@ -84,6 +87,7 @@ export async function main(argv: string[]): Promise<number> {
       parts.stopping = true;
       log.info({ signal, graceMs: opts.shutdownGraceMs }, `${signal}: taking no new work; running steps have ${Math.round(opts.shutdownGraceMs / 1000)}s to finish`);
       stop.abort();
+      memoryTrim?.stop();
       void (async () => {
         await watcher?.stop().catch((e) => log.warn({ err: String(e) }, 'stopping the watcher failed'));
         if (parts.worker && parts.worker.getState() === 'RUNNING') parts.worker.shutdown();
@@ -144,7 +148,9 @@ export async function main(argv: string[]): Promise<number> {
     if (opts.run.has('watcher')) {
       const temporal = new Client({ connection, namespace: opts.temporal.namespace });
       const searchAttributes = await ensureSearchAttributes(connection, opts.temporal.namespace, log);
-      watcher = new Watcher({ cache, kube, temporal, taskQueue: opts.temporal.taskQueue, log, searchAttributes });
+      // Beside a worker, its rounds tell the watcher of an observer run gone: checked more rarely.
+      const observerCheckMs = rounds ? OBSERVER_CHECK_BESIDE_WORKER_MS : undefined;
+      watcher = new Watcher({ cache, kube, temporal, taskQueue: opts.temporal.taskQueue, log, searchAttributes, observerCheckMs });
       const deciding = watcher;
       if (rounds) rounds.onLost = (ns, name) => deciding.observerLost(ns, name);
       await watcher.start();

@@ -30,7 +30,7 @@ it('holds the files .dockerignore lets in, the production packages and the workf
   for (const tool of ['@swc/', 'swc-loader/']) expect(files.some((f) => f.startsWith(`node_modules/${tool}`))).toBe(false);
   expect(files.some((f) => f.startsWith('node_modules/@temporalio/worker/'))).toBe(true);
   expect(image.user).toEqual({ uid: 65532, gid: 65532 });
-  expect(image.entrypoint).toEqual(['/nodejs/bin/node', 'main.ts']);
+  expect(image.entrypoint).toEqual(['/nodejs/bin/node', '--max-semi-space-size=8', '--expose-gc', 'main.ts']);
 });
 
 const LOOK = `
