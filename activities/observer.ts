@@ -325,7 +325,19 @@ async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: Observer
     now: new Date(),
   });
 
-  const comparable = canonicalJson({ ...status, lastProbeTime: undefined, conditions: status.conditions.map((c) => ({ ...c, lastTransitionTime: undefined })) });
+  // What is compared with the last write leaves out what only a probe writes (a look with a probe
+  // writes anyway; the look after it, without those fields, is no change) and a member's matched
+  // index, which moves with every write, the probe's too: alone it is not worth a status write and
+  // a watch event to every watcher of the object. It goes with any other change and with each
+  // probe, so it is at most a probe interval old.
+  const comparable = canonicalJson({
+    ...status,
+    lastProbeTime: undefined,
+    commits: undefined,
+    lastProbeError: undefined,
+    members: status.members?.map((m) => ({ ...m, matched: undefined })),
+    conditions: status.conditions.map((c) => ({ ...c, lastTransitionTime: undefined })),
+  });
   if (comparable !== lastWritten || status.lastProbeTime) {
     try {
       // The resourceVersion makes this a compare-and-set: an operation that began since the read

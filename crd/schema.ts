@@ -277,7 +277,7 @@ const memberSchema = {
     live: { type: 'boolean', description: 'The leader heard from the node within its liveness window.' },
     ready: { type: 'boolean' },
     lag: { type: 'integer', format: 'int64', nullable: true, description: 'Entries behind the leader.' },
-    matched: { type: 'integer', format: 'int64', nullable: true, description: 'Last entry the leader knows it holds.' },
+    matched: { type: 'integer', format: 'int64', nullable: true, description: 'Last entry the leader knows it holds (written with any other change of status, and at least once a probe interval).' },
     behindSince: {
       type: 'string',
       format: 'date-time',
