@@ -105,7 +105,17 @@ export async function stepFailure(deps: ActivityDeps, type: string, args: unknow
       deps.log.warn({ namespace: target.namespace, name: target.name, err: String(e) }, 'could not say in status that a step keeps failing'),
     );
   }
-  return err;
+  return retried(words, err);
+}
+
+/**
+ * A failed attempt that is retried. An answer of the API server becomes one line, the step's words
+ * and the answer: the client's own message carries the response headers, and the attempt's
+ * failure is what the Web UI shows and, when the retries run out, what status says.
+ */
+export function retried(words: string, err: unknown): unknown {
+  const code = statusCode(err);
+  return code === null ? err : ApplicationFailure.retryable(`${words}: ${errorWords(err)}`, `ApiServer${code}`);
 }
 
 /** status.message (and status.operation.step) say the step and its last error; an Event now and then. */
