@@ -113,7 +113,10 @@ export class ClientApi {
         sendJson(res, 500, { error: String(e), code: 'internal' });
       });
     });
-    this.server.keepAliveTimeout = 2000;
+    // Node's default: a client that honours the Keep-Alive hint (undici keeps 2 s of margin below
+    // it) reuses its connections. At 2 s the hint left undici no margin: it closed the connection
+    // after every response, and each push paid for a new one on both sides.
+    this.server.keepAliveTimeout = 5000;
   }
 
   // Stop accepting, let the requests in flight finish (bounded), then close what is left.

@@ -46,6 +46,8 @@ export interface SimConfig {
   forceRecover: number | null;
   logJson: boolean;
   appendBatch: number;
+  /** How long a commit may wait for the next append to carry it to a follower before it goes out on its own (ms). */
+  commitNotifyMs: number;
   legacy: boolean;
   clientOffload: boolean;
   // Data that takes time (test-bed knobs; 0 = instantaneous, the old behaviour):
@@ -289,6 +291,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): SimConfig {
     forceRecover,
     logJson: env.QUEEN_LOG_JSON === undefined || !['0', 'false', 'no', 'off'].includes(env.QUEEN_LOG_JSON.trim().toLowerCase()),
     appendBatch: num(env, 'QUEEN_SIM_APPEND_BATCH', 64, 1),
+    commitNotifyMs: num(env, 'QUEEN_SIM_COMMIT_NOTIFY_MS', 10),
     legacy: truthy(env.QUEEN_SIM_LEGACY),
     clientOffload: !['off', '0', 'false'].includes((env.QUEEN_RAFT_CLIENT_OFFLOAD ?? 'on').trim().toLowerCase()),
     entryBytes: bytes(env, 'QUEEN_SIM_ENTRY_BYTES'),

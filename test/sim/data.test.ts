@@ -43,6 +43,10 @@ describe('data that takes time', () => {
     const F = [1, 2, 3].find((id) => id !== L)!;
 
     await pushMany(c, L, 160, 'before');
+    // The pushes committed through the leader and one follower: F may still be receiving them.
+    const lastLogIndex = async (id: number) => (await c.req(id, 'GET', '/api/v1/raft/status')).json.lastLogIndex as number;
+    const lastBefore = await lastLogIndex(L);
+    await waitFor('F holding every entry', async () => (await lastLogIndex(F)) >= lastBefore, 30_000, 25);
     const stored = (await c.info(F)).storeBytes as number;
     expect(stored).toBeGreaterThan(160 * ENTRY);
     // The disk counts them too, though no file holds the padding.
