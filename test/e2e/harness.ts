@@ -265,14 +265,16 @@ let counter = 0;
  */
 export const REALISTIC_SIM: Record<string, string> = { QUEEN_SIM_ENTRY_BYTES: '4Ki', QUEEN_SIM_BANDWIDTH: '20M', QUEEN_SIM_REPLAY_RATE: '50M' };
 /**
- * Messages of 16 KiB, a link of 3 MB/s to each follower and a replay of 4 MB/s (15 and 20 MB/s at
+ * Messages of 16 KiB, a link of 3 MB/s to each follower and a replay of 8 MB/s (15 and 40 MB/s at
  * the time factor 0.2; the link carries 500 messages a second with room to spare): with
- * buildStore(s, 12000), about 200 MB, a restarted pod replays for about 10 s before it serves, and
+ * buildStore(s, 12000), about 200 MB, a restarted pod replays for about 5 s before it serves (more
+ * as the load grows the store: by 3.3 MB a second at 200 pushes a second; at 4 MB/s the fifth pod
+ * of an upgrade of five replayed for 50 s, and the scenario spent most of its time there), and
  * a new learner's snapshot (the log is kept for 1000 entries past the store, so a learner gets one)
  * crosses the link in about 13 s, within the 60 s + size / 10 MB/s the broker gives it, then the
  * learner restarts (exit 75) and replays it.
  */
-export const BIG_STORE: Record<string, string> = { QUEEN_SIM_ENTRY_BYTES: '16Ki', QUEEN_SIM_BANDWIDTH: '3M', QUEEN_SIM_REPLAY_RATE: '4M', QUEEN_RAFT_LOG_KEEP: '1000' };
+export const BIG_STORE: Record<string, string> = { QUEEN_SIM_ENTRY_BYTES: '16Ki', QUEEN_SIM_BANDWIDTH: '3M', QUEEN_SIM_REPLAY_RATE: '8M', QUEEN_RAFT_LOG_KEEP: '1000' };
 export const BIG_STORE_MESSAGES = 12_000;
 /**
  * BIG_STORE on a link of 4 MB/s instead of 3 (20 MB/s at the time factor 0.2), for a replacement
@@ -592,6 +594,33 @@ spec:
 export const LOAD_RATE = 200;
 
 /**
+ * What the nodes of a cluster logged about leadership and their own ends between two instants
+ * (elections, hand-offs, stops, signals), from their container logs in the test bed (the kubelet
+ * stand-in writes `<namespace>_<pod>_<uid>_<container>.log`, one per container start): what a
+ * failed push is read against (a leader change answers the writes in flight `outcome_unknown`).
+ */
+export function raftEvents(s: Scenario, name: string, from: number, to: number): string[] {
+  const dir = join(testbed().dir, 'logs', 'pods');
+  const pattern = /election|elected|leader|hand|quorum|stopped|SIGTERM|exiting|removed/i;
+  const out: { at: number; line: string }[] = [];
+  for (const file of existsSync(dir) ? readdirSync(dir) : []) {
+    if (!file.startsWith(`${s.ns}_${name}-`) || /operator/.test(file)) continue;
+    const pod = file.split('_')[1];
+    for (const raw of readFileSync(join(dir, file), 'utf8').split('\n')) {
+      let e: { ts?: string; msg?: string };
+      try {
+        e = JSON.parse(raw) as { ts?: string; msg?: string };
+      } catch {
+        continue;
+      }
+      const at = Date.parse(e.ts ?? '');
+      if (at >= from && at <= to && pattern.test(e.msg ?? '')) out.push({ at, line: `${pod}: ${raw.slice(0, 300)}` });
+    }
+  }
+  return out.sort((a, b) => a.at - b.at).map((x) => x.line);
+}
+
+/**
  * Stops the load and checks what a client saw: every push acknowledged on its first try, none
  * left unanswered, and every acknowledged message in the committed log of every voter. The
  * report is printed (with the failed attempts and the endpoints the client used, if any failed).
@@ -605,11 +634,14 @@ export async function expectEveryPushFirstTry(s: Scenario, load: Load, what: str
       `pushes sent up to ${report.maxSendDelay.ms} ms late (the client's own process busy)`,
   );
   for (const f of report.failedAttempts.slice(0, 20)) console.log(`  failed: ${JSON.stringify(f)}`);
-  if (report.failedAttempts.length) {
+  // Unanswered pushes were never sent or never came back: the endpoints and the report say which.
+  if (report.failedAttempts.length || report.unacknowledged.length) {
     for (const c of report.endpointChanges) console.log(`  endpoints at ${c.at}: ${c.endpoints.join(' ')}`);
     const file = join(testbed().dir, `load-${s.ns}-${Date.now()}.json`);
     writeFileSync(file, JSON.stringify({ ...report, acknowledgedIds: undefined }, null, 1));
     console.log(`  the whole report: ${file}`);
+    const times = report.failedAttempts.flatMap((f) => [Date.parse(f.sentAt), Date.parse(f.at)]);
+    if (times.length) for (const line of raftEvents(s, name, Math.min(...times) - 10_000, Math.max(...times) + 5_000)) console.log(`  ${line}`);
   }
   expect(report.acknowledged).toBeGreaterThan(0);
   expect(report.failedAttempts).toEqual([]);

@@ -10,7 +10,7 @@ import { afterEach, expect, it } from 'vitest';
 import { control } from '../testbed/client.ts';
 import { startLoad } from '../testbed/load.ts';
 import { annotate, BIG_STORE_MESSAGES, buildStore, clusterEvents, expectEveryPushFirstTry, formed, getCluster, LOAD_RATE, pods, REPLACE_STORE, scenario, seedSpec, sleep, waitFor, waitForCluster, type Scenario } from './harness.ts';
-import { recordHistory, workflowRuns } from './temporal.ts';
+import { recordHistory, settledRuns, workflowRuns } from './temporal.ts';
 
 let s: Scenario | null = null;
 afterEach(async () => {
@@ -70,7 +70,7 @@ it('replace: a stale voter is replaced in the order that keeps the cluster whole
   // The pod left the client Service before its node left the membership.
   const drainAndLeave = (await clusterEvents(s)).filter((e) => e.reason === 'DrainPod' || e.reason === 'RemoveMember').map((e) => e.message);
   expect(drainAndLeave).toEqual([`taking pod ${ordinal} out of the client Service before node ${follower} leaves the membership`, `removing node ${follower} from the membership`]);
-  const runs = (await workflowRuns(s, `queencluster/${s.ns}/queen`)).filter((r) => r.type === 'replaceNode');
+  const runs = (await settledRuns(s, `queencluster/${s.ns}/queen`)).filter((r) => r.type === 'replaceNode');
   expect(runs.map((r) => r.status)).toEqual(['COMPLETED']);
   await recordHistory(s, runs[0]!, 'replaceNode');
   await expectServing(s);

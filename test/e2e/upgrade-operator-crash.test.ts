@@ -4,7 +4,7 @@
 import { afterAll, expect, it } from 'vitest';
 import { startLoad, verifyAcknowledged } from '../testbed/load.ts';
 import { formed, kubectl, monitor, patchSpec, scenario, seedSpec, sleep, voterIps, waitFor, waitForCluster, type Scenario } from './harness.ts';
-import { currentStep, recordHistory, workflowRuns } from './temporal.ts';
+import { currentStep, recordHistory, settledRuns } from './temporal.ts';
 
 let s: Scenario;
 afterAll(() => s?.close());
@@ -29,7 +29,7 @@ it('upgrade-operator-crash: completes after SIGKILL, each pod restarted once', a
   expect(await verifyAcknowledged(report, await voterIps(s))).toEqual([]);
   for (let o = 0; o < 3; o++) expect(watch.uids.get(`queen-${o}`)).toHaveLength(2);
   expect(watch.maxNotReady).toBeLessThanOrEqual(1);
-  const runs = (await workflowRuns(s, `queencluster/${s.ns}/queen`)).filter((r) => r.type === 'rollingUpgrade');
+  const runs = (await settledRuns(s, `queencluster/${s.ns}/queen`)).filter((r) => r.type === 'rollingUpgrade');
   expect(runs.map((r) => r.status)).toEqual(['COMPLETED']);
   await recordHistory(s, runs[0]!, 'rollingUpgrade-operator-crash');
   expect((await op.pods(s.core)).map((p) => p.metadata?.name)).not.toContain(step.pod);

@@ -1,6 +1,6 @@
 // e2e `upgrade` and `upgrade-five` (a file each, so the two run side by side): seed 000's Upgrade
 // section. A formed cluster on 2.6.0, with a store of about 200 MB that each restarted pod
-// replays (about 10 s) before it serves, goes to 2.6.1 while the load client pushes 200 messages
+// replays (about 5 s) before it serves, goes to 2.6.1 while the load client pushes 200 messages
 // a second through the client Service: every push acknowledged on its first try and none lost; the pods restart one at a time, the ones that do not lead from the
 // highest ordinal, the leader last; exactly one leader change; never a second voter down; the
 // status messages of the README in order; the restarts as Events and as activities in Temporal.
