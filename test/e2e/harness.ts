@@ -6,7 +6,7 @@
 // out.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { AppsV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, PatchStrategy, setHeaderOptions, type CoreV1Event, type V1Pod } from '@kubernetes/client-node';
 import { Client, Connection } from '@temporalio/client';
@@ -14,11 +14,13 @@ import { inject } from 'vitest';
 import { isMap, isSeq, parseAllDocuments } from 'yaml';
 import { expect } from 'vitest';
 import { GROUP, PLURAL, VERSION, type QueenCluster, type QueenClusterSpec } from '../../crd/schema.ts';
+import { HEAVY_FILES, takeHeavySlot } from '../heavy.ts';
 import { control } from '../testbed/client.ts';
 import { startLoad, verifyAcknowledged, type Load, type LoadReport } from '../testbed/load.ts';
 
 const MAIN = fileURLToPath(new URL('../../main.ts', import.meta.url));
 const NAMESPACED = fileURLToPath(new URL('../../deploy/namespaced.yaml', import.meta.url));
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
 export const testbed = () => inject('testbed');
 export const operatorSetup = () => inject('operator');
@@ -299,6 +301,10 @@ export async function scenario(prefix: string, opts: { secret?: boolean; namespa
   const core = kc.makeApiClient(CoreV1Api);
   const custom = kc.makeApiClient(CustomObjectsApi);
   const ns = opts.namespace ?? `${prefix}-${process.pid.toString(36)}${(counter++).toString(36)}${Date.now().toString(36).slice(-4)}`;
+  // A scenario of the heavy files waits for the test bed's heavy slot (test/heavy.ts).
+  const testFile = relative(ROOT, expect.getState().testPath ?? '');
+  const slot = HEAVY_FILES.has(testFile) ? await takeHeavySlot(testbed().dir, ns) : null;
+  if (slot && slot.waitedMs >= 1000) console.log(`${ns}: waited ${Math.round(slot.waitedMs / 1000)}s for the heavy slot`);
   await control.setSimEnv(ns, opts.sim ?? REALISTIC_SIM);
   if (!opts.namespace) await core.createNamespace({ body: { metadata: { name: ns } } });
   if (opts.secret !== false && !opts.namespace) await createSecret(core, ns);
@@ -337,24 +343,31 @@ export async function scenario(prefix: string, opts: { secret?: boolean; namespa
       closing.push(fn);
     },
     async close() {
-      for (const fn of closing.splice(0)) await fn().catch(() => undefined);
-      await Promise.all(operators.map((o) => o.kill('SIGTERM')));
-      if (s.installed) {
-        // The installed operator stops first (SIGTERM, then its pods go), so it restarts nothing below.
-        await s.kc.makeApiClient(AppsV1Api).deleteNamespacedDeployment({ namespace: ns, name: 'queen-operator', propagationPolicy: 'Foreground' }).catch(() => undefined);
-        await waitFor('the operator pods gone', async () => (await s.installed!.pods(core)).length === 0, 60_000).catch(() => undefined);
+      try {
+        await closeScenario();
+      } finally {
+        slot?.release();
       }
-      // Workflows nobody works on any more are ended, so the Temporal server carries no leftovers.
-      for (const name of clusters) {
-        for (const id of [`queencluster/${ns}/${name}`, `queencluster-observer/${ns}/${name}`]) {
-          await temporal.workflow.getHandle(id).terminate('the test scenario ended').catch(() => undefined);
-        }
-      }
-      await connection.close();
-      // The namespace goes with its pods; the observer workflow ends once its QueenCluster is gone.
-      await core.deleteNamespace({ name: ns }).catch(() => undefined);
     },
   };
+  async function closeScenario() {
+    for (const fn of closing.splice(0)) await fn().catch(() => undefined);
+    await Promise.all(operators.map((o) => o.kill('SIGTERM')));
+    if (s.installed) {
+      // The installed operator stops first (SIGTERM, then its pods go), so it restarts nothing below.
+      await s.kc.makeApiClient(AppsV1Api).deleteNamespacedDeployment({ namespace: ns, name: 'queen-operator', propagationPolicy: 'Foreground' }).catch(() => undefined);
+      await waitFor('the operator pods gone', async () => (await s.installed!.pods(core)).length === 0, 60_000).catch(() => undefined);
+    }
+    // Workflows nobody works on any more are ended, so the Temporal server carries no leftovers.
+    for (const name of clusters) {
+      for (const id of [`queencluster/${ns}/${name}`, `queencluster-observer/${ns}/${name}`]) {
+        await temporal.workflow.getHandle(id).terminate('the test scenario ended').catch(() => undefined);
+      }
+    }
+    await connection.close();
+    // The namespace goes with its pods; the observer workflow ends once its QueenCluster is gone.
+    await core.deleteNamespace({ name: ns }).catch(() => undefined);
+  }
   return s;
 }
 
