@@ -1,5 +1,11 @@
+import { join } from 'node:path';
 import { defineConfig } from 'vitest/config';
 import { LongestFirst } from './test/sequencer.ts';
+
+// Node's compile cache for every process the tests start (vitest's workers, the operators, the
+// simulated nodes): a process that loads code compiled once before starts on about half the CPU
+// (measured: 0.95 against 1.9 CPU-s for the operator's imports), and the test bed starts hundreds.
+process.env.NODE_COMPILE_CACHE ??= join(import.meta.dirname, '.cache', 'node-compile-cache');
 
 // Two projects: `unit` needs nothing running (pure functions, the broker client against a local
 // HTTP server, the Queen node simulator as plain processes); `testbed` shares one test bed (a real

@@ -671,6 +671,9 @@ export class Kubelet {
       containerEnv.PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
       containerEnv.HOME = cwd;
       containerEnv.HOSTNAME = hostname;
+      // The processes the test bed starts share the tests' compile cache (vitest.config.ts), as an
+      // image's code would be compiled once: it starts on half the CPU.
+      if (process.env.NODE_COMPILE_CACHE) containerEnv.NODE_COMPILE_CACHE = process.env.NODE_COMPILE_CACHE;
       // The namespace's simulator settings (data sizes, link speeds...), then what the pod says.
       if (isQueen) Object.assign(containerEnv, this.simEnv.get(rt.ns) ?? {});
       for (const [k, v] of env) containerEnv[k] = v;

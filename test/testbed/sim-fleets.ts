@@ -47,6 +47,7 @@ export class SimFleets {
         env: {
           PATH: process.env.PATH ?? '/usr/bin:/bin',
           HOME: process.env.HOME ?? '/tmp',
+          ...(process.env.NODE_COMPILE_CACHE ? { NODE_COMPILE_CACHE: process.env.NODE_COMPILE_CACHE } : {}),
           // The fleet's safety net, as the simulators': it exits when the test bed's process is gone.
           QUEEN_SIM_EXIT_WITH_PARENT: String(process.pid),
           ...extra,
