@@ -101,8 +101,13 @@ spec:
     return pvc.status?.capacity?.storage === '2Gi' ? pvc : undefined;
   }, 30_000);
   expect((done.status.conditions ?? []).map((c: any) => c.type)).not.toContain('FileSystemResizePending');
-  const p = await client.kube().get<any>(`/api/v1/namespaces/${ns}/pods/user`);
-  expect(p.status.phase).toBe('Running');
+  // The kubelet finishes the growth as it mounts the volume, before the container starts: the pod's
+  // Running follows, in a status write of its own.
+  const p = await until('the pod running', async () => {
+    const pod = await client.kube().get<any>(`/api/v1/namespaces/${ns}/pods/user`);
+    return pod.status?.phase === 'Running' ? pod : undefined;
+  }, 30_000);
+  expect(p.status.containerStatuses?.[0]?.state?.running).toBeTruthy();
 });
 
 it('a claim outlives its pod until pvc-protection lets it go; deleting it deletes the data', async () => {
