@@ -16,7 +16,8 @@ import { expect } from 'vitest';
 import { GROUP, PLURAL, VERSION, type QueenCluster, type QueenClusterSpec } from '../../crd/schema.ts';
 import { HEAVY_FILES, takeHeavySlot } from '../heavy.ts';
 import { control } from '../testbed/client.ts';
-import { startLoad, verifyAcknowledged, type Load, type LoadReport } from '../testbed/load.ts';
+import { Informer, Kube, type KObject } from '../testbed/kube.ts';
+import { authOf, startLoad, verifyAcknowledged, type Load, type LoadReport } from '../testbed/load.ts';
 
 const MAIN = fileURLToPath(new URL('../../main.ts', import.meta.url));
 const NAMESPACED = fileURLToPath(new URL('../../deploy/namespaced.yaml', import.meta.url));
@@ -512,49 +513,69 @@ export interface Monitor {
   stop(): Promise<void>;
 }
 
-/** Samples the QueenCluster and its pods every `everyMs` until stopped. */
-export function monitor(s: Scenario, everyMs = 200, name = 'queen'): Monitor {
+/**
+ * Follows the QueenCluster and its pods through watches until stopped: every change is seen (none
+ * falls between two samples), and the API server sends only what changed instead of a list of
+ * pods five times a second per scenario.
+ */
+export function monitor(s: Scenario, name = 'queen'): Monitor {
   const m: Monitor = { messages: [], phases: [], timeline: [], uids: new Map(), maxNotReady: 0, leaders: [], stop: async () => undefined };
-  let running = true;
   let lastLine = '';
   const began = Date.now();
-  const loop = (async () => {
-    while (running) {
-      try {
-        const [qc, list] = await Promise.all([getCluster(s, name), pods(s, name)]);
-        const msg = qc.status?.message ?? '';
-        if (m.messages.at(-1) !== msg) m.messages.push(msg);
-        const phase = qc.status?.phase ?? '';
-        if (m.phases.at(-1) !== phase) m.phases.push(phase);
-        const line = `${phase}: ${msg}`;
-        if (lastLine !== line) m.timeline.push(`+${((Date.now() - began) / 1000).toFixed(1)}s ${line}`);
-        lastLine = line;
-        const l = { leader: qc.status?.leader ?? null, term: qc.status?.term ?? null };
-        const lastL = m.leaders.at(-1);
-        if (!lastL || lastL.leader !== l.leader || lastL.term !== l.term) m.leaders.push(l);
-        const voters = new Set((qc.status?.voters ?? []).map((id) => `${name}-${id - 1}`));
-        let notReady = 0;
-        for (const v of voters) {
-          const p = list.find((x) => x.metadata?.name === v);
-          const ready = !!p && !p.metadata?.deletionTimestamp && p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True');
-          if (!ready) notReady++;
-        }
-        m.maxNotReady = Math.max(m.maxNotReady, notReady);
-        for (const p of list) {
-          const seen = m.uids.get(p.metadata!.name!) ?? [];
-          if (seen.at(-1) !== p.metadata!.uid) seen.push(p.metadata!.uid!);
-          m.uids.set(p.metadata!.name!, seen);
-        }
-      } catch {
-        // a sample lost; the next one counts
-      }
-      await sleep(everyMs);
+  const kube = new Kube(authOf(s.kc));
+  const clusters = new Informer<KObject>(kube, `/apis/${GROUP}/${VERSION}/namespaces/${s.ns}/${PLURAL}`, { query: { fieldSelector: `metadata.name=${name}` } });
+  const podWatch = new Informer<KObject>(kube, `/api/v1/namespaces/${s.ns}/pods`, { query: { labelSelector: `app.kubernetes.io/instance=${name}` } });
+  let synced = false;
+  const look = () => {
+    const qc = clusters.list()[0] as unknown as QueenCluster | undefined;
+    if (!synced || !qc) return;
+    const list = (podWatch.list() as unknown as V1Pod[]).sort((a, b) => a.metadata!.name!.localeCompare(b.metadata!.name!));
+    const msg = qc.status?.message ?? '';
+    if (m.messages.at(-1) !== msg) m.messages.push(msg);
+    const phase = qc.status?.phase ?? '';
+    if (m.phases.at(-1) !== phase) m.phases.push(phase);
+    const line = `${phase}: ${msg}`;
+    if (lastLine !== line) m.timeline.push(`+${((Date.now() - began) / 1000).toFixed(1)}s ${line}`);
+    lastLine = line;
+    const l = { leader: qc.status?.leader ?? null, term: qc.status?.term ?? null };
+    const lastL = m.leaders.at(-1);
+    if (!lastL || lastL.leader !== l.leader || lastL.term !== l.term) m.leaders.push(l);
+    const voters = new Set((qc.status?.voters ?? []).map((id) => `${name}-${id - 1}`));
+    let notReady = 0;
+    for (const v of voters) {
+      const p = list.find((x) => x.metadata?.name === v);
+      const ready = !!p && !p.metadata?.deletionTimestamp && p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True');
+      if (!ready) notReady++;
     }
-  })();
-  m.stop = async () => {
-    running = false;
-    await loop;
+    m.maxNotReady = Math.max(m.maxNotReady, notReady);
+    for (const p of list) {
+      const seen = m.uids.get(p.metadata!.name!) ?? [];
+      if (seen.at(-1) !== p.metadata!.uid) seen.push(p.metadata!.uid!);
+      m.uids.set(p.metadata!.name!, seen);
+    }
   };
+  clusters.on({ add: look, update: look });
+  podWatch.on({ add: look, update: look, delete: look });
+  // Both lists first: a cluster seen before its pods would count every voter not Ready.
+  const ready = Promise.all([clusters.start(), podWatch.start()]).then(() => {
+    synced = true;
+    look();
+  });
+  let stopped = false;
+  const end = async () => {
+    if (stopped) return;
+    stopped = true;
+    clusters.stop();
+    podWatch.stop();
+    await kube.close();
+  };
+  m.stop = async () => {
+    await Promise.race([ready, sleep(10_000)]);
+    look();
+    await end();
+  };
+  // A monitor a scenario never stopped ends with it.
+  s.onClose(end);
   return m;
 }
 
