@@ -2,7 +2,7 @@
 // then one closing line `N passed, N failed` (type checking counts as one test).
 // Arguments go to vitest, e.g. `npm test -- --project unit`.
 //
-// The `unit` project runs first and alone, then the `testbed` project (three scenarios at a time),
+// The `unit` project runs first and alone, then the `testbed` project (four scenarios at a time, one of them heavy),
 // then those that act on a whole node one at a time beside `install` (the README's cluster-wide
 // install, in a test bed of its own): the simulator's own tests
 // time a protocol of 300 ms elections, and the end-to-end scenarios put a control plane, a Temporal
@@ -66,12 +66,13 @@ if (args.some((a) => a.startsWith('--project'))) {
   const filtered = args.length > 0 ? ['--passWithNoTests'] : [];
   // The simulator's own tests run in both modes: a process per node (`unit`) and a broker fleet (`unit-fleet`).
   await runVitest('unit', ['--project', 'unit', '--project', 'unit-fleet', '--maxWorkers=2', ...filtered, ...args]);
-  // The scenarios run three at a time: most of their time is spent waiting for pods, elections and
-  // gates, not computing. Those that act on a whole test bed node (stop it, cordon or drain it)
+  // The scenarios run four at a time: most of their time is spent waiting for pods, elections and
+  // gates, not computing (with three, a quarter of the two cores stayed idle), and those that push
+  // 200 messages a second take one slot at a time (test/heavy.ts). Those that act on a whole test bed node (stop it, cordon or drain it)
   // would disrupt the scenario beside them: they run afterwards, one at a time (vitest.config.ts),
   // beside the cluster-wide install, which has a test bed of its own (it would act on the other
   // scenarios' clusters); the install's output follows once it ends.
-  await runVitest('testbed', ['--project', 'testbed', '--maxWorkers=3', ...filtered, ...args]);
+  await runVitest('testbed', ['--project', 'testbed', '--maxWorkers=4', ...filtered, ...args]);
   await Promise.all([
     runVitest('testbed-alone', ['--project', 'testbed-alone', '--maxWorkers=1', ...filtered, ...args]),
     runVitest('install', ['--project', 'install', ...filtered, ...args], true),
