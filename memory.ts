@@ -7,8 +7,9 @@
 // So the process checks its resident memory once a minute and, when it has grown by more than a
 // margin since the last such collection (or since its first check, after starting), runs one: the
 // whole heap in several passes, its time in the log line, at most once in ten minutes (busy
-// minutes grow the memory again at once, and would pay for one a minute), nothing at a steady rest. It needs the collector exposed (`--expose-gc`, as the
-// image's entrypoint gives it); without it, it does nothing.
+// minutes grow the memory again at once, and would pay for one a minute), nothing at a steady
+// rest. It needs the collector exposed (`--expose-gc`, as the image's entrypoint gives it);
+// without it, it does nothing.
 import type { Logger } from 'pino';
 
 type Collect = (options: { type: 'major'; execution: 'sync'; flavor: 'last-resort' }) => void;
