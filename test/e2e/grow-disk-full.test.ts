@@ -31,7 +31,7 @@ it('grow-disk-full: every disk above the gate, volumes that grow on restart: the
   }
   await waitForCluster(s, 'no write commits', (q) => q.status?.commits === false && /answered 507/.test(q.status?.lastProbeError ?? ''), 60_000);
 
-  const watch = monitor(s);
+  const watch = await monitor(s);
   await patchSpec(s, { storage: { size: '128Mi' } });
   const done = await waitForCluster(s, 'the grow done, writes committing', (q) => q.status?.lastOperation?.type === 'GrowVolumes' && q.status?.phase === 'Ready' && q.status?.commits === true, 300_000);
   await watch.stop();

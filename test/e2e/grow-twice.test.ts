@@ -20,7 +20,7 @@ it('grow-twice: 1Gi to 2Gi, then 3Gi during the grow; the grow retargets and end
   s = await scenario('growtwice');
   await control.call('POST', '/storage/resize-pending', { share: 1, namespace: s.ns });
   await formed(s, seedSpec({ storage: { size: '1Gi' } }));
-  const watch = monitor(s);
+  const watch = await monitor(s);
   await patchSpec(s, { storage: { size: '2Gi' } });
   await waitFor('the first claim asked for 2Gi', async () => (await clusterEvents(s!)).some((e) => e.reason === 'ExpandClaim'), 120_000);
   await patchSpec(s, { storage: { size: '3Gi' } });

@@ -27,7 +27,7 @@ it.each([
   const stsBefore = (await apps.readNamespacedStatefulSet({ namespace: s.ns, name: 'queen' })).metadata?.uid;
   const load = startLoad({ kubeConfig: s.kc, namespace: s.ns, service: 'queen', rate: LOAD_RATE });
   await sleep(2000);
-  const watch = monitor(s);
+  const watch = await monitor(s);
   await patchSpec(s, { storage: { size: '2Gi' } });
   await waitForCluster(s, 'every volume 2Gi', (q) => q.status?.lastOperation?.type === 'GrowVolumes' && q.status?.phase === 'Ready', 300_000);
   await sleep(2000);
@@ -72,7 +72,7 @@ it('grow: a class that does not allow expansion is Blocked with the API server\'
 it('grow: a class that grows the file system while the pods run restarts nobody, and the brokers see the new size', async () => {
   s = await scenario('growonline');
   await formed(s, seedSpec({ storage: { size: '1Gi', storageClassName: 'queen-online' } }));
-  const watch = monitor(s);
+  const watch = await monitor(s);
   await patchSpec(s, { storage: { size: '2Gi', storageClassName: 'queen-online' } });
   await waitForCluster(s, 'every volume 2Gi', (q) => q.status?.lastOperation?.type === 'GrowVolumes' && q.status?.lastOperation?.result === 'Succeeded' && q.status?.phase === 'Ready', 300_000);
   await watch.stop();

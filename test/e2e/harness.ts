@@ -516,9 +516,10 @@ export interface Monitor {
 /**
  * Follows the QueenCluster and its pods through watches until stopped: every change is seen (none
  * falls between two samples), and the API server sends only what changed instead of a list of
- * pods five times a second per scenario.
+ * pods five times a second per scenario. Resolves once both lists are in, so the first entries are
+ * the state at the call and a change made after it is never missed.
  */
-export function monitor(s: Scenario, name = 'queen'): Monitor {
+export async function monitor(s: Scenario, name = 'queen'): Promise<Monitor> {
   const m: Monitor = { messages: [], phases: [], timeline: [], uids: new Map(), maxNotReady: 0, leaders: [], stop: async () => undefined };
   let lastLine = '';
   const began = Date.now();
@@ -570,12 +571,16 @@ export function monitor(s: Scenario, name = 'queen'): Monitor {
     await kube.close();
   };
   m.stop = async () => {
-    await Promise.race([ready, sleep(10_000)]);
     look();
     await end();
   };
   // A monitor a scenario never stopped ends with it.
   s.onClose(end);
+  const listed = await Promise.race([ready.then(() => true), sleep(30_000).then(() => false)]);
+  if (!listed) {
+    await end();
+    throw new Error(`monitor: the lists of ${PLURAL}/${name} and its pods in ${s.ns} did not come in 30 s`);
+  }
   return m;
 }
 

@@ -21,7 +21,7 @@ it('image-digest: a new digest of the same version rolls the pods; the status ke
   const leader = formedCluster.status!.leader!;
 
   const second = `ghcr.io/queen-mq/queen:2.6.0@${digest('b')}`;
-  const watch = monitor(s);
+  const watch = await monitor(s);
   await patchSpec(s, { image: second });
   await waitForCluster(
     s,

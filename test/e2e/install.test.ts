@@ -85,7 +85,7 @@ it('install: the README word for word, then an upgrade under load through the fo
   const version = /"version":"([^"]+)"/.exec(upgrade.body)![1]!;
   const load = startLoad({ kubeConfig: s.kc, namespace: 'queen', service: 'queen', rate: 50 });
   await sleep(3000);
-  const watch = monitor(s);
+  const watch = await monitor(s);
   expect((await bash(upgrade.body)).code).toBe(0);
   // In the middle of it: after the first pod's restart, the replica running the step goes, by force.
   await waitForCluster(s, 'the first restart done', (q) => q.status?.operation?.type === 'RollingUpgrade' && / is next: /.test(q.status?.message ?? ''), 300_000);

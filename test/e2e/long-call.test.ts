@@ -46,7 +46,7 @@ it('long-call: a membership change held 30 s by the broker is one attempt, heart
   const followers = [1, 2, 3].filter((id) => id !== leader);
   for (const id of followers) await control.kill(s.ns, `queen-${id - 1}`, { hold: true });
 
-  const watch = monitor(s);
+  const watch = await monitor(s);
   await patchSpec(s, { replicas: 5 });
   await waitFor('the step adding node 4 running', async () => (await addLearnerStep(s!))?.state === proto.api.enums.v1.PendingActivityState.PENDING_ACTIVITY_STATE_STARTED, 120_000);
   // Through two heartbeat timeouts (30 s each) of the broker's 30 s deadline and what follows.

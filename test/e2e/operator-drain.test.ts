@@ -16,7 +16,7 @@ it('operator-drain: SIGTERM hands a waiting step to the other replica at once', 
   const op = await s.install({}, { replicas: 2 });
   // A long minReadySeconds: the upgrade spends its time waiting at the stop gate.
   await formed(s, seedSpec({ minReadySeconds: 20 }));
-  const watch = monitor(s);
+  const watch = await monitor(s);
   await patchSpec(s, { version: '2.6.1' });
   await waitForCluster(s, 'the upgrade waiting at the gate', (q) => / is next: .*Ready for less than 20s/.test(q.status?.message ?? ''), 120_000);
   const id = `queencluster/${s.ns}/queen`;

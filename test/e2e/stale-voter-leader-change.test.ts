@@ -30,7 +30,7 @@ it.each(['carry', 'unknown'] as const)('stale-voter with QUEEN_SIM_LEADER_PROGRE
   // The leader's process dies and stays down until another node leads (started again at once, it
   // may win the election itself: its log is as long as the other follower's); then its pod
   // restarts in place.
-  const watch = monitor(s);
+  const watch = await monitor(s);
   await control.kill(s.ns, `queen-${leader - 1}`, { signal: 'SIGKILL', hold: true });
   await waitForCluster(s, 'another leader', (q) => q.status?.leader != null && q.status.leader !== leader && (q.status.term ?? 0) > (qc.status?.term ?? 0), 120_000);
   await control.release(s.ns, `queen-${leader - 1}`);

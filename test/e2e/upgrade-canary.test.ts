@@ -22,7 +22,7 @@ it('upgrade-canary: the first pod soaks, watched, before the next one moves; the
   const sc = s;
   const before = await formed(sc, { ...seedSpec({ minReadySeconds: 3 }), upgrade: { canarySeconds: 20 } });
   const first = firstMoved(before.status!.leader!);
-  const watch = monitor(sc);
+  const watch = await monitor(sc);
   await patchSpec(sc, { version: '2.6.1' });
   const soaking = await waitForCluster(sc, 'the canary soaking', (q) => q.status?.operation?.gate === 'canary-soaked' && /left$/.test(q.status?.message ?? ''), 180_000);
   expect(soaking.status!.message).toMatch(new RegExp(`^pod ${first} is the canary on 2\\.6\\.1: checking that it stays Ready, live and caught up and commits writes; \\d+s left$`));
@@ -56,7 +56,7 @@ it('upgrade-canary-fails: a canary that fails in its window holds the upgrade, a
   const sc = s;
   const before = await formed(sc, { ...seedSpec({ minReadySeconds: 3 }), upgrade: { canarySeconds: 60 } });
   const first = firstMoved(before.status!.leader!);
-  const watch = monitor(sc);
+  const watch = await monitor(sc);
   // It serves, passes its readiness, then crashes 10 s later: inside the canary's window.
   await patchSpec(sc, { version: '2.6.1-crashafter10' });
   const held = await waitForCluster(sc, 'the upgrade held', (q) => q.status?.operation?.gate === 'new-version-healthy', 180_000);

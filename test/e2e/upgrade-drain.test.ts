@@ -29,7 +29,7 @@ it('upgrade-drain: evictions of other pods while the operator restarts one are r
   s = await scenario('upevict');
   await formed(s, seedSpec());
   const load = startLoad({ kubeConfig: s.kc, namespace: s.ns, service: 'queen', rate: 50 });
-  const watch = monitor(s);
+  const watch = await monitor(s);
   await patchSpec(s, { version: '2.6.1' });
   // Each time a pod of the cluster goes down, the others are asked to be evicted, again and again,
   // for as long as it is down (a drain or an autoscaler would).
@@ -72,7 +72,7 @@ it('upgrade-drain: a kubectl drain of a voter\'s node during the upgrade finishe
   const before = await formed(s, seedSpec());
   const leader = before.status!.leader!;
   const load = startLoad({ kubeConfig: s.kc, namespace: s.ns, service: 'queen', rate: 50 });
-  const watch = monitor(s);
+  const watch = await monitor(s);
   await patchSpec(s, { version: '2.6.1' });
   await waitFor('the first restart', async () => (await clusterEvents(s!)).some((e) => e.reason === 'RestartPod'), 180_000);
   const first = Number(/pod (\d)/.exec((await clusterEvents(s)).find((e) => e.reason === 'RestartPod')!.message!)![1]);

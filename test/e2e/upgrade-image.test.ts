@@ -17,7 +17,7 @@ it('upgrade-image: a version that cannot be pulled holds the upgrade after one p
   s = await scenario('upimage');
   await formed(s, seedSpec());
   const load = startLoad({ kubeConfig: s.kc, namespace: s.ns, service: 'queen', rate: 50 });
-  const watch = monitor(s);
+  const watch = await monitor(s);
   await patchSpec(s, { version: '2.6.9-missing' });
   const image = 'ghcr.io/queen-mq/queen:2.6.9-missing';
   const held = await waitForCluster(

@@ -14,7 +14,7 @@ it('upgrade-operator-crash: completes after SIGKILL, each pod restarted once', a
   const op = await s.install({}, { replicas: 2 });
   await formed(s, seedSpec());
   const load = startLoad({ kubeConfig: s.kc, namespace: s.ns, service: 'queen', rate: 50 });
-  const watch = monitor(s);
+  const watch = await monitor(s);
   await patchSpec(s, { version: '2.6.1' });
   await waitForCluster(s, 'the upgrade running', (q) => q.status?.operation?.type === 'RollingUpgrade', 60_000);
   const delay = 2000 + Math.floor(Math.random() * 15_000);

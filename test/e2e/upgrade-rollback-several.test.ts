@@ -19,7 +19,7 @@ it('upgrade-rollback-several: the pods moved before the leader go back one at a 
   const before = await formed(sc, { ...seedSpec({ minReadySeconds: 3 }), upgrade: { onFailure: 'Rollback', approval: 'Manual' } });
   const leader = before.status!.leader!;
   const moved = [0, 1, 2].filter((o) => o !== leader - 1);
-  const watch = monitor(sc);
+  const watch = await monitor(sc);
   await patchSpec(sc, { version: '2.6.1-crashafter30' });
   // Both pods that do not lead run the new version, and the upgrade waits before the leader.
   await waitForCluster(sc, 'the upgrade at the approval gate', (q) => q.status?.operation?.gate === 'approved', 180_000);

@@ -29,7 +29,7 @@ it('upgrade-rollback: a version that crash-loops is rolled back under load, noth
   const first = firstMoved(before.status!.leader!);
   const load = startLoad({ kubeConfig: sc.kc, namespace: sc.ns, service: 'queen', rate: 50 });
   await sleep(3000);
-  const watch = monitor(sc);
+  const watch = await monitor(sc);
   await patchSpec(sc, { version: '2.6.1-bootfail' });
   const rolled = await waitForCluster(sc, 'the upgrade rolled back', (q) => q.status?.lastOperation?.result === 'RolledBack' && q.status?.phase === 'Blocked', 300_000);
   await sleep(2000);
@@ -87,7 +87,7 @@ it('upgrade-rollback-deadline: a version that never becomes Ready is rolled back
   await sc.install({}, { replicas: 2 });
   const before = await formed(sc, { ...seedSpec({ minReadySeconds: 3 }), upgrade: { onFailure: 'Rollback', progressDeadlineSeconds: 20 } });
   const first = firstMoved(before.status!.leader!);
-  const watch = monitor(sc);
+  const watch = await monitor(sc);
   await patchSpec(sc, { version: '2.6.1-unready' });
   // Until the deadline the upgrade waits for the pod, as for any pod that comes back.
   await waitForCluster(sc, 'the moved pod awaited', (q) => new RegExp(`is next: pod ${first} is not Ready$`).test(q.status?.message ?? ''), 120_000);

@@ -27,7 +27,7 @@ async function upgrade(prefix: string, replicas: 3 | 5, keep: (s: Scenario) => v
   const term = before.status!.term!;
   const load = startLoad({ kubeConfig: s.kc, namespace: s.ns, service: 'queen', rate: LOAD_RATE });
   await new Promise((r) => setTimeout(r, 3000));
-  const watch = monitor(s);
+  const watch = await monitor(s);
   await patchSpec(s, { version: '2.6.1' });
   const after = await waitForCluster(
     s,

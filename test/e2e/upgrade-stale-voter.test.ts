@@ -16,7 +16,7 @@ it('upgrade-stale-voter: nothing restarts while a voter does not catch up', asyn
   const follower = [1, 2, 3].find((id) => id !== qc.status?.leader)!;
   await control.wipe(s.ns, `queen-${follower - 1}`);
   await waitForCluster(s, 'the stale voter reported', (q) => /does not catch up/.test(q.status?.message ?? ''), 120_000);
-  const watch = monitor(s);
+  const watch = await monitor(s);
   await patchSpec(s, { version: '2.6.1' });
   const held = await waitForCluster(s, 'the upgrade held back', (q) => q.status?.phase === 'Upgrading' && / is next: node \d is behind the leader and does not catch up/.test(q.status?.message ?? ''), 120_000);
   expect(held.status?.message).toMatch(

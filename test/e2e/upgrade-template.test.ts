@@ -30,7 +30,7 @@ it('upgrade-template: an env and resources change rolls every pod, the version s
 it('upgrade-template: one voter restarts once', async () => {
   s = await scenario('onevoter');
   await formed(s, seedSpec({ replicas: 1 }));
-  const watch = monitor(s);
+  const watch = await monitor(s);
   await patchSpec(s, { version: '2.6.1' });
   await waitForCluster(s, 'the pod on 2.6.1', (q) => q.status?.version === '2.6.1' && q.status?.phase === 'Ready', 180_000);
   await watch.stop();

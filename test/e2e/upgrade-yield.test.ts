@@ -13,7 +13,7 @@ afterAll(() => s?.close());
 it('upgrade-yield: the upgrade yields to the repair, then finishes', async () => {
   s = await scenario('yield');
   await formed(s, seedSpec());
-  const watch = monitor(s);
+  const watch = await monitor(s);
   await patchSpec(s, { version: '2.6.1' });
   await waitFor('the first restart', async () => (await clusterEvents(s)).some((e) => e.reason === 'RestartPod'), 120_000);
   await s.core.deleteNamespacedService({ namespace: s.ns, name: 'queen' });
