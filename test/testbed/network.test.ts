@@ -71,7 +71,8 @@ it('a NetworkPolicy is enforced on the Queen pods: raft from the cluster only, t
   };
   const applied = await client.applyManifest(JSON.stringify(policy), ns);
   expect(applied.code).toBe(0);
-  expect((await control.networkRules(ns, 'queen-0')).refuse?.['6632']).toContain(stranger);
+  // The test bed's network follows the policies through a watch: the rules come a moment after the apply.
+  await until('the rules of the policy computed for queen-0', async () => (await control.networkRules(ns, 'queen-0')).refuse?.['6632']?.includes(stranger) ?? false, 10_000);
   await until('the policy reaches the simulators', async () => {
     const infos = await Promise.all(pods.map((p) => getJson(`http://${p.status.podIP}:6632/_sim/info`)));
     return infos.every((i) => i.body.net?.refuse?.['6632']?.includes(stranger));
