@@ -1,9 +1,10 @@
-// The steps of GrowVolumes: each claim asks for the new size; the StatefulSet, whose claim template
+// The steps of GrowVolumes: the claims ask for the new size; the StatefulSet, whose claim template
 // cannot be edited, is deleted without its pods (orphan) and created again with the new size.
 import { withDefaults } from '../crd/defaults.ts';
 import { parseQuantity } from '../plan/format.ts';
-import { nextVolumeStep, type VolumeStep } from '../plan/volumes.ts';
-import { holdUntil, loadCluster, observeCluster, stepEvent, writeStep, type ActivityDeps, type ClusterRef } from './common.ts';
+import { nextVolumeStep, type ClaimToExpand, type VolumeStep } from '../plan/volumes.ts';
+import { holdUntil, loadCluster, observeCluster, stepEvent, writeStep, type ActivityDeps, type ClusterRef, type Hold } from './common.ts';
+import type { QueenCluster } from '../crd/schema.ts';
 import { apiErrorMessage, applyObject, getStatefulSet, isConflict, isNotFound, statusCode } from './kube.ts';
 import { names, statefulSet } from './resources.ts';
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
@@ -28,36 +29,27 @@ export function growActivities(deps: ActivityDeps) {
     },
 
     /**
-     * Asks one claim for the new size. A class that does not allow expansion answers through the
-     * status: Blocked with the API server's words, tried again until it allows it.
+     * Asks every claim given for the new size, side by side: the storage grows them together. A
+     * class that does not allow expansion answers through the status: Blocked with the API
+     * server's words, tried again until it allows it (the claims it did grow stay grown).
      */
-    async expandClaim(ref: ClusterRef, ordinal: number, claimName: string, claimUid: string, size: string, message: string): Promise<void> {
+    async expandClaims(ref: ClusterRef, claims: ClaimToExpand[], size: string, _message: string): Promise<void> {
       await holdUntil<true>(deps, ref, async () => {
         const qc = await loadCluster(deps, ref);
-        let claim;
-        try {
-          claim = await deps.kube.core.readNamespacedPersistentVolumeClaim({ namespace: ref.namespace, name: claimName });
-        } catch (err) {
-          if (isNotFound(err)) return { done: true };
-          throw err;
+        let first: Hold | null = null;
+        for (const claim of claims) {
+          const hold = await askForSize(deps, qc, claim, size);
+          first ??= hold;
         }
-        if (claim.metadata?.uid !== claimUid) return { done: true };
-        if (parseQuantity(String(claim.spec?.resources?.requests?.storage ?? '0')) >= parseQuantity(size)) return { done: true };
-        try {
-          await deps.kube.core.patchNamespacedPersistentVolumeClaim(
-            { namespace: ref.namespace, name: claimName, body: { spec: { resources: { requests: { storage: size } } } } },
-            mergePatch,
-          );
-        } catch (err) {
-          const code = statusCode(err);
-          if (code === 403 || code === 422) {
-            return { hold: { phase: 'Blocked', message: `the volume of pod ${ordinal} cannot grow: ${apiErrorMessage(err)}`, gate: 'volume-can-grow' } };
-          }
-          if (isConflict(err)) return { hold: { phase: 'Resizing', message, gate: 'volume-can-grow' } };
-          throw err;
-        }
-        await stepEvent(deps, qc, 'ExpandClaim', message);
-        return { done: true };
+        return first ? { hold: first } : { done: true };
+      });
+    },
+
+    /** One claim a step: what a step recorded before expandClaims (a history replayed) runs. */
+    async expandClaim(ref: ClusterRef, ordinal: number, claimName: string, claimUid: string, size: string, message: string): Promise<void> {
+      await holdUntil<true>(deps, ref, async () => {
+        const hold = await askForSize(deps, await loadCluster(deps, ref), { ordinal, claimName, claimUid, message }, size);
+        return hold ? { hold } : { done: true };
       });
     },
 
@@ -96,4 +88,36 @@ export function growActivities(deps: ActivityDeps) {
       await applyObject(deps.kube, statefulSet(qc, { pods, claimSize: withDefaults(qc.spec).storage.size }));
     },
   };
+}
+
+/**
+ * Asks a claim (the UID observed) for a size: null once it asks for that much or is gone, with its
+ * Event when this patch did it; else why not yet.
+ */
+async function askForSize(deps: ActivityDeps, qc: QueenCluster, claim: ClaimToExpand, size: string): Promise<Hold | null> {
+  const namespace = qc.metadata.namespace!;
+  let live;
+  try {
+    live = await deps.kube.core.readNamespacedPersistentVolumeClaim({ namespace, name: claim.claimName });
+  } catch (err) {
+    if (isNotFound(err)) return null;
+    throw err;
+  }
+  if (live.metadata?.uid !== claim.claimUid) return null;
+  if (parseQuantity(String(live.spec?.resources?.requests?.storage ?? '0')) >= parseQuantity(size)) return null;
+  try {
+    await deps.kube.core.patchNamespacedPersistentVolumeClaim(
+      { namespace, name: claim.claimName, body: { spec: { resources: { requests: { storage: size } } } } },
+      mergePatch,
+    );
+  } catch (err) {
+    const code = statusCode(err);
+    if (code === 403 || code === 422) {
+      return { phase: 'Blocked', message: `the volume of pod ${claim.ordinal} cannot grow: ${apiErrorMessage(err)}`, gate: 'volume-can-grow' };
+    }
+    if (isConflict(err)) return { phase: 'Resizing', message: claim.message, gate: 'volume-can-grow' };
+    throw err;
+  }
+  await stepEvent(deps, qc, 'ExpandClaim', claim.message);
+  return null;
 }

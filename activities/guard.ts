@@ -58,6 +58,7 @@ const WORDS: Record<string, (args: unknown[]) => string> = {
   wipeClaim: (a) => arg<{ message: string }>(a, 1)?.message,
   awaitVolumeStep: () => 'waiting for the next step towards the volume size wanted',
   expandClaim: (a) => arg<string>(a, 5),
+  expandClaims: (a) => arg<string>(a, 3),
   deleteStatefulSetOrphan: (a) => arg<string>(a, 1),
   createStatefulSet: (a) => `creating the StatefulSet again with ${arg<number>(a, 1)} pods`,
   observeClusterStatus: () => 'observing the cluster',

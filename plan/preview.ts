@@ -207,11 +207,13 @@ function volumeSteps({ obs, spec }: PlanInput): PlannedStep[] {
       c.capacityBytes = sizeBytes;
       continue;
     }
-    if (s.kind === 'expand') {
+    if (s.kind === 'expand-claims' || s.kind === 'expand') {
       steps.push({ step: s.message, gates: [], note: 'a file system that needs its pod restarted for it gets that restart, through the stop gate' });
-      const c = sim.claims.find((x) => x.uid === s.claimUid)!;
-      c.requestBytes = sizeBytes;
-      c.request = size;
+      const uids = s.kind === 'expand' ? [s.claimUid] : s.claims.map((c) => c.claimUid);
+      for (const c of sim.claims.filter((x) => uids.includes(x.uid))) {
+        c.requestBytes = sizeBytes;
+        c.request = size;
+      }
     } else if (s.kind === 'restart') {
       steps.push({ step: s.message, gates: [...STOP_GATE_NAMES] });
       const c = sim.claims.find((x) => x.ordinal === s.ordinal)!;

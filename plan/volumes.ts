@@ -1,18 +1,29 @@
-// The next step towards volumes of spec.storage.size. Every claim asks for the new size, one at a
-// time; a volume whose file system waits for its pod to restart gets that restart (one at a time,
+// The next step towards volumes of spec.storage.size. Every claim asks for the new size, all in one
+// step (the storage grows them side by side); a volume whose file system waits for its pod to restart gets that restart (one at a time,
 // through the stop gate, as in an upgrade); then the StatefulSet is created again around its
 // running pods with the new claim template, since a StatefulSet's claim template cannot be edited.
 // Every step carries the size it works towards, read from the spec at that step: a second raise
 // during a grow retargets it. The re-creation carries the pod count of the StatefulSet it replaces.
 import { podAt, type Observation } from './observation.ts';
+import { podsText } from './format.ts';
 import type { GateName } from './gates.ts';
 
 export type VolumeStep =
   | { kind: 'done'; size: string }
   | { kind: 'wait'; message: string; gate: GateName; phase?: 'Blocked' }
+  // One claim a step: what runs before 'expand-claims' recorded, still taken when its history is replayed.
   | { kind: 'expand'; ordinal: number; claimName: string; claimUid: string; size: string; message: string }
+  | { kind: 'expand-claims'; claims: ClaimToExpand[]; size: string; message: string }
   | { kind: 'restart'; ordinal: number; message: string; next: string }
   | { kind: 'recreate'; pods: number; size: string; message: string };
+
+/** A claim that asks for less than the size wanted, with its own step line (and Event). */
+export interface ClaimToExpand {
+  ordinal: number;
+  claimName: string;
+  claimUid: string;
+  message: string;
+}
 
 /** How long a file system waiting for its node (FileSystemResizePending) is given to grow online before its pod is restarted. */
 export const ONLINE_EXPANSION_MS = 20_000;
@@ -22,9 +33,11 @@ export function nextVolumeStep(obs: Observation, size: string, sizeBytes: number
   if (!sts || sts.terminating) {
     return { kind: 'wait', message: `the StatefulSet ${obs.name} is gone: the cluster has to be formed again`, gate: 'statefulset-present' };
   }
-  for (const c of obs.claims) {
-    if (c.terminating || c.requestBytes >= sizeBytes) continue;
-    return { kind: 'expand', ordinal: c.ordinal, claimName: c.name, claimUid: c.uid, size, message: `growing the volume of pod ${c.ordinal} to ${size}` };
+  const smaller = obs.claims.filter((c) => !c.terminating && c.requestBytes < sizeBytes).sort((a, b) => a.ordinal - b.ordinal);
+  if (smaller.length > 0) {
+    const claims = smaller.map((c) => ({ ordinal: c.ordinal, claimName: c.name, claimUid: c.uid, message: `growing the volume of pod ${c.ordinal} to ${size}` }));
+    const message = `growing the volume${claims.length > 1 ? 's' : ''} of ${podsText(claims.map((c) => c.ordinal))} to ${size}`;
+    return { kind: 'expand-claims', claims, size, message };
   }
   for (const c of obs.claims) {
     if (c.terminating || c.capacityBytes === 0 || c.capacityBytes >= sizeBytes) continue;

@@ -1,4 +1,4 @@
-// GrowVolumes: every claim asks for spec.storage.size; a pod whose file system waits for a restart
+// GrowVolumes: every claim asks for spec.storage.size (all in one step); a pod whose file system waits for a restart
 // is restarted (one at a time, through the stop gate); then the StatefulSet is created again
 // around its running pods with the new claim template. Volumes never shrink (the API refuses it).
 // Each step carries the size read from the spec at that step, so a second raise retargets the
@@ -30,7 +30,13 @@ export async function growVolumes(input: OperationInput): Promise<string> {
         switch (s.kind) {
           case 'done':
             return { result: 'Succeeded', message: `every volume is ${size}` };
+          case 'expand-claims': {
+            const to = size;
+            await CancellationScope.nonCancellable(() => step(s.message, 'wait').expandClaims(ref, s.claims, to, s.message));
+            break;
+          }
           case 'expand': {
+            // A step recorded before the claims grew together (a history replayed).
             const to = size;
             await CancellationScope.nonCancellable(() => step(s.message, 'wait').expandClaim(ref, s.ordinal, s.claimName, s.claimUid, to, s.message));
             break;

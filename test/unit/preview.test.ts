@@ -126,13 +126,11 @@ describe('a plan', () => {
     ]);
   });
 
-  it('of bigger volumes: each claim, then the StatefulSet again', () => {
+  it('of bigger volumes: the claims together, then the StatefulSet again', () => {
     const p = planOf(cluster(3, 3, 1), { storage: { size: '100Gi' } });
     expect(p.operation).toBe('GrowVolumes');
     expect(steps(p)).toEqual([
-      'growing the volume of pod 0 to 100Gi',
-      'growing the volume of pod 1 to 100Gi',
-      'growing the volume of pod 2 to 100Gi',
+      'growing the volumes of pods 0, 1 and 2 to 100Gi',
       'recreating the StatefulSet with 100Gi volumes; its pods keep running',
     ]);
   });

@@ -1,5 +1,5 @@
 // Volume growth as table tests: the reference operator's scenario S11. Every claim asks for the
-// new size, one at a time; a file system that waits for a restart gets one; then the StatefulSet
+// new size, all in one step; a file system that waits for a restart gets one; then the StatefulSet
 // is created again with the new claim template.
 import { describe, expect, it } from 'vitest';
 import type { Observation } from '../../plan/observation.ts';
@@ -12,7 +12,20 @@ const step = (obs: Observation, template = 50 * GI) => nextVolumeStep(obs, '100G
 describe('volumes grow before the StatefulSet takes the new size (S11)', () => {
   it('expands each claim, waits for the volumes, restarts the pod that needs it, recreates the StatefulSet', () => {
     const obs = cluster(3, 3, 3);
-    expect(step(obs)).toEqual({ kind: 'expand', ordinal: 0, claimName: 'data-queen-0', claimUid: 'claim-a', size: '100Gi', message: 'growing the volume of pod 0 to 100Gi' });
+    expect(step(obs)).toEqual({
+      kind: 'expand-claims',
+      claims: [
+        { ordinal: 0, claimName: 'data-queen-0', claimUid: 'claim-a', message: 'growing the volume of pod 0 to 100Gi' },
+        { ordinal: 1, claimName: 'data-queen-1', claimUid: 'claim-b', message: 'growing the volume of pod 1 to 100Gi' },
+        { ordinal: 2, claimName: 'data-queen-2', claimUid: 'claim-c', message: 'growing the volume of pod 2 to 100Gi' },
+      ],
+      size: '100Gi',
+      message: 'growing the volumes of pods 0, 1 and 2 to 100Gi',
+    });
+    // One claim still smaller (the others grew): that one alone, in its own words.
+    Object.assign(obs.claims[0]!, { request: '100Gi', requestBytes: 100 * GI });
+    Object.assign(obs.claims[2]!, { request: '100Gi', requestBytes: 100 * GI });
+    expect(step(obs)).toMatchObject({ kind: 'expand-claims', claims: [{ ordinal: 1 }], message: 'growing the volume of pod 1 to 100Gi' });
     for (const c of obs.claims) Object.assign(c, { request: '100Gi', requestBytes: 100 * GI });
     expect(step(obs)).toEqual({ kind: 'wait', message: 'the volume of pod 0 is growing to 100Gi', gate: 'volume-grown' });
     obs.claims[0]!.capacityBytes = 100 * GI;
@@ -43,7 +56,7 @@ describe('a second raise during a grow retargets it (issue 8, item 10)', () => {
     const obs = cluster(3, 3, 3);
     // Claim 0 grew to 100Gi and waits for its pod; then 200Gi is asked.
     for (const c of obs.claims) Object.assign(c, { request: '100Gi', requestBytes: 100 * GI, capacityBytes: 100 * GI });
-    expect(nextVolumeStep(obs, '200Gi', 200 * GI, 50 * GI)).toMatchObject({ kind: 'expand', ordinal: 0, size: '200Gi', message: 'growing the volume of pod 0 to 200Gi' });
+    expect(nextVolumeStep(obs, '200Gi', 200 * GI, 50 * GI)).toMatchObject({ kind: 'expand-claims', size: '200Gi', message: 'growing the volumes of pods 0, 1 and 2 to 200Gi' });
     for (const c of obs.claims) Object.assign(c, { request: '200Gi', requestBytes: 200 * GI, capacityBytes: 200 * GI });
     obs.statefulSet!.replicas = 5;
     expect(nextVolumeStep(obs, '200Gi', 200 * GI, 100 * GI)).toEqual({
