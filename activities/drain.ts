@@ -9,6 +9,7 @@ import type { V1EndpointSlice } from '@kubernetes/client-node';
 import type { Phase, QueenCluster } from '../crd/schema.ts';
 import { podAt, type Observation } from '../plan/observation.ts';
 import { podsToServe } from '../plan/serving.ts';
+import { podsText } from '../plan/format.ts';
 import { withDefaults } from '../crd/defaults.ts';
 import { readHealth } from './broker.ts';
 import { holdUntil, loadCluster, observeCluster, opLogger, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
@@ -58,10 +59,11 @@ export async function setServing(kube: Kube, namespace: string, pod: { name: str
 
 /**
  * Puts back in the client Services every pod that should serve (plan/serving.ts): a
- * member's pod that a removal drained and that stays. Only when no step drains one.
+ * member's pod that a removal drained and that stays. Only when no step drains one; during a
+ * scale-down to `voters`, not the pods of the nodes it removes.
  */
-export async function serveAgain(deps: ActivityDeps, ref: Pick<ClusterRef, 'namespace' | 'name'> & { uid?: string }, obs: Observation): Promise<void> {
-  for (const pod of podsToServe(obs)) {
+export async function serveAgain(deps: ActivityDeps, ref: Pick<ClusterRef, 'namespace' | 'name'> & { uid?: string }, obs: Observation, voters?: number): Promise<void> {
+  for (const pod of podsToServe(obs, voters)) {
     if (await setServing(deps.kube, ref.namespace, pod, true)) {
       opLogger(deps, { namespace: ref.namespace, name: ref.name, uid: ref.uid ?? '' }).info(
         { pod: pod.name },
@@ -122,64 +124,87 @@ async function inEndpoints(kube: Kube, namespace: string, services: string[], po
  * drained already) is only labelled: no client sends it anything. False when the pod is gone.
  */
 export async function drainPod(deps: ActivityDeps, ref: ClusterRef, pod: DrainTarget, words: DrainWords): Promise<boolean> {
+  return (await drainPods(deps, ref, [pod], words)).some((p) => p.uid === pod.uid);
+}
+
+/**
+ * Drains pods side by side (drainPod, one wait for all): the pods of the nodes a scale-down
+ * removes go out of the client Services together, so the next removal finds its pod drained
+ * already. Returns the pods that were there to drain (the others are gone).
+ */
+export async function drainPods(deps: ActivityDeps, ref: ClusterRef, pods: DrainTarget[], words: DrainWords): Promise<DrainTarget[]> {
   const log = opLogger(deps, ref);
   const qc = await loadCluster(deps, ref);
   const services = await servingServices(deps.kube, qc);
   // An older client Service that does not select on the label lists every Ready pod: drained by time only.
   const old = services.length === 0;
-  const listed = old || (await inEndpoints(deps.kube, ref.namespace, services, pod));
-  if (!(await setServing(deps.kube, ref.namespace, pod, false))) return false;
-  if (!listed) return true;
+  const present: DrainTarget[] = [];
+  const listed: DrainTarget[] = [];
+  for (const pod of pods) {
+    const inService = old || (await inEndpoints(deps.kube, ref.namespace, services, pod));
+    if (!(await setServing(deps.kube, ref.namespace, pod, false))) continue;
+    present.push(pod);
+    if (inService) listed.push(pod);
+  }
+  if (listed.length === 0) return present;
   await stepEvent(deps, qc, 'DrainPod', words.event);
-  log.info({ pod: pod.name }, words.event);
+  log.info({ pods: listed.map((p) => p.name) }, words.event);
   const fast: ActivityDeps = { ...deps, settings: { ...deps.settings, pollMs: DRAIN_POLL_MS } };
+  const which = podsText(listed.map((p) => p.ordinal));
   if (old) {
-    // A Service applied by an operator before the label: it reaches the pod whatever its label
+    // A Service applied by an operator before the label: it reaches the pods whatever their label
     // says, until the next operation applies the Services again.
-    log.warn({ service: names.clientService(ref.name) }, `the client Service does not select on ${SERVING_LABEL} yet: pod ${pod.ordinal} stays in it`);
+    log.warn({ service: names.clientService(ref.name) }, `the client Service does not select on ${SERVING_LABEL} yet: ${which} stay in it`);
   } else {
     await holdUntil<true>(fast, ref, async () => {
       await loadCluster(deps, ref);
-      if (!(await inEndpoints(deps.kube, ref.namespace, services, pod))) return { done: true };
-      return { hold: { phase: words.phase, message: `${words.what}: waiting for pod ${pod.ordinal} to leave the client Service's endpoints`, gate: 'pod-out-of-endpoints' } };
+      const still: number[] = [];
+      for (const pod of listed) if (await inEndpoints(deps.kube, ref.namespace, services, pod)) still.push(pod.ordinal);
+      if (still.length === 0) return { done: true };
+      return { hold: { phase: words.phase, message: `${words.what}: waiting for ${podsText(still)} to leave the client Service's endpoints`, gate: 'pod-out-of-endpoints' } };
     });
   }
   const out = Date.now();
-  // A request the pod took is answered once the pod has applied its entry: everything the leader
+  // A request a pod took is answered once the pod has applied its entry: everything the leader
   // holds now, at most. Waited for only while the pod moves (a node that does not catch up answers
   // nothing more however long one waits), and only for a pod that clients could reach.
-  const holding = await leaderHolds(deps, qc, pod);
-  let applied: { index: number; at: number } | null = null;
+  const holdings = await leaderHolds(deps, qc, listed);
+  const applied = new Map<string, { index: number; at: number }>();
   await holdUntil<true>(fast, ref, async () => {
     const now = Date.now();
-    if (holding) {
-      const h = await readHealth(holding.base, 1000);
-      if (h && h.applied < holding.index) {
-        if (applied?.index !== h.applied) applied = { index: h.applied, at: now };
-        if (now - applied.at < deps.settings.stallAfterMs) {
-          return {
-            hold: {
-              phase: words.phase,
-              message: `${words.what}: letting the requests in flight on pod ${pod.ordinal} finish (${holding.index - h.applied} entries to apply)`,
-              gate: 'requests-drained',
-            },
-          };
-        }
+    for (const { pod, index, base } of holdings) {
+      const h = await readHealth(base, 1000);
+      if (!h || h.applied >= index) continue;
+      const seen = applied.get(pod.uid);
+      if (seen?.index !== h.applied) applied.set(pod.uid, { index: h.applied, at: now });
+      if (now - applied.get(pod.uid)!.at < deps.settings.stallAfterMs) {
+        return {
+          hold: {
+            phase: words.phase,
+            message: `${words.what}: letting the requests in flight on pod ${pod.ordinal} finish (${index - h.applied} entries to apply)`,
+            gate: 'requests-drained',
+          },
+        };
       }
     }
     if (now - out >= deps.settings.drainMs) return { done: true };
-    return { hold: { phase: words.phase, message: `${words.what}: letting the requests in flight on pod ${pod.ordinal} finish`, gate: 'requests-drained' } };
+    return { hold: { phase: words.phase, message: `${words.what}: letting the requests in flight on ${which} finish`, gate: 'requests-drained' } };
   });
-  return true;
+  return present;
 }
 
-/** The leader's last entry and the drained pod's broker address, when both are known. */
-async function leaderHolds(deps: ActivityDeps, qc: QueenCluster, pod: DrainTarget): Promise<{ index: number; base: string } | null> {
+/** The leader's last entry and each drained pod's broker address, where both are known. */
+async function leaderHolds(deps: ActivityDeps, qc: QueenCluster, pods: DrainTarget[]): Promise<{ pod: DrainTarget; index: number; base: string }[]> {
   const obs = await observeCluster(deps, qc);
-  const observed = obs.pods.find((p) => p.uid === pod.uid);
   const index = obs.membership?.lastLogIndex ?? null;
-  const base = observed ? brokerBase(deps.settings.brokerAccess, qc, withDefaults(qc.spec), observed) : null;
-  return index !== null && base ? { index, base } : null;
+  if (index === null) return [];
+  const out = [];
+  for (const pod of pods) {
+    const observed = obs.pods.find((p) => p.uid === pod.uid);
+    const base = observed ? brokerBase(deps.settings.brokerAccess, qc, withDefaults(qc.spec), observed) : null;
+    if (base) out.push({ pod, index, base });
+  }
+  return out;
 }
 
 /** The pod of an ordinal as drainPod takes it, from an observation. */

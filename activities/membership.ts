@@ -7,13 +7,13 @@ import { ApplicationFailure } from '@temporalio/common';
 import { readAnnotations } from '../crd/annotations.ts';
 import { withDefaults } from '../crd/defaults.ts';
 import { ANNOTATIONS, type Phase, type QueenCluster } from '../crd/schema.ts';
-import { idsText, lagText } from '../plan/format.ts';
+import { idsText, lagText, listText, podsText } from '../plan/format.ts';
 import { stopGate, voterNodeDownProblem } from '../plan/gates.ts';
 import { memberOf, type Observation, podAt } from '../plan/observation.ts';
 import { holdsOldData } from '../plan/voters.ts';
 import { addLearner, promote, refusalAdvice, removeMember, type ChangeResult } from './broker.ts';
 import { brokerToken, holdUntil, loadCluster, observeCluster, opLogger, stepEvent, type ActivityDeps, type ClusterRef, type Hold } from './common.ts';
-import { drainPod, drainTarget, setServing, type DrainTarget } from './drain.ts';
+import { drainPods, drainTarget, setServing, type DrainTarget } from './drain.ts';
 import { gateOptions, stallMemory, stopHold } from './gate.ts';
 import { brokerBase } from './observe.ts';
 import { ordinalOf, podHost } from './resources.ts';
@@ -160,6 +160,17 @@ export function membershipActivities(deps: ActivityDeps) {
           log.info(`not removing node ${nodeId} yet: ${held}`);
           return { done: 'held' };
         },
+        // The other nodes above the voters wanted leave right after this one: their pods go out of
+        // the client Services now, in the same drain wait. Not the leader's (it is stopped once to
+        // hand leadership away first, and comes back serving).
+        companions: (qc, obs) => {
+          const wanted = withDefaults(qc.spec).replicas;
+          const ids = (obs.membership?.members ?? [])
+            .map((m) => m.nodeId)
+            .filter((id) => id > wanted && id !== nodeId && id !== obs.membership?.leader)
+            .sort((a, b) => b - a);
+          return ids.map((id) => drainTarget(obs, id - 1)).filter((t): t is DrainTarget => t !== null);
+        },
       });
     },
   };
@@ -175,14 +186,17 @@ export interface LeaveRules<R> {
   exits: (qc: QueenCluster, obs: Observation, m: NonNullable<Observation['membership']>) => R | null;
   /** The removal gate, once no change is in flight: an end of the step, or a hold to wait out. */
   gate: (qc: QueenCluster, obs: Observation) => Promise<{ done: R } | { hold: Hold } | null>;
+  /** The pods of nodes that leave right after this one, drained with its pod (one drain wait for all). */
+  companions?: (qc: QueenCluster, obs: Observation) => DrainTarget[];
 }
 
 /**
  * The one way a node leaves the membership: its pod is drained first (activities/drain.ts: out of
  * the client Services, the requests in flight finished), then the leader is asked to remove it.
  * The drained pod goes back in the client Services whenever the node does not leave after all
- * (the gate closed, the node leads, the request went away). A change sent whose answer was lost
- * still counts: the node is gone at the next look, and the Event says it was removed.
+ * (the gate closed, the node leads, the request went away), and so do its companions (the pods of
+ * the nodes that leave next, drained with it). A change sent whose answer was lost still counts:
+ * the node is gone at the next look, and the Event says it was removed.
  */
 export async function leaveAfterDrain<R>(deps: ActivityDeps, ref: ClusterRef, rules: LeaveRules<R>): Promise<R> {
   const { nodeId, phase } = rules;
@@ -190,11 +204,13 @@ export async function leaveAfterDrain<R>(deps: ActivityDeps, ref: ClusterRef, ru
   let sent = false;
   // The pod drained by this attempt (its UID): the removal goes only once it is.
   let drained: DrainTarget | null = null;
+  let companions: DrainTarget[] = [];
   const undrain = async () => {
-    if (drained) await setServing(deps.kube, ref.namespace, drained, true);
+    for (const pod of [...(drained ? [drained] : []), ...companions]) await setServing(deps.kube, ref.namespace, pod, true);
     drained = null;
+    companions = [];
   };
-  type Look = { result: R } | { drain: DrainTarget };
+  type Look = { result: R } | { drain: DrainTarget; with: DrainTarget[] };
   for (;;) {
     const look = await holdUntil<Look>(deps, ref, async () => {
       const qc = await loadCluster(deps, ref);
@@ -216,7 +232,7 @@ export async function leaveAfterDrain<R>(deps: ActivityDeps, ref: ClusterRef, ru
         return 'done' in gated ? { done: { result: gated.done } } : gated;
       }
       const pod = drainTarget(obs, nodeId - 1);
-      if (pod && pod.uid !== drained?.uid) return { done: { drain: pod } };
+      if (pod && pod.uid !== drained?.uid) return { done: { drain: pod, with: rules.companions?.(qc, obs).filter((c) => c.uid !== pod.uid) ?? [] } };
       sent = true;
       const c = await changeThroughLeader(deps, qc, obs, phase, what, nodeId, (base, token) => removeMember(base, nodeId, token));
       if ('hold' in c) return c;
@@ -227,8 +243,15 @@ export async function leaveAfterDrain<R>(deps: ActivityDeps, ref: ClusterRef, ru
     });
     if ('drain' in look) {
       await undrain();
-      const event = `taking pod ${look.drain.ordinal} out of the client Service before node ${nodeId} leaves the membership`;
-      if (await drainPod(deps, ref, look.drain, { phase, what, event })) drained = look.drain;
+      // "taking pod 4 out of the client Service before node 5 leaves the membership"; with the pods
+      // of the nodes that leave next: "taking pods 3 and 4 ... before nodes 5 and 4 leave the membership".
+      const pods = [look.drain, ...look.with];
+      const ordinals = pods.map((p) => p.ordinal).sort((a, b) => a - b);
+      const leaving = pods.length === 1 ? `node ${nodeId} leaves` : `nodes ${listText(pods.map((p) => String(p.ordinal + 1)))} leave`;
+      const event = `taking ${podsText(ordinals)} out of the client Service before ${leaving} the membership`;
+      const present = await drainPods(deps, ref, pods, { phase, what, event });
+      companions = present.filter((p) => p.uid !== look.drain.uid);
+      if (present.some((p) => p.uid === look.drain.uid)) drained = look.drain;
       continue;
     }
     if (look.result !== rules.removed) await undrain();

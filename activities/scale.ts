@@ -20,9 +20,11 @@ export function scaleActivities(deps: ActivityDeps) {
       return holdUntil<ActionableVoterStep>(deps, ref, async () => {
         const qc = await loadCluster(deps, ref);
         const obs = await observeCluster(deps, qc);
-        // Nothing is drained while this waits: a pod drained for a removal that did not happen serves again.
-        await serveAgain(deps, ref, obs);
-        const s = nextVoterStep(obs, withDefaults(qc.spec).replicas);
+        const wanted = withDefaults(qc.spec).replicas;
+        // Nothing is drained while this waits: a pod drained for a removal that did not happen serves
+        // again, but for the pods of the nodes this scale-down removes (drained together).
+        await serveAgain(deps, ref, obs, wanted);
+        const s = nextVoterStep(obs, wanted);
         if (s.kind === 'wait') return { hold: { phase: 'Scaling', message: s.message, gate: s.gate } };
         if (s.kind === 'remove-member') {
           const hold = await removalHold(deps, qc, obs, s.nodeId, 'Scaling');
