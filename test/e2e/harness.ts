@@ -443,7 +443,9 @@ export async function waitForCluster(s: Scenario, what: string, ok: (qc: QueenCl
 /** The Events of the QueenCluster in the order they happened, as `kubectl describe` lists them. */
 export async function clusterEvents(s: Scenario, name = 'queen'): Promise<CoreV1Event[]> {
   const list = await s.core.listNamespacedEvent({ namespace: s.ns, fieldSelector: `involvedObject.kind=QueenCluster,involvedObject.name=${name}` });
-  return list.items.sort((a, b) => time(a) - time(b));
+  // Timestamps are whole seconds: two Events of one second go in the order the API server stored
+  // them (the test bed's resourceVersions are etcd revisions, which only grow).
+  return list.items.sort((a, b) => time(a) - time(b) || Number(a.metadata?.resourceVersion ?? 0) - Number(b.metadata?.resourceVersion ?? 0));
 }
 
 const time = (e: CoreV1Event) => new Date((e.lastTimestamp ?? e.eventTime ?? e.firstTimestamp ?? 0) as Date).getTime();

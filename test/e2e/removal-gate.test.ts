@@ -71,7 +71,7 @@ it('removal-gate: a healthy node does not leave while another voter is stalled; 
   // the stale one) is one Event with a count, at the time it was last said.
   const folded = expected.filter((m, i) => expected.lastIndexOf(m) === i);
   const steps = (await clusterEvents(s)).filter((e) => STEPS.includes(e.reason!));
-  expect(steps.map((e) => e.message)).toEqual(folded);
+  expect(steps.map((e) => e.message), JSON.stringify(steps.map((e) => [e.reason, e.message, e.count]))).toEqual(folded);
   expect(steps.map((e) => e.count ?? 1)).toEqual(folded.map((m) => expected.filter((x) => x === m).length));
   const runs = await settledRuns(s, `queencluster/${s.ns}/queen`);
   expect(runs.map((r) => [r.type, r.status])).toEqual([
