@@ -13,7 +13,7 @@ import { afterEach, it } from 'vitest';
 import { control } from '../testbed/client.ts';
 import { startLoad } from '../testbed/load.ts';
 import { formed, scenario, seedSpec, sleep, type Scenario } from '../e2e/harness.ts';
-import { BENCH_RATE, change, claimGrowth, drains, operationRun, pushesOf, record, report, restarts, timeline, type Row } from './measure.ts';
+import { BENCH_RATE, change, claimGrowth, drainTime, operationRun, pushesOf, record, report, restarts, timeline, type Row } from './measure.ts';
 
 const MIN_READY_SECONDS = 5;
 let s: Scenario | null = null;
@@ -46,7 +46,7 @@ async function grow(sc: Scenario, operation: string, storage: { size: string; st
   parts['StatefulSet re-created'] = old ? old.goneAt! - (old.deletingAt ?? old.goneAt!) : NaN;
   const floorMs = Object.values(parts).reduce((a, b) => a + b, 0);
   await sleep(MIN_READY_SECONDS * 1000 + 1000);
-  const drainMs = drains(rec, since).reduce((a, d) => a + d.ms, 0);
+  const drainMs = drainTime(rec, since);
   return { operation, totalMs: run.totalMs, floorMs, floorParts: parts, pushes, run, drainMs, timeline: timeline(rec, since) };
 }
 

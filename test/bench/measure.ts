@@ -236,18 +236,33 @@ export function restarts(rec: Recorder, since: number, until: 'ready' | 'started
  * Service, from its serving label first seen false until it was seen stopping or its node left
  * the leader's membership view, whichever came first.
  */
-export function drains(rec: Recorder, since: number): { pod: string; ms: number }[] {
-  const out: { pod: string; ms: number }[] = [];
+export function drains(rec: Recorder, since: number): { pod: string; from: number; ms: number }[] {
+  const out: { pod: string; from: number; ms: number }[] = [];
   for (const [pod, list] of rec.pods) {
     const id = Number(pod.split('-').at(-1)) + 1;
     for (const i of list) {
       if (i.drainAt === undefined || i.drainAt < since) continue;
       const left = leftView(rec, id, i.drainAt);
       const end = [i.deletingAt, i.goneAt, left ?? undefined].filter((x): x is number => x !== undefined).sort((a, b) => a - b)[0];
-      if (end !== undefined) out.push({ pod, ms: end - i.drainAt });
+      if (end !== undefined) out.push({ pod, from: i.drainAt, ms: end - i.drainAt });
     }
   }
   return out;
+}
+
+/** The time some pod was draining after `since`: drains side by side (a scale-down's) count once. */
+export function drainTime(rec: Recorder, since: number): number {
+  const spans = drains(rec, since)
+    .map((d) => [d.from, d.from + d.ms] as const)
+    .sort((a, b) => a[0] - b[0]);
+  let total = 0;
+  let end = -Infinity;
+  for (const [from, to] of spans) {
+    if (to <= end) continue;
+    total += to - Math.max(from, end);
+    end = to;
+  }
+  return total;
 }
 
 /**

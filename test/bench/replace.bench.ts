@@ -9,7 +9,7 @@
 import { afterEach, it } from 'vitest';
 import { startLoad } from '../testbed/load.ts';
 import { annotate, buildStore, formed, REPLACE_STORE, BIG_STORE_MESSAGES, scenario, seedSpec, sleep, type Scenario } from '../e2e/harness.ts';
-import { BENCH_RATE, catchUp, drains, leftView, operationRun, pushesOf, record, report, timeline, type Row } from './measure.ts';
+import { BENCH_RATE, catchUp, drainTime, leftView, operationRun, pushesOf, record, report, timeline, type Row } from './measure.ts';
 
 const MIN_READY_SECONDS = 5;
 let s: Scenario | null = null;
@@ -56,7 +56,7 @@ async function measure(which: 'follower' | 'leader'): Promise<Row> {
     const handOff = left - list[0].deletingAt;
     notes += `; its hand-off (the leader's pod stopping until its node left the membership) took ${(handOff / 1000).toFixed(1)}s, not in the floor (with it the ratio is ${(run.totalMs / (floorMs + handOff)).toFixed(2)})`;
   }
-  const drainMs = drains(rec, since).reduce((a, d) => a + d.ms, 0);
+  const drainMs = drainTime(rec, since);
   const row: Row = { operation: `replace the ${which}`, totalMs: run.totalMs, floorMs, floorParts: parts, pushes, run, drainMs, notes, timeline: timeline(rec, since) };
   await s.close();
   s = null;

@@ -10,7 +10,7 @@
 import { afterEach, it } from 'vitest';
 import { startLoad } from '../testbed/load.ts';
 import { BIG_STORE, BIG_STORE_MESSAGES, buildStore, formed, getCluster, scenario, seedSpec, sleep, waitForCluster, type Scenario } from '../e2e/harness.ts';
-import { BENCH_RATE, catchUp, change, drains, operationRun, pushesOf, record, report, restarts, timeline, successors, type Recorder, type Row } from './measure.ts';
+import { BENCH_RATE, catchUp, change, drainTime, operationRun, pushesOf, record, report, restarts, timeline, successors, type Recorder, type Row } from './measure.ts';
 
 const MIN_READY_SECONDS = 5;
 let s: Scenario | null = null;
@@ -36,7 +36,7 @@ async function step(sc: Scenario, from: number, to: number): Promise<Omit<Row, '
   const parts = to > from ? upFloor(rec, range(from + 1, to), since) : downFloor(rec, range(to + 1, from), since, leader);
   const floorMs = Object.values(parts).reduce((a, b) => a + b, 0);
   const notes = to < from && leader !== null && leader > to ? `node ${leader}, removed, led: it was restarted once to hand leadership away` : undefined;
-  const drainMs = drains(rec, since).reduce((a, d) => a + d.ms, 0);
+  const drainMs = drainTime(rec, since);
   return { operation: `scale ${from}→${to}`, totalMs: run.totalMs, floorMs, floorParts: parts, run, drainMs, notes, timeline: timeline(rec, since) };
 }
 

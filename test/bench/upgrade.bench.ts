@@ -7,7 +7,7 @@
 import { afterEach, it } from 'vitest';
 import { startLoad } from '../testbed/load.ts';
 import { formed, scenario, seedSpec, sleep, type Scenario } from '../e2e/harness.ts';
-import { BENCH_RATE, change, drains, operationRun, pushesOf, record, report, restarts, timeline, type Row } from './measure.ts';
+import { BENCH_RATE, change, drainTime, operationRun, pushesOf, record, report, restarts, timeline, type Row } from './measure.ts';
 
 const MIN_READY_SECONDS = 5;
 let s: Scenario | null = null;
@@ -34,7 +34,7 @@ async function measure(replicas: 3 | 5): Promise<Row> {
   if (Object.keys(parts).length !== replicas) console.log(`  ${replicas} voters: ${Object.keys(parts).length} restarts seen, not ${replicas}`);
   parts['minReadySeconds × pods'] = MIN_READY_SECONDS * 1000 * replicas;
   const floorMs = Object.values(parts).reduce((a, b) => a + b, 0);
-  const drainMs = drains(rec, since).reduce((a, d) => a + d.ms, 0);
+  const drainMs = drainTime(rec, since);
   // No wait follows the last pod's restart (the operation ends once it is Ready and a write
   // commits): the tight floor leaves its minReadySeconds out.
   const tight = floorMs - MIN_READY_SECONDS * 1000;
