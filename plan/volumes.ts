@@ -1,7 +1,8 @@
 // The next step towards volumes of spec.storage.size. Every claim asks for the new size, all in one
-// step (the storage grows them side by side); a volume whose file system waits for its pod to restart gets that restart (one at a time,
-// through the stop gate, as in an upgrade); then the StatefulSet is created again around its
-// running pods with the new claim template, since a StatefulSet's claim template cannot be edited.
+// step (the storage grows them side by side); a volume whose file system waits for its pod to
+// restart gets that restart (one at a time, through the stop gate, as in an upgrade); then the
+// StatefulSet is created again around its running pods with the new claim template, since a
+// StatefulSet's claim template cannot be edited.
 // Every step carries the size it works towards, read from the spec at that step: a second raise
 // during a grow retargets it. The re-creation carries the pod count of the StatefulSet it replaces.
 import { podAt, type Observation } from './observation.ts';
@@ -11,7 +12,7 @@ import type { GateName } from './gates.ts';
 export type VolumeStep =
   | { kind: 'done'; size: string }
   | { kind: 'wait'; message: string; gate: GateName; phase?: 'Blocked' }
-  // One claim a step: what runs before 'expand-claims' recorded, still taken when its history is replayed.
+  // One claim a step, as runs before 'expand-claims' recorded it: taken when such a history replays.
   | { kind: 'expand'; ordinal: number; claimName: string; claimUid: string; size: string; message: string }
   | { kind: 'expand-claims'; claims: ClaimToExpand[]; size: string; message: string }
   | { kind: 'restart'; ordinal: number; message: string; next: string }

@@ -1,6 +1,7 @@
-// GrowVolumes: every claim asks for spec.storage.size (all in one step); a pod whose file system waits for a restart
-// is restarted (one at a time, through the stop gate); then the StatefulSet is created again
-// around its running pods with the new claim template. Volumes never shrink (the API refuses it).
+// GrowVolumes: every claim asks for spec.storage.size (all in one step); a pod whose file system
+// waits for a restart is restarted (one at a time, through the stop gate); then the StatefulSet is
+// created again around its running pods with the new claim template. Volumes never shrink (the API
+// refuses it).
 // Each step carries the size read from the spec at that step, so a second raise retargets the
 // running grow; the StatefulSet made again keeps the pod count of the one it replaces.
 import { CancellationScope, patched } from '@temporalio/workflow';
