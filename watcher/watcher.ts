@@ -95,7 +95,10 @@ export interface WatcherOptions {
    * (OBSERVER_CHECK_BESIDE_WORKER_MS).
    */
   observerCheckMs?: number;
-  /** Evaluations of one cluster are at least this far apart (events in between are folded). */
+  /**
+   * Evaluations of one cluster are at least this far apart (events in between are folded into
+   * one); an event after a quiet spell is evaluated at once.
+   */
   settleMs?: number;
   /** The operator's search attributes are registered: the workflows it starts carry them. */
   searchAttributes?: boolean;
@@ -106,6 +109,8 @@ export interface WatcherOptions {
 export class Watcher {
   private readonly opts: Required<WatcherOptions>;
   private readonly pending = new Map<string, NodeJS.Timeout>();
+  /** When each cluster was last evaluated (performance.now()). */
+  private readonly lastEvaluated = new Map<string, number>();
   private readonly busy = new Set<string>();
   private readonly again = new Set<string>();
   /** The object each cluster's observer was last seen to observe, and when that was checked. */
@@ -170,21 +175,27 @@ export class Watcher {
       return;
     }
     if (this.pending.has(key)) return;
+    // The first event after a quiet spell is looked at at once (a spec change starts its operation
+    // without a delay); the events that follow within settleMs are folded into one look after it.
+    const last = this.lastEvaluated.get(key);
+    const delay = last === undefined ? 0 : Math.max(0, last + this.opts.settleMs - performance.now());
     this.pending.set(
       key,
       setTimeout(() => {
         this.pending.delete(key);
         void this.evaluate(namespace, name);
-      }, this.opts.settleMs),
+      }, delay),
     );
   }
 
   private async evaluate(namespace: string, name: string) {
     const key = `${namespace}/${name}`;
     this.busy.add(key);
+    this.lastEvaluated.set(key, performance.now());
     const log = this.opts.log.child({ namespace, name });
     try {
       const cached = this.opts.cache.cluster(namespace, name);
+      if (!cached) this.lastEvaluated.delete(key);
       if (!cached || cached.metadata.deletionTimestamp) return;
       await this.ensureObserver(cached, log);
       // At rest (no operation recorded, none needed, nothing to cancel) there is nothing to ask
