@@ -85,9 +85,16 @@ export class ClusterCache {
     this.log = log;
   }
 
-  /** Called with a cluster's namespace and name whenever it or an object it owns changes. */
-  onChange(listener: (namespace: string, name: string, what: Change) => void): void {
+  /**
+   * Called with a cluster's namespace and name whenever it or an object it owns changes. Returns
+   * what stops the calls (a wait that ended).
+   */
+  onChange(listener: (namespace: string, name: string, what: Change) => void): () => void {
     this.listeners.push(listener);
+    return () => {
+      const i = this.listeners.indexOf(listener);
+      if (i >= 0) this.listeners.splice(i, 1);
+    };
   }
 
   /** Starts the watches (once, whoever asks first) and resolves once each has listed or failed once. */
@@ -157,7 +164,7 @@ export class ClusterCache {
   }
 
   private changed(namespace: string, name: string, what: Change): void {
-    for (const l of this.listeners) l(namespace, name, what);
+    for (const l of [...this.listeners]) l(namespace, name, what);
   }
 
   /**

@@ -215,8 +215,61 @@ export async function stepEvent(deps: ActivityDeps, qc: QueenCluster, reason: st
 /** How long a step keeps trying to record its Event while the API server does not answer. */
 const EVENT_RETRY_MS = 90_000;
 
-export type Hold = StepStatus;
+export interface Hold extends StepStatus {
+  /**
+   * When what holds the step lifts by time alone (another pod's minimum Ready time running out):
+   * the wait looks again then, not a poll interval later.
+   */
+  lookAgainAt?: number;
+}
 export type Check<T> = () => Promise<{ done: T } | { hold: Hold }>;
+
+/**
+ * The least time from one look of a wait to the next that a change wakes: the events of a pod
+ * coming up arrive in bursts, and one look sees the whole burst.
+ */
+export const WOKEN_LOOK_GAP_MS = 200;
+
+/**
+ * Wakes a wait when its cluster or an object the cluster owns changes (the process's watches): a
+ * step held by a pod's state looks again as soon as the pod moves, not at the next poll. The
+ * cluster's status (which the wait writes itself) wakes nothing; what only the brokers show (a
+ * learner's catch-up) is still seen at the next poll.
+ */
+class ChangeWake {
+  private changed = false;
+  private wake: (() => void) | null = null;
+  private readonly off: () => void;
+
+  constructor(deps: ActivityDeps, ref: ClusterRef) {
+    this.off =
+      deps.cache?.onChange((namespace, name, what) => {
+        if (what === 'status' || namespace !== ref.namespace || name !== ref.name) return;
+        this.changed = true;
+        this.wake?.();
+      }) ?? (() => undefined);
+  }
+
+  /** A look begins: it sees every change until now. */
+  looking(): void {
+    this.changed = false;
+  }
+
+  /** Until `ms` passed or a change came, but not sooner than `earliest` (performance.now()). */
+  async next(deps: ActivityDeps, ms: number, earliest: number): Promise<void> {
+    if (!this.changed) {
+      await Promise.race([pause(deps, ms), new Promise<void>((resolve) => (this.wake = resolve))]);
+      this.wake = null;
+    }
+    const left = earliest - performance.now();
+    if (this.changed && left > 0) await pause(deps, left);
+  }
+
+  close(): void {
+    this.off();
+    this.wake = null;
+  }
+}
 
 /** The time each named gate held the running activity's waits (ms), read by the worker when it ends. */
 const heldByGate = new WeakMap<object, Map<string, number>>();
@@ -241,9 +294,10 @@ export function gatesHeld(activity: object): string | null {
 }
 
 /**
- * Waits inside one activity until `check` is done: it looks again every pollMs, heartbeats each
- * time (so a cancel reaches it, and a crashed worker is noticed), and writes the reason it waits
- * into status whenever the reason changes.
+ * Waits inside one activity until `check` is done: it looks again every pollMs, as soon as the
+ * cluster's objects change (ChangeWake), or when the hold lifts by time alone (lookAgainAt),
+ * heartbeats each time (so a cancel reaches it, and a crashed worker is noticed), and writes the
+ * reason it waits into status whenever the reason changes.
  */
 export async function holdUntil<T>(deps: ActivityDeps, ref: ClusterRef, check: Check<T>): Promise<T> {
   let shown = '';
@@ -262,23 +316,31 @@ export async function holdUntil<T>(deps: ActivityDeps, ref: ClusterRef, check: C
     }
     since = now;
   };
-  for (;;) {
-    handOverIfStopping(deps);
-    let r = await check();
-    account();
-    if ('done' in r) return r.done;
-    // No leader's view because the brokers refuse the operator's credentials: say that.
-    const refused = r.hold.gate === 'leader-known' ? authProblems.get(ref.uid) : undefined;
-    if (refused) r = { hold: { phase: 'Blocked', message: refused, gate: 'broker-credentials' } };
-    heldBy = r.hold.gate ?? 'unnamed';
-    const key = `${r.hold.phase}|${r.hold.message}|${r.hold.gate ?? ''}`;
-    if (key !== shown) {
-      await writeStep(deps, ref, r.hold);
-      log.info({ phase: r.hold.phase, gate: r.hold.gate }, r.hold.message);
-      shown = key;
+  const changes = new ChangeWake(deps, ref);
+  try {
+    for (;;) {
+      handOverIfStopping(deps);
+      const began = performance.now();
+      changes.looking();
+      let r = await check();
+      account();
+      if ('done' in r) return r.done;
+      // No leader's view because the brokers refuse the operator's credentials: say that.
+      const refused = r.hold.gate === 'leader-known' ? authProblems.get(ref.uid) : undefined;
+      if (refused) r = { hold: { phase: 'Blocked', message: refused, gate: 'broker-credentials' } };
+      heldBy = r.hold.gate ?? 'unnamed';
+      const key = `${r.hold.phase}|${r.hold.message}|${r.hold.gate ?? ''}`;
+      if (key !== shown) {
+        await writeStep(deps, ref, r.hold);
+        log.info({ phase: r.hold.phase, gate: r.hold.gate }, r.hold.message);
+        shown = key;
+      }
+      beat({ gate: r.hold.gate ?? null, message: r.hold.message });
+      const lifts = r.hold.lookAgainAt === undefined ? Infinity : Math.max(0, r.hold.lookAgainAt - Date.now());
+      await changes.next(deps, Math.min(deps.settings.pollMs, lifts), began + WOKEN_LOOK_GAP_MS);
     }
-    beat({ gate: r.hold.gate ?? null, message: r.hold.message });
-    await pause(deps, deps.settings.pollMs);
+  } finally {
+    changes.close();
   }
 }
 

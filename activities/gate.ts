@@ -80,7 +80,7 @@ export async function stopHold(deps: ActivityDeps, qc: QueenCluster, obs: Observ
     return { phase: words.phase, message: `${words.next}: paused by the ${ANNOTATIONS.pause} annotation`, gate: 'not-paused' };
   }
   const hold = stopGate({ obs, memory: stallMemory(qc, obs), target, removing, opts: gateOptions(deps, obs, obs.minReadySeconds) });
-  if (hold) return { phase: words.phase, message: `${words.next}: ${hold.reason}`, gate: hold.gate };
+  if (hold) return { phase: words.phase, message: `${words.next}: ${hold.reason}`, gate: hold.gate, ...(hold.liftsAt === undefined ? {} : { lookAgainAt: hold.liftsAt }) };
   const probe = await probeThrough(deps, qc, obs, target);
   await recordProbe(deps, qc.metadata, probe);
   if (!probe.ok && !(words.growing && probe.storageFull)) {

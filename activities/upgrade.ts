@@ -78,13 +78,13 @@ export function versionsText(obs: Observation): string {
   return listText(parts);
 }
 
+/** What a drain takes beyond --drain-wait: the pod leaving the client Services' endpoints. */
+const DRAIN_LEAD_MS = 1500;
+
 /**
  * With spec.upgrade.approval Manual, the leader waits for a person: the queenmq.com/approve
  * annotation must name the version the upgrade goes to (another version, or none, holds it).
  */
-/** What a drain takes beyond --drain-wait: the pod leaving the client Services' endpoints. */
-const DRAIN_LEAD_MS = 1500;
-
 export function approvalHold(qc: QueenCluster, pick: RestartPick): Hold | null {
   const spec = withDefaults(qc.spec);
   if (pick.why !== 'leader' || spec.upgrade.approval !== 'Manual') return null;
@@ -252,12 +252,15 @@ export function upgradeActivities(deps: ActivityDeps) {
         // The pick's drain runs in the last seconds of the other voters' minimum Ready time, so
         // its restart follows the gate at once; a pod drained ahead for a pick that changed, or
         // whose gate closed again, takes clients again.
+        const lead = deps.settings.drainMs + DRAIN_LEAD_MS;
         const ahead =
           hold?.gate === 'pod-ready-for-min-ready-seconds' &&
-          drainAhead({ obs, memory: stallMemory(qc, obs), target: pick.ordinal, opts: gateOptions(deps, obs, obs.minReadySeconds) }, deps.settings.drainMs + DRAIN_LEAD_MS);
+          drainAhead({ obs, memory: stallMemory(qc, obs), target: pick.ordinal, opts: gateOptions(deps, obs, obs.minReadySeconds) }, lead);
         await serveAgainExcept(deps, ref, obs, ahead || !hold ? pick.ordinal : null);
         const target = ahead ? drainTarget(obs, pick.ordinal) : null;
         if (target) await drainPod(deps, ref, target, { phase: 'Upgrading', what: `pod ${pick.ordinal} is next`, event: `taking pod ${pick.ordinal} out of the client Service before it restarts` });
+        // Not drained yet: looked at again when the drain may begin, the gate's last seconds.
+        if (hold && !ahead && hold.gate === 'pod-ready-for-min-ready-seconds' && hold.lookAgainAt !== undefined) return { hold: { ...hold, lookAgainAt: hold.lookAgainAt - lead } };
         if (hold) return { hold };
         const first = !obs.pods.some((p) => !p.terminating && p.hash === obs.wantedHash);
         const canary = first && spec.upgrade.canarySeconds > 0 ? { canarySeconds: spec.upgrade.canarySeconds } : {};

@@ -31,6 +31,8 @@ export interface GateContext {
 export interface GateHold {
   gate: GateName;
   reason: string;
+  /** When this gate opens by time alone, if nothing else changes (ms since the epoch, as obs.at). */
+  liftsAt?: number;
 }
 
 export const GATE_NAMES = [
@@ -151,7 +153,20 @@ export function voterNodeDownProblem(obs: Observation, except: number | null): s
 
 const otherVoters = (c: GateContext) => voterIds(c.obs).filter((id) => c.target === null || id !== c.target + 1);
 
-type Gate = { name: GateName; check: (c: GateContext) => string | null };
+type Gate = {
+  name: GateName;
+  check: (c: GateContext) => string | null;
+  /** When a gate that holds opens by time alone (a minimum Ready time running out). */
+  liftsAt?: (c: GateContext) => number | undefined;
+};
+
+/** How long each other voter's pod has been Ready (0 when it is not, or its Ready time is unknown). */
+function readyFor(c: GateContext, id: number): { pod: PodObservation | undefined; ms: number } {
+  const pod = podAt(c.obs, id - 1);
+  // A Ready time in the future (clock skew) counts as just now, never as a negative wait.
+  const ms = pod?.readySince === null || pod?.readySince === undefined ? 0 : Math.max(0, c.obs.at - pod.readySince);
+  return { pod, ms };
+}
 
 /** The gates a pure observation can decide, in the order they are checked. */
 export const STOP_GATES: readonly Gate[] = [
@@ -226,12 +241,20 @@ export const STOP_GATES: readonly Gate[] = [
     check: (c) => {
       if (c.opts.minReadyMs <= 0) return null;
       for (const id of otherVoters(c)) {
-        const pod = podAt(c.obs, id - 1);
-        // A Ready time in the future (clock skew) counts as just now, never as a negative wait.
-        const readyFor = pod?.readySince === null || pod?.readySince === undefined ? 0 : Math.max(0, c.obs.at - pod.readySince);
-        if (readyFor < c.opts.minReadyMs) return `pod ${id - 1} has been Ready for less than ${goDuration(c.opts.minReadyMs)}`;
+        if (readyFor(c, id).ms < c.opts.minReadyMs) return `pod ${id - 1} has been Ready for less than ${goDuration(c.opts.minReadyMs)}`;
       }
       return null;
+    },
+    // Once the last of them has been Ready that long; none if one has no Ready time to count from.
+    liftsAt: (c) => {
+      let at = c.obs.at;
+      for (const id of otherVoters(c)) {
+        const r = readyFor(c, id);
+        if (r.ms >= c.opts.minReadyMs) continue;
+        if (r.pod?.readySince === null || r.pod?.readySince === undefined) return undefined;
+        at = Math.max(at, c.obs.at + (c.opts.minReadyMs - r.ms));
+      }
+      return at;
     },
   },
   {
@@ -272,7 +295,9 @@ export function drainAhead(c: GateContext, leadMs: number): boolean {
 export function stopGate(c: GateContext): GateHold | null {
   for (const gate of STOP_GATES) {
     const reason = gate.check(c);
-    if (reason) return { gate: gate.name, reason };
+    if (!reason) continue;
+    const liftsAt = gate.liftsAt?.(c);
+    return liftsAt === undefined ? { gate: gate.name, reason } : { gate: gate.name, reason, liftsAt };
   }
   return null;
 }

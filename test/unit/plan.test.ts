@@ -71,7 +71,8 @@ describe('a rolling upgrade restarts one pod at a time, the leader last (S6)', (
     pod(obs, 1).hash = 'new';
     pod(obs, 1).readySince = T0 - 10_000;
     expect(nextRestart(obs)).toMatchObject({ ordinal: 0 });
-    expect(gate(obs, 0)).toEqual({ gate: 'pod-ready-for-min-ready-seconds', reason: 'pod 1 has been Ready for less than 30s' });
+    // It opens by time alone once pod 1 has been Ready 30 s: the wait looks again then.
+    expect(gate(obs, 0)).toEqual({ gate: 'pod-ready-for-min-ready-seconds', reason: 'pod 1 has been Ready for less than 30s', liftsAt: T0 + 20_000 });
 
     pod(obs, 1).readySince = T0 - 31_000;
     expect(gate(obs, 0)).toBeNull();
@@ -82,6 +83,18 @@ describe('a rolling upgrade restarts one pod at a time, the leader last (S6)', (
 
     pod(obs, 2).hash = 'new';
     expect(nextRestart(obs)).toBeNull();
+  });
+
+  it('the minimum Ready time lifts when the last other voter has been Ready that long', () => {
+    const obs = cluster(5, 5, 5);
+    pod(obs, 1).readySince = T0 - 25_000;
+    pod(obs, 2).readySince = T0 - 5_000;
+    pod(obs, 3).readySince = T0 - 40_000;
+    expect(gate(obs, 0)).toMatchObject({ gate: 'pod-ready-for-min-ready-seconds', liftsAt: T0 + 25_000 });
+    // Ready with no Ready time to count from: nothing says when it lifts, so the wait polls.
+    pod(obs, 3).readySince = null;
+    expect(gate(obs, 0)?.gate).toBe('pod-ready-for-min-ready-seconds');
+    expect(gate(obs, 0)?.liftsAt).toBeUndefined();
   });
 
   it('with five voters the order is 3, 2, 1, 0 and the leader 4 last', () => {
