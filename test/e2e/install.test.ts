@@ -32,7 +32,10 @@ function blocks(text: string): { lang: string; body: string }[] {
 function bash(script: string): Promise<{ code: number; out: string }> {
   const tb = testbed();
   return new Promise((resolve) => {
+    // No stdin: bash takes a socket on stdin (a Node.js pipe) for a remote shell and reads
+    // /etc/bash.bashrc, whose unset PS1 then fails under -u.
     const p = spawn('bash', ['-euo', 'pipefail', '-c', script], {
+      stdio: ['ignore', 'pipe', 'pipe'],
       env: { ...process.env, PATH: `${dirname(tb.tools.kubectl)}:${process.env.PATH}`, KUBECONFIG: tb.kubeconfigPath },
     });
     let out = '';
