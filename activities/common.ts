@@ -217,8 +217,9 @@ const EVENT_RETRY_MS = 90_000;
 
 export interface Hold extends StepStatus {
   /**
-   * When what holds the step lifts by time alone (another pod's minimum Ready time running out):
-   * the wait looks again then, not a poll interval later.
+   * When to look again, if sooner than the poll interval (ms since the epoch): when what holds the
+   * step lifts by time alone (another pod's minimum Ready time running out), or soon when only
+   * the brokers can show it lift (a learner near the end of its catch-up).
    */
   lookAgainAt?: number;
 }

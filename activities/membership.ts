@@ -10,7 +10,7 @@ import { ANNOTATIONS, type Phase, type QueenCluster } from '../crd/schema.ts';
 import { idsText, lagText, listText, podsText } from '../plan/format.ts';
 import { stopGate, voterNodeDownProblem } from '../plan/gates.ts';
 import { memberOf, type Observation, podAt } from '../plan/observation.ts';
-import { holdsOldData } from '../plan/voters.ts';
+import { holdsOldData, learnerNearlyCaughtUp, NEAR_CAUGHT_UP_LOOK_MS } from '../plan/voters.ts';
 import { addLearner, promote, refusalAdvice, removeMember, type ChangeResult } from './broker.ts';
 import { brokerToken, holdUntil, loadCluster, observeCluster, opLogger, stepEvent, type ActivityDeps, type ClusterRef, type Hold } from './common.ts';
 import { drainPods, drainTarget, setServing, type DrainTarget } from './drain.ts';
@@ -129,7 +129,8 @@ export function membershipActivities(deps: ActivityDeps) {
         for (const id of pending) {
           const member = memberOf(m, id);
           if (!member || !member.live || member.lag === null || member.lag > m.promoteMaxLag) {
-            return { hold: { phase, message: `learner ${id} is catching up${lagText(member?.lag)}`, gate: 'learner-caught-up' } };
+            const soon = learnerNearlyCaughtUp(m, pending);
+            return { hold: { phase, message: `learner ${id} is catching up${lagText(member?.lag)}`, gate: 'learner-caught-up', ...(soon ? { lookAgainAt: Date.now() + NEAR_CAUGHT_UP_LOOK_MS } : {}) } };
           }
         }
         if (m.changeInFlight || m.joint) return { hold: { phase, message: `${what}: a membership change is in flight`, gate: 'no-change-in-flight' } };

@@ -6,7 +6,7 @@
 // a pod whose node is not a member but holds data gets an empty volume before it is added.
 import { podStartProblem } from './assess.ts';
 import { idsText, lagText } from './format.ts';
-import { liveClaimAt, memberOf, type Observation, podAt } from './observation.ts';
+import { liveClaimAt, memberOf, type MembershipObservation, type Observation, podAt } from './observation.ts';
 import type { GateName } from './gates.ts';
 
 export type VoterStep =
@@ -105,4 +105,21 @@ export function holdsOldData(obs: Observation, nodeId: number): boolean {
   if (obs.membership?.members.some((x) => x.nodeId === nodeId)) return false;
   const h = obs.health[nodeId - 1];
   return !!h && h.applied > 0;
+}
+
+/**
+ * How soon a wait on learners catching up looks again once one of them is near the end: what only
+ * the brokers show is otherwise seen a poll interval (2 s by default) late, and near the end that
+ * interval is most of the wait.
+ */
+export const NEAR_CAUGHT_UP_LOOK_MS = 250;
+
+/**
+ * A learner (of `ids`, or any) is live, has a known lag, and is within ten times promoteMaxLag of
+ * the leader: it is caught up within seconds. While its lag is unknown (a snapshot on its way) it
+ * is not.
+ */
+export function learnerNearlyCaughtUp(m: MembershipObservation | null, ids?: number[]): boolean {
+  if (!m) return false;
+  return m.members.some((x) => !x.voter && (!ids || ids.includes(x.nodeId)) && x.live && x.lag !== null && x.lag <= 10 * m.promoteMaxLag);
 }

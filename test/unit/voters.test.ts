@@ -2,7 +2,7 @@
 // and S5 (3 to 1), and the gaps closed (G5: never fewer pods than members; G8: claims deleted).
 import { describe, expect, it } from 'vitest';
 import type { Observation } from '../../plan/observation.ts';
-import { nextVoterStep } from '../../plan/voters.ts';
+import { learnerNearlyCaughtUp, nextVoterStep } from '../../plan/voters.ts';
 import { cluster, member, pod, setMember } from './fixture.ts';
 
 function removeMember(obs: Observation, id: number) {
@@ -47,6 +47,21 @@ describe('3 to 5 voters: learners first, promoted together (S3)', () => {
     setMember(obs, member(4, true, 0));
     setMember(obs, member(5, true, 0));
     expect(nextVoterStep(obs, 5)).toEqual({ kind: 'done' });
+  });
+
+  it('a learner near the end of its catch-up is looked at again soon; one receiving a snapshot is not', () => {
+    const obs = cluster(3, 3, 1);
+    const m = obs.membership!;
+    expect(learnerNearlyCaughtUp(m)).toBe(false);
+    setMember(obs, member(4, false, null));
+    expect(learnerNearlyCaughtUp(m), 'its lag unknown: a snapshot on its way').toBe(false);
+    setMember(obs, member(4, false, 40_000));
+    expect(learnerNearlyCaughtUp(m)).toBe(false);
+    setMember(obs, member(4, false, 9_000));
+    expect(learnerNearlyCaughtUp(m)).toBe(true);
+    expect(learnerNearlyCaughtUp(m, [5]), 'another learner than the one asked about').toBe(false);
+    setMember(obs, { ...member(4, false, 9_000), live: false });
+    expect(learnerNearlyCaughtUp(m), 'not live').toBe(false);
   });
 
   it('a new pod that does not start says why: a claim no volume binds, an image not pulled, a crash loop (found by the chaos matrix: a claim left unbound by an API server restart)', () => {
