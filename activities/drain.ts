@@ -5,7 +5,7 @@
 // it from their endpoints, as the EndpointSlice controller writes them; then the pod stays up for
 // the drain wait, while clients see the change and the requests in flight on it finish; only then
 // does the step go on. The headless Service keeps it: the raft peers still need each other.
-import type { V1EndpointSlice } from '@kubernetes/client-node';
+import type { V1EndpointSlice, V1Pod } from '@kubernetes/client-node';
 import type { Phase, QueenCluster } from '../crd/schema.ts';
 import { podAt, type Observation } from '../plan/observation.ts';
 import { podsToServe } from '../plan/serving.ts';
@@ -14,7 +14,7 @@ import { withDefaults } from '../crd/defaults.ts';
 import { readHealth } from './broker.ts';
 import { holdUntil, loadCluster, observeCluster, opLogger, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
 import { brokerBase } from './observe.ts';
-import { isConflict, isNotFound, listPods, listServices, rawRequest, statusCode, type Kube } from './kube.ts';
+import { getPod, isConflict, isNotFound, listPods, listServices, rawRequest, statusCode, toMs, type Kube } from './kube.ts';
 import { names, SERVING_LABEL } from './resources.ts';
 
 /** How often a drain looks at the EndpointSlices: they change within a second of the label. */
@@ -118,10 +118,35 @@ async function inEndpoints(kube: Kube, namespace: string, services: string[], po
 }
 
 /**
+ * The pod has not been Ready since its container last started: a successor still starting, or a
+ * container restarted and not Ready again. The client Services list it as not ready, and no client
+ * was sent anything it still holds. (Its Ready condition went false no later than its containers
+ * last started, whole seconds both; or it has no Ready condition, or no container runs.)
+ */
+export function notReadySinceStart(pod: V1Pod): boolean {
+  const ready = pod.status?.conditions?.find((c) => c.type === 'Ready');
+  if (ready?.status === 'True') return false;
+  const starts = (pod.status?.containerStatuses ?? [])
+    .map((c) => toMs(c.state?.running?.startedAt as Date | string | undefined))
+    .filter((t): t is number => t !== null);
+  if (starts.length === 0) return true;
+  const since = toMs(ready?.lastTransitionTime as Date | string | undefined);
+  return since === null || since <= Math.min(...starts);
+}
+
+/** Whether clients may have sent the pod requests that are still in flight: listed by a client Service, and Ready since it started. */
+async function reachable(kube: Kube, namespace: string, services: string[], pod: DrainTarget): Promise<boolean> {
+  if (!(await inEndpoints(kube, namespace, services, pod))) return false;
+  const live = await getPod(kube, namespace, pod.name);
+  return !live || live.metadata?.uid !== pod.uid || !notReadySinceStart(live);
+}
+
+/**
  * Drains a pod: its serving label to "false", then waits until it is out of the client Services'
  * endpoints (gate pod-out-of-endpoints), then for the drain wait and until the pod applied what
- * the leader held then (gate requests-drained). A pod that no client Service lists (not Ready, or
- * drained already) is only labelled: no client sends it anything. False when the pod is gone.
+ * the leader held then (gate requests-drained). A pod no client can have sent anything (no client
+ * Service lists it, it is drained already, or it has not been Ready since it started) is only
+ * labelled. False when the pod is gone.
  */
 export async function drainPod(deps: ActivityDeps, ref: ClusterRef, pod: DrainTarget, words: DrainWords): Promise<boolean> {
   return (await drainPods(deps, ref, [pod], words)).some((p) => p.uid === pod.uid);
@@ -141,7 +166,7 @@ export async function drainPods(deps: ActivityDeps, ref: ClusterRef, pods: Drain
   const present: DrainTarget[] = [];
   const listed: DrainTarget[] = [];
   for (const pod of pods) {
-    const inService = old || (await inEndpoints(deps.kube, ref.namespace, services, pod));
+    const inService = old || (await reachable(deps.kube, ref.namespace, services, pod));
     if (!(await setServing(deps.kube, ref.namespace, pod, false))) continue;
     present.push(pod);
     if (inService) listed.push(pod);
@@ -211,4 +236,18 @@ async function leaderHolds(deps: ActivityDeps, qc: QueenCluster, pods: DrainTarg
 export function drainTarget(obs: Observation, ordinal: number): DrainTarget | null {
   const p = podAt(obs, ordinal);
   return p && !p.terminating ? { ordinal, name: p.name, uid: p.uid, ip: p.ip } : null;
+}
+
+/**
+ * The pods of the nodes a scale-down removes (members above the voters wanted), highest first,
+ * but the leader's and `except`'s: they are drained together with the first pod a scale-down
+ * drains, so each later removal finds its pod out of the client Services already.
+ */
+export function leavingPods(qc: QueenCluster, obs: Observation, except: number): DrainTarget[] {
+  const wanted = withDefaults(qc.spec).replicas;
+  const ids = (obs.membership?.members ?? [])
+    .map((m) => m.nodeId)
+    .filter((id) => id > wanted && id !== except && id !== obs.membership?.leader)
+    .sort((a, b) => b - a);
+  return ids.map((id) => drainTarget(obs, id - 1)).filter((t): t is DrainTarget => t !== null);
 }

@@ -9,12 +9,13 @@ import { readAnnotations } from '../crd/annotations.ts';
 import { withDefaults } from '../crd/defaults.ts';
 import type { Phase, QueenCluster } from '../crd/schema.ts';
 import { ANNOTATIONS } from '../crd/schema.ts';
+import { listText, podsText } from '../plan/format.ts';
 import { nodeDownProblem, stopGate, type GateOptions } from '../plan/gates.ts';
 import type { Observation } from '../plan/observation.ts';
 import type { RestartPick } from '../plan/restarts.ts';
 import { answeringNodes, stallMemoryFromStatus, trackStalls, type StallMemory } from '../plan/stalls.ts';
 import { beat, handOverIfStopping, holdUntil, loadCluster, pause, observeCluster, opLogger, probeThrough, stepEvent, writeStep, type ActivityDeps, type ClusterRef, type Hold } from './common.ts';
-import { drainPod, setServing, type DrainTarget } from './drain.ts';
+import { drainPods, leavingPods, setServing, type DrainTarget } from './drain.ts';
 import { budgetsSelecting, deletePodByUid, evictPodByUid, getNode, getPod, getStatefulSet, patchClusterStatus, type Kube } from './kube.ts';
 import { nodeDown, podObservation } from './observe.ts';
 import { names } from './resources.ts';
@@ -93,6 +94,12 @@ export interface RestartWords {
   phase: Phase;
   /** The step's line, in status and as the Event. */
   message: string;
+  /**
+   * The pod's node leaves the membership after this restart (a scale-down's hand-off): the pods
+   * of the other nodes the scale-down removes go out of the client Services with it, in the same
+   * drain wait, and the removals after it find them drained already.
+   */
+  leaving?: boolean;
 }
 
 export function gateActivities(deps: ActivityDeps) {
@@ -135,9 +142,11 @@ export function gateActivities(deps: ActivityDeps) {
       // The pod drained before it stops (its UID): out of the client Services, the requests in
       // flight on it finished, so that no client is cut off. Put back if it does not stop after all.
       let drained: DrainTarget | null = null;
+      let companions: DrainTarget[] = [];
       const undrain = async () => {
-        if (drained) await setServing(deps.kube, ref.namespace, drained, true);
+        for (const pod of [...(drained ? [drained] : []), ...companions]) await setServing(deps.kube, ref.namespace, pod, true);
         drained = null;
+        companions = [];
       };
       for (let pod = current; pod && pod.metadata?.uid === pick.podUid && !pod.metadata?.deletionTimestamp; pod = await getPod(deps.kube, ref.namespace, pick.podName)) {
         handOverIfStopping(deps);
@@ -150,8 +159,16 @@ export function gateActivities(deps: ActivityDeps) {
         }
         if (!drained) {
           const target = { ordinal: pick.ordinal, name: pick.podName, uid: pick.podUid, ip: pod.status?.podIP ?? null };
-          const event = `taking pod ${pick.ordinal} out of the client Service before it restarts`;
-          if (!(await drainPod(deps, ref, target, { phase: said.phase, what: said.message, event }))) break;
+          const others = said.leaving ? leavingPods(qc, obs, pick.ordinal + 1) : [];
+          const all = [target, ...others];
+          // "taking pods 1 and 2 out of the client Service before pod 2 restarts and nodes 3 and 2 leave the membership"
+          const event =
+            others.length === 0
+              ? `taking pod ${pick.ordinal} out of the client Service before it restarts`
+              : `taking ${podsText(all.map((p) => p.ordinal).sort((a, b) => a - b))} out of the client Service before pod ${pick.ordinal} restarts and nodes ${listText(all.map((p) => String(p.ordinal + 1)))} leave the membership`;
+          const present = await drainPods(deps, ref, all, { phase: said.phase, what: said.message, event });
+          companions = present.filter((p) => p.uid !== target.uid);
+          if (!present.some((p) => p.uid === target.uid)) break;
           drained = target;
           // The gate is looked at again after the drain, which took a few seconds.
           continue;

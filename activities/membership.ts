@@ -13,7 +13,7 @@ import { memberOf, type Observation, podAt } from '../plan/observation.ts';
 import { holdsOldData, learnerNearlyCaughtUp, NEAR_CAUGHT_UP_LOOK_MS } from '../plan/voters.ts';
 import { addLearner, promote, refusalAdvice, removeMember, type ChangeResult } from './broker.ts';
 import { brokerToken, holdUntil, loadCluster, observeCluster, opLogger, stepEvent, type ActivityDeps, type ClusterRef, type Hold } from './common.ts';
-import { drainPods, drainTarget, setServing, type DrainTarget } from './drain.ts';
+import { drainPods, drainTarget, leavingPods, setServing, type DrainTarget } from './drain.ts';
 import { gateOptions, stallMemory, stopHold } from './gate.ts';
 import { brokerBase } from './observe.ts';
 import { ordinalOf, podHost } from './resources.ts';
@@ -164,14 +164,7 @@ export function membershipActivities(deps: ActivityDeps) {
         // The other nodes above the voters wanted leave right after this one: their pods go out of
         // the client Services now, in the same drain wait. Not the leader's (it is stopped once to
         // hand leadership away first, and comes back serving).
-        companions: (qc, obs) => {
-          const wanted = withDefaults(qc.spec).replicas;
-          const ids = (obs.membership?.members ?? [])
-            .map((m) => m.nodeId)
-            .filter((id) => id > wanted && id !== nodeId && id !== obs.membership?.leader)
-            .sort((a, b) => b - a);
-          return ids.map((id) => drainTarget(obs, id - 1)).filter((t): t is DrainTarget => t !== null);
-        },
+        companions: (qc, obs) => leavingPods(qc, obs, nodeId),
       });
     },
   };

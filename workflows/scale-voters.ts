@@ -69,7 +69,7 @@ export async function scaleVoters(input: OperationInput): Promise<string> {
             return { result: 'Yielded', message: `changing the voters to ${input.target} yielded to ${yielding.requested} after ${sofar()}` };
           }
           if (pick) {
-            await CancellationScope.nonCancellable(() => step(`restart pod ${ordinal} so it hands leadership away`, 'wait').restartPod(ref, pick, { phase: 'Scaling', message: s.message }));
+            await CancellationScope.nonCancellable(() => step(`restart pod ${ordinal} so it hands leadership away`, 'wait').restartPod(ref, pick, { phase: 'Scaling', message: s.message, leaving: true }));
           }
         }
         if (took) done.push(s.message);

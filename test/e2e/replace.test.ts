@@ -43,6 +43,11 @@ it('replace: a stale voter is replaced in the order that keeps the cluster whole
   await waitForCluster(s, 'the stale voter reported', (q) => /has to be replaced$/.test(q.status?.message ?? ''), 120_000);
   const oldClaim = await claimUid(s, ordinal);
 
+  // The wiped voter answers 503 settling: its pod has not been Ready since its container started
+  // again on the empty volume, so no client reaches it and its drain has nothing to wait for.
+  const wiped = (await pods(s)).find((p) => p.metadata?.name === `queen-${ordinal}`);
+  const wipedReady = wiped?.status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True';
+
   const load = startLoad({ kubeConfig: s.kc, namespace: s.ns, service: 'queen', rate: LOAD_RATE });
   await sleep(2000);
   await annotate(s, { 'queenmq.com/replace-pod': `queen-${ordinal}` });
@@ -67,9 +72,13 @@ it('replace: a stale voter is replaced in the order that keeps the cluster whole
     `promoting node ${follower} to voters`,
     `pod ${ordinal} is a voter again`,
   ]);
-  // The pod left the client Service before its node left the membership.
+  // The pod left the client Service before its node left the membership: with a drain wait (and
+  // its Event) only if clients could reach it.
   const drainAndLeave = (await clusterEvents(s)).filter((e) => e.reason === 'DrainPod' || e.reason === 'RemoveMember').map((e) => e.message);
-  expect(drainAndLeave).toEqual([`taking pod ${ordinal} out of the client Service before node ${follower} leaves the membership`, `removing node ${follower} from the membership`]);
+  expect(drainAndLeave).toEqual([
+    ...(wipedReady ? [`taking pod ${ordinal} out of the client Service before node ${follower} leaves the membership`] : []),
+    `removing node ${follower} from the membership`,
+  ]);
   const runs = (await settledRuns(s, `queencluster/${s.ns}/queen`)).filter((r) => r.type === 'replaceNode');
   expect(runs.map((r) => r.status)).toEqual(['COMPLETED']);
   await recordHistory(s, runs[0]!, 'replaceNode');

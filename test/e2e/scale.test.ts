@@ -65,7 +65,8 @@ it('scale: 3 to 5 voters and back to 3 under load', async () => {
   const downSteps = events.filter((e) => SCALE_STEPS.includes(e.reason!)).map((e) => e.message ?? '').slice(upSteps.length);
   // Each node's pod left the client Service before the node left the membership: the pods of both
   // nodes in one drain, before the first of them leaves. A leader among them is stopped once to hand
-  // off first (that drain is not counted here) and comes back serving, so its pod is drained on its own.
+  // off first: the other's pod is drained with it, and its successor is drained again before its
+  // node leaves, unless it was not Ready yet (no client could reach it: no drain, no Event).
   const leaveEvents = events.filter((e) => (e.reason === 'DrainPod' && / the membership$/.test(e.message ?? '')) || e.reason === 'RemoveMember').map((e) => e.message!);
   for (const [i, m] of leaveEvents.entries()) {
     const node = /^removing node (\d) from the membership$/.exec(m)?.[1];

@@ -1,0 +1,32 @@
+// Which pods a drain waits for: only one that clients may have sent requests still in flight.
+import type { V1Pod } from '@kubernetes/client-node';
+import { describe, expect, it } from 'vitest';
+import { notReadySinceStart } from '../../activities/drain.ts';
+
+function pod(ready: { status: 'True' | 'False'; at: string } | null, startedAt: string | null): V1Pod {
+  return {
+    metadata: { name: 'queen-2', uid: 'u' },
+    status: {
+      conditions: ready ? [{ type: 'Ready', status: ready.status, lastTransitionTime: new Date(ready.at) }] : [],
+      containerStatuses: [{ name: 'queen', image: 'i', imageID: '', ready: ready?.status === 'True', restartCount: 0, state: startedAt ? { running: { startedAt: new Date(startedAt) } } : { waiting: { reason: 'ContainerCreating' } } }],
+    },
+  };
+}
+
+describe('a pod not Ready since it started gets no drain wait', () => {
+  it('a successor still starting: not Ready since before its container started', () => {
+    expect(notReadySinceStart(pod({ status: 'False', at: '2026-12-04T10:00:00Z' }, '2026-12-04T10:00:01Z'))).toBe(true);
+    // The same second (timestamps are whole seconds): not Ready since it started.
+    expect(notReadySinceStart(pod({ status: 'False', at: '2026-12-04T10:00:01Z' }, '2026-12-04T10:00:01Z'))).toBe(true);
+  });
+
+  it('no Ready condition yet, or no container running', () => {
+    expect(notReadySinceStart(pod(null, '2026-12-04T10:00:01Z'))).toBe(true);
+    expect(notReadySinceStart(pod({ status: 'False', at: '2026-12-04T10:00:00Z' }, null))).toBe(true);
+  });
+
+  it('Ready, or Ready once since it started and not now: clients may have sent it requests', () => {
+    expect(notReadySinceStart(pod({ status: 'True', at: '2026-12-04T10:00:03Z' }, '2026-12-04T10:00:01Z'))).toBe(false);
+    expect(notReadySinceStart(pod({ status: 'False', at: '2026-12-04T10:00:09Z' }, '2026-12-04T10:00:01Z'))).toBe(false);
+  });
+});
