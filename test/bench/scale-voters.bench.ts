@@ -10,7 +10,7 @@
 import { afterEach, it } from 'vitest';
 import { startLoad } from '../testbed/load.ts';
 import { BIG_STORE, BIG_STORE_MESSAGES, buildStore, formed, getCluster, scenario, seedSpec, sleep, waitForCluster, type Scenario } from '../e2e/harness.ts';
-import { BENCH_RATE, catchUp, change, drainTime, operationRun, pushesOf, record, report, restarts, timeline, successors, type Recorder, type Row } from './measure.ts';
+import { BENCH_RATE, catchUp, change, drainTime, operationRun, pushesOf, record, report, timeline, successors, type Recorder, type Row } from './measure.ts';
 
 const MIN_READY_SECONDS = 5;
 let s: Scenario | null = null;
@@ -35,7 +35,15 @@ async function step(sc: Scenario, from: number, to: number): Promise<Omit<Row, '
   await rec.stop();
   const parts = to > from ? upFloor(rec, range(from + 1, to), since) : downFloor(rec, range(to + 1, from), since, leader);
   const floorMs = Object.values(parts).reduce((a, b) => a + b, 0);
-  const notes = to < from && leader !== null && leader > to ? `node ${leader}, removed, led: it was restarted once to hand leadership away` : undefined;
+  // The removed nodes whose pods restarted to hand leadership away: the one that led at the change,
+  // and one that the election after it made leader in turn (not in the floor).
+  const handedOff = range(to + 1, from).filter((id) => (rec.pods.get(pod(id)) ?? []).some((p) => p.seenAt >= since));
+  const notes =
+    to >= from || handedOff.length === 0
+      ? undefined
+      : handedOff.length === 1
+        ? `node ${handedOff[0]}, removed, led: it was restarted once to hand leadership away`
+        : `nodes ${handedOff.join(' and ')}, removed, led in turn: each was restarted once to hand leadership away (the floor counts node ${leader}'s)`;
   const drainMs = drainTime(rec, since);
   return { operation: `scale ${from}→${to}`, totalMs: run.totalMs, floorMs, floorParts: parts, run, drainMs, notes, timeline: timeline(rec, since) };
 }
@@ -61,8 +69,10 @@ function downFloor(rec: Recorder, ids: number[], since: number, leader: number |
   }
   const parts: Record<string, number> = { 'the removed pods stop': stop };
   if (leader !== null && ids.includes(leader)) {
-    const handOff = restarts(rec, since).find((r) => r.pod === pod(leader));
-    parts['the hand-off restart'] = handOff ? handOff.to - handOff.from : NaN;
+    // The leader hands leadership away as its pod stops: its first pod to stop since the change,
+    // until it was gone. (Its successor need not be Ready: its node leaves next.)
+    const first = (rec.pods.get(pod(leader)) ?? []).find((p) => p.deletingAt !== undefined && p.deletingAt >= since && p.goneAt !== undefined);
+    parts['the leader\'s pod stopping once'] = first ? first.goneAt! - first.deletingAt! : NaN;
   }
   return parts;
 }
