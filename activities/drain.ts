@@ -9,7 +9,7 @@ import type { V1EndpointSlice, V1Pod } from '@kubernetes/client-node';
 import type { Phase, QueenCluster } from '../crd/schema.ts';
 import { podAt, type Observation } from '../plan/observation.ts';
 import { podsToServe } from '../plan/serving.ts';
-import { podsText } from '../plan/format.ts';
+import { listText, podsText } from '../plan/format.ts';
 import { withDefaults } from '../crd/defaults.ts';
 import { readHealth } from './broker.ts';
 import { holdUntil, loadCluster, observeCluster, opLogger, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
@@ -236,6 +236,19 @@ async function leaderHolds(deps: ActivityDeps, qc: QueenCluster, pods: DrainTarg
 export function drainTarget(obs: Observation, ordinal: number): DrainTarget | null {
   const p = podAt(obs, ordinal);
   return p && !p.terminating ? { ordinal, name: p.name, uid: p.uid, ip: p.ip } : null;
+}
+
+/**
+ * A drain's Event: "taking pods 3 and 4 out of the client Service before nodes 5 and 4 leave the
+ * membership", with what comes after `before`.
+ */
+export function drainEvent(pods: DrainTarget[], before: string): string {
+  return `taking ${podsText(pods.map((p) => p.ordinal).sort((a, b) => a - b))} out of the client Service before ${before}`;
+}
+
+/** "node 5 leaves" or "nodes 5 and 4 leave": the nodes of these pods, in their order. */
+export function nodesLeave(pods: DrainTarget[]): string {
+  return pods.length === 1 ? `node ${pods[0]!.ordinal + 1} leaves` : `nodes ${listText(pods.map((p) => String(p.ordinal + 1)))} leave`;
 }
 
 /**

@@ -9,13 +9,12 @@ import { readAnnotations } from '../crd/annotations.ts';
 import { withDefaults } from '../crd/defaults.ts';
 import type { Phase, QueenCluster } from '../crd/schema.ts';
 import { ANNOTATIONS } from '../crd/schema.ts';
-import { listText, podsText } from '../plan/format.ts';
 import { nodeDownProblem, stopGate, type GateOptions } from '../plan/gates.ts';
 import type { Observation } from '../plan/observation.ts';
 import type { RestartPick } from '../plan/restarts.ts';
 import { answeringNodes, stallMemoryFromStatus, trackStalls, type StallMemory } from '../plan/stalls.ts';
 import { beat, handOverIfStopping, holdUntil, loadCluster, pause, observeCluster, opLogger, probeThrough, stepEvent, writeStep, type ActivityDeps, type ClusterRef, type Hold } from './common.ts';
-import { drainPods, leavingPods, setServing, type DrainTarget } from './drain.ts';
+import { drainEvent, drainPods, leavingPods, nodesLeave, setServing, type DrainTarget } from './drain.ts';
 import { budgetsSelecting, deletePodByUid, evictPodByUid, getNode, getPod, getStatefulSet, patchClusterStatus, type Kube } from './kube.ts';
 import { nodeDown, podObservation } from './observe.ts';
 import { names } from './resources.ts';
@@ -81,7 +80,7 @@ export async function stopHold(deps: ActivityDeps, qc: QueenCluster, obs: Observ
     return { phase: words.phase, message: `${words.next}: paused by the ${ANNOTATIONS.pause} annotation`, gate: 'not-paused' };
   }
   const hold = stopGate({ obs, memory: stallMemory(qc, obs), target, removing, opts: gateOptions(deps, obs, obs.minReadySeconds) });
-  if (hold) return { phase: words.phase, message: `${words.next}: ${hold.reason}`, gate: hold.gate, ...(hold.liftsAt === undefined ? {} : { lookAgainAt: hold.liftsAt }) };
+  if (hold) return { phase: words.phase, message: `${words.next}: ${hold.reason}`, gate: hold.gate, lookAgainAt: hold.liftsAt };
   const probe = await probeThrough(deps, qc, obs, target);
   await recordProbe(deps, qc.metadata, probe);
   if (!probe.ok && !(words.growing && probe.storageFull)) {
@@ -162,10 +161,7 @@ export function gateActivities(deps: ActivityDeps) {
           const others = said.leaving ? leavingPods(qc, obs, pick.ordinal + 1) : [];
           const all = [target, ...others];
           // "taking pods 1 and 2 out of the client Service before pod 2 restarts and nodes 3 and 2 leave the membership"
-          const event =
-            others.length === 0
-              ? `taking pod ${pick.ordinal} out of the client Service before it restarts`
-              : `taking ${podsText(all.map((p) => p.ordinal).sort((a, b) => a - b))} out of the client Service before pod ${pick.ordinal} restarts and nodes ${listText(all.map((p) => String(p.ordinal + 1)))} leave the membership`;
+          const event = others.length === 0 ? drainEvent(all, 'it restarts') : drainEvent(all, `pod ${pick.ordinal} restarts and ${nodesLeave(all)} the membership`);
           const present = await drainPods(deps, ref, all, { phase: said.phase, what: said.message, event });
           companions = present.filter((p) => p.uid !== target.uid);
           if (!present.some((p) => p.uid === target.uid)) break;

@@ -7,13 +7,13 @@ import { ApplicationFailure } from '@temporalio/common';
 import { readAnnotations } from '../crd/annotations.ts';
 import { withDefaults } from '../crd/defaults.ts';
 import { ANNOTATIONS, type Phase, type QueenCluster } from '../crd/schema.ts';
-import { idsText, lagText, listText, podsText } from '../plan/format.ts';
+import { idsText, lagText } from '../plan/format.ts';
 import { stopGate, voterNodeDownProblem } from '../plan/gates.ts';
 import { memberOf, type Observation, podAt } from '../plan/observation.ts';
-import { holdsOldData, learnerNearlyCaughtUp, NEAR_CAUGHT_UP_LOOK_MS } from '../plan/voters.ts';
+import { catchUpLookAgainAt, holdsOldData } from '../plan/voters.ts';
 import { addLearner, promote, refusalAdvice, removeMember, type ChangeResult } from './broker.ts';
 import { brokerToken, holdUntil, loadCluster, observeCluster, opLogger, stepEvent, type ActivityDeps, type ClusterRef, type Hold } from './common.ts';
-import { drainPods, drainTarget, leavingPods, setServing, type DrainTarget } from './drain.ts';
+import { drainEvent, drainPods, drainTarget, leavingPods, nodesLeave, setServing, type DrainTarget } from './drain.ts';
 import { gateOptions, stallMemory, stopHold } from './gate.ts';
 import { brokerBase } from './observe.ts';
 import { ordinalOf, podHost } from './resources.ts';
@@ -129,8 +129,8 @@ export function membershipActivities(deps: ActivityDeps) {
         for (const id of pending) {
           const member = memberOf(m, id);
           if (!member || !member.live || member.lag === null || member.lag > m.promoteMaxLag) {
-            const soon = learnerNearlyCaughtUp(m, pending);
-            return { hold: { phase, message: `learner ${id} is catching up${lagText(member?.lag)}`, gate: 'learner-caught-up', ...(soon ? { lookAgainAt: Date.now() + NEAR_CAUGHT_UP_LOOK_MS } : {}) } };
+            const lookAgainAt = catchUpLookAgainAt(m, Date.now(), pending);
+            return { hold: { phase, message: `learner ${id} is catching up${lagText(member?.lag)}`, gate: 'learner-caught-up', lookAgainAt } };
           }
         }
         if (m.changeInFlight || m.joint) return { hold: { phase, message: `${what}: a membership change is in flight`, gate: 'no-change-in-flight' } };
@@ -240,9 +240,7 @@ export async function leaveAfterDrain<R>(deps: ActivityDeps, ref: ClusterRef, ru
       // "taking pod 4 out of the client Service before node 5 leaves the membership"; with the pods
       // of the nodes that leave next: "taking pods 3 and 4 ... before nodes 5 and 4 leave the membership".
       const pods = [look.drain, ...look.with];
-      const ordinals = pods.map((p) => p.ordinal).sort((a, b) => a - b);
-      const leaving = pods.length === 1 ? `node ${nodeId} leaves` : `nodes ${listText(pods.map((p) => String(p.ordinal + 1)))} leave`;
-      const event = `taking ${podsText(ordinals)} out of the client Service before ${leaving} the membership`;
+      const event = drainEvent(pods, `${nodesLeave(pods)} the membership`);
       const present = await drainPods(deps, ref, pods, { phase, what, event });
       companions = present.filter((p) => p.uid !== look.drain.uid);
       if (present.some((p) => p.uid === look.drain.uid)) drained = look.drain;

@@ -4,7 +4,7 @@
 // data of a node that left the membership.
 import { ApplicationFailure } from '@temporalio/common';
 import { withDefaults } from '../crd/defaults.ts';
-import { learnerNearlyCaughtUp, NEAR_CAUGHT_UP_LOOK_MS, nextVoterStep, type VoterStep } from '../plan/voters.ts';
+import { catchUpLookAgainAt, nextVoterStep, type VoterStep } from '../plan/voters.ts';
 import { holdUntil, loadCluster, observeCluster, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
 import { drainPod, serveAgain } from './drain.ts';
 import { applyObject, deleteClaimByUid, deletePodByUid, getPod, getStatefulSet } from './kube.ts';
@@ -26,8 +26,8 @@ export function scaleActivities(deps: ActivityDeps) {
         await serveAgain(deps, ref, obs, wanted);
         const s = nextVoterStep(obs, wanted);
         if (s.kind === 'wait') {
-          const soon = s.gate === 'learner-caught-up' && learnerNearlyCaughtUp(obs.membership);
-          return { hold: { phase: 'Scaling', message: s.message, gate: s.gate, ...(soon ? { lookAgainAt: Date.now() + NEAR_CAUGHT_UP_LOOK_MS } : {}) } };
+          const lookAgainAt = s.gate === 'learner-caught-up' ? catchUpLookAgainAt(obs.membership, Date.now()) : undefined;
+          return { hold: { phase: 'Scaling', message: s.message, gate: s.gate, lookAgainAt } };
         }
         if (s.kind === 'remove-member') {
           const hold = await removalHold(deps, qc, obs, s.nodeId, 'Scaling');

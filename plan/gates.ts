@@ -160,12 +160,11 @@ type Gate = {
   liftsAt?: (c: GateContext) => number | undefined;
 };
 
-/** How long each other voter's pod has been Ready (0 when it is not, or its Ready time is unknown). */
-function readyFor(c: GateContext, id: number): { pod: PodObservation | undefined; ms: number } {
-  const pod = podAt(c.obs, id - 1);
+/** How long a voter's pod has been Ready, in ms; null when it is not, or its Ready time is unknown. */
+function readyFor(c: GateContext, id: number): number | null {
+  const since = podAt(c.obs, id - 1)?.readySince;
   // A Ready time in the future (clock skew) counts as just now, never as a negative wait.
-  const ms = pod?.readySince === null || pod?.readySince === undefined ? 0 : Math.max(0, c.obs.at - pod.readySince);
-  return { pod, ms };
+  return since === null || since === undefined ? null : Math.max(0, c.obs.at - since);
 }
 
 /** The gates a pure observation can decide, in the order they are checked. */
@@ -241,7 +240,7 @@ export const STOP_GATES: readonly Gate[] = [
     check: (c) => {
       if (c.opts.minReadyMs <= 0) return null;
       for (const id of otherVoters(c)) {
-        if (readyFor(c, id).ms < c.opts.minReadyMs) return `pod ${id - 1} has been Ready for less than ${goDuration(c.opts.minReadyMs)}`;
+        if ((readyFor(c, id) ?? 0) < c.opts.minReadyMs) return `pod ${id - 1} has been Ready for less than ${goDuration(c.opts.minReadyMs)}`;
       }
       return null;
     },
@@ -249,10 +248,9 @@ export const STOP_GATES: readonly Gate[] = [
     liftsAt: (c) => {
       let at = c.obs.at;
       for (const id of otherVoters(c)) {
-        const r = readyFor(c, id);
-        if (r.ms >= c.opts.minReadyMs) continue;
-        if (r.pod?.readySince === null || r.pod?.readySince === undefined) return undefined;
-        at = Math.max(at, c.obs.at + (c.opts.minReadyMs - r.ms));
+        const ms = readyFor(c, id);
+        if (ms === null) return undefined;
+        at = Math.max(at, c.obs.at + c.opts.minReadyMs - ms);
       }
       return at;
     },
@@ -295,9 +293,7 @@ export function drainAhead(c: GateContext, leadMs: number): boolean {
 export function stopGate(c: GateContext): GateHold | null {
   for (const gate of STOP_GATES) {
     const reason = gate.check(c);
-    if (!reason) continue;
-    const liftsAt = gate.liftsAt?.(c);
-    return liftsAt === undefined ? { gate: gate.name, reason } : { gate: gate.name, reason, liftsAt };
+    if (reason) return { gate: gate.name, reason, liftsAt: gate.liftsAt?.(c) };
   }
   return null;
 }

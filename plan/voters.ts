@@ -112,7 +112,7 @@ export function holdsOldData(obs: Observation, nodeId: number): boolean {
  * the brokers show is otherwise seen a poll interval (2 s by default) late, and near the end that
  * interval is most of the wait.
  */
-export const NEAR_CAUGHT_UP_LOOK_MS = 250;
+const NEAR_CAUGHT_UP_LOOK_MS = 250;
 
 /**
  * A learner (of `ids`, or any) is live, has a known lag, and is within ten times promoteMaxLag of
@@ -122,4 +122,9 @@ export const NEAR_CAUGHT_UP_LOOK_MS = 250;
 export function learnerNearlyCaughtUp(m: MembershipObservation | null, ids?: number[]): boolean {
   if (!m) return false;
   return m.members.some((x) => !x.voter && (!ids || ids.includes(x.nodeId)) && x.live && x.lag !== null && x.lag <= 10 * m.promoteMaxLag);
+}
+
+/** When a wait on learners catching up looks again, if sooner than its poll (a hold's lookAgainAt). */
+export function catchUpLookAgainAt(m: MembershipObservation | null, now: number, ids?: number[]): number | undefined {
+  return learnerNearlyCaughtUp(m, ids) ? now + NEAR_CAUGHT_UP_LOOK_MS : undefined;
 }

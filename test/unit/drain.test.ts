@@ -1,7 +1,7 @@
 // Which pods a drain waits for: only one that clients may have sent requests still in flight.
 import type { V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { notReadySinceStart } from '../../activities/drain.ts';
+import { drainEvent, nodesLeave, notReadySinceStart } from '../../activities/drain.ts';
 
 function pod(ready: { status: 'True' | 'False'; at: string } | null, startedAt: string | null): V1Pod {
   return {
@@ -28,5 +28,17 @@ describe('a pod not Ready since it started gets no drain wait', () => {
   it('Ready, or Ready once since it started and not now: clients may have sent it requests', () => {
     expect(notReadySinceStart(pod({ status: 'True', at: '2026-12-04T10:00:03Z' }, '2026-12-04T10:00:01Z'))).toBe(false);
     expect(notReadySinceStart(pod({ status: 'False', at: '2026-12-04T10:00:09Z' }, '2026-12-04T10:00:01Z'))).toBe(false);
+  });
+});
+
+describe('the drain Event names the pods, and the nodes that leave in the order they leave', () => {
+  const target = (ordinal: number) => ({ ordinal, name: `queen-${ordinal}`, uid: `u${ordinal}`, ip: null });
+  it('one node, several, and a hand-off restart', () => {
+    expect(drainEvent([target(4)], `${nodesLeave([target(4)])} the membership`)).toBe('taking pod 4 out of the client Service before node 5 leaves the membership');
+    const both = [target(4), target(3)];
+    expect(drainEvent(both, `${nodesLeave(both)} the membership`)).toBe('taking pods 3 and 4 out of the client Service before nodes 5 and 4 leave the membership');
+    const handOff = [target(2), target(1)];
+    expect(drainEvent(handOff, `pod 2 restarts and ${nodesLeave(handOff)} the membership`)).toBe('taking pods 1 and 2 out of the client Service before pod 2 restarts and nodes 3 and 2 leave the membership');
+    expect(drainEvent([target(0)], 'it restarts')).toBe('taking pod 0 out of the client Service before it restarts');
   });
 });
