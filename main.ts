@@ -150,7 +150,7 @@ export async function main(argv: string[]): Promise<number> {
       const searchAttributes = await ensureSearchAttributes(connection, opts.temporal.namespace, log);
       // Beside a worker, its rounds tell the watcher of an observer run gone: checked more rarely.
       const observerCheckMs = rounds ? OBSERVER_CHECK_BESIDE_WORKER_MS : undefined;
-      watcher = new Watcher({ cache, kube, temporal, taskQueue: opts.temporal.taskQueue, log, searchAttributes, observerCheckMs });
+      watcher = new Watcher({ cache, kube, temporal, taskQueue: opts.temporal.taskQueue, log, searchAttributes, observerCheckMs, eagerStart: rounds !== null });
       const deciding = watcher;
       if (rounds) rounds.onLost = (ns, name) => deciding.observerLost(ns, name);
       await watcher.start();

@@ -147,6 +147,10 @@ export async function createWorker(cfg: WorkerConfig): Promise<OperatorWorker> {
     // A cached workflow costs about a megabyte; a resting cluster's observer wakes once a round (ten
     // minutes) and replays its short history when it is not cached. The cache keeps what runs now.
     maxCachedWorkflows: 100,
+    // Workflow task pollers as many as the server says a backlog needs: with a fixed ten, two of
+    // them poll for the tasks of runs not in any worker's cache (new runs when the watcher runs
+    // elsewhere, runs evicted), and 50 upgrades started at once waited up to 6 s for them.
+    workflowTaskPollerBehavior: { type: 'autoscaling', minimum: 2, initial: 5, maximum: 40 },
     shutdownGraceTime: cfg.shutdownGraceMs ?? 5000,
     interceptors: { activity: [timeSteps, ...(crash ? [crash] : [])] },
   };

@@ -138,8 +138,9 @@ export function withYieldPending(message: string, yieldTo: string | null | undef
  * Writes phase and message, with the Ready condition that goes with them (its transition time
  * moves only when it flips), and any other status fields given.
  */
-export async function writePhase(deps: ActivityDeps, ref: ClusterRef, phase: Phase, message: string, extra: Record<string, unknown> = {}) {
-  const qc = await getCluster(deps.kube, ref.namespace, ref.name);
+export async function writePhase(deps: ActivityDeps, ref: ClusterRef, phase: Phase, message: string, extra: Record<string, unknown> = {}, read?: QueenCluster) {
+  // The object as the step has just read it, or as the API server has it now.
+  const qc = read ?? (await getCluster(deps.kube, ref.namespace, ref.name));
   // The operation as it will stand after this write: the one given, or the one in status.
   const given = extra.operation as { type?: string; step?: string | null; yieldTo?: string | null } | null | undefined;
   const current = given === null ? null : { ...(qc?.status?.operation ?? {}), ...(given ?? {}) };

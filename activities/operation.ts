@@ -51,7 +51,7 @@ export function operationActivities(deps: ActivityDeps) {
       const startedAt = again && recorded.startedAt ? recorded.startedAt : new Date().toISOString();
       await writePhase(deps, ref, start.phase, start.message, {
         operation: { type: start.type, ...run, target: start.target, step: start.message, gate: null, startedAt, yieldTo: null },
-      });
+      }, qc);
       if (!again) {
         opLogger(deps, ref).info({ type: start.type, target: start.target }, `${start.type} started`);
         operationsStarted.inc({ type: start.type });
@@ -74,7 +74,7 @@ export function operationActivities(deps: ActivityDeps) {
       const message = withYieldPending(qc.status?.message || op.step || op.type, ask.yieldTo);
       opLogger(deps, ref).info({ yieldTo: ask.yieldTo }, message);
       // Kept in status.operation: the step's later lines say it too (writePhase).
-      await writePhase(deps, ref, qc.status?.phase ?? 'Ready', message, { operation: { step: message, gate: op.gate ?? null, yieldTo: ask.yieldTo } });
+      await writePhase(deps, ref, qc.status?.phase ?? 'Ready', message, { operation: { step: message, gate: op.gate ?? null, yieldTo: ask.yieldTo } }, qc);
     },
 
     /**

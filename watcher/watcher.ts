@@ -104,6 +104,13 @@ export interface WatcherOptions {
   searchAttributes?: boolean;
   /** An operation no worker has taken up this long after its start is said in status. */
   noWorkerAfterMs?: number;
+  /**
+   * A worker runs in this process on the same connection: an operation's first workflow task is
+   * handed to it with the start (Temporal's eager start), not through the task queue's matching,
+   * where 50 operations starting at once waited for pollers. Without a free slot here the server
+   * queues it as usual.
+   */
+  eagerStart?: boolean;
 }
 
 export class Watcher {
@@ -126,7 +133,7 @@ export class Watcher {
 
   constructor(opts: WatcherOptions) {
     const resyncMs = opts.resyncMs ?? 30_000;
-    this.opts = { settleMs: 300, searchAttributes: false, noWorkerAfterMs: 10_000, ...opts, resyncMs, observerCheckMs: opts.observerCheckMs ?? resyncMs };
+    this.opts = { settleMs: 300, searchAttributes: false, noWorkerAfterMs: 10_000, eagerStart: false, ...opts, resyncMs, observerCheckMs: opts.observerCheckMs ?? resyncMs };
     this.runs = new Runs(this.opts.temporal);
   }
 
@@ -452,6 +459,7 @@ export class Watcher {
         args: [input],
         staticSummary: `${decision.need.type} of ${namespace}/${name}: ${decision.need.target}`,
         staticDetails: operationDetails(decision.need.type, namespace, name, decision.need.target),
+        requestEagerStart: this.opts.eagerStart,
         ...(this.opts.searchAttributes ? { typedSearchAttributes: searchAttributesOf(namespace, name, decision.need.type, decision.need.target) } : {}),
       });
       log.info({ workflowId: handle.workflowId, runId: handle.firstExecutionRunId, type: decision.need.type, target: decision.need.target }, `started ${decision.need.type}`);

@@ -72,6 +72,9 @@ export async function launchTemporal(opts: TemporalOptions): Promise<TemporalSer
     '--log-level', 'warn',
     // Loopback only: no periodic version check to temporal.io.
     '--dynamic-config-value', 'frontend.enableServerVersionCheck=false',
+    // A step's activity handed to the worker with the workflow task that schedules it, as Temporal
+    // 1.32 and later do by default (deploy/temporal.md).
+    '--dynamic-config-value', 'system.enableActivityEagerExecution=true',
   ];
   if (opts.persistent !== false) args.push('--db-filename', join(opts.dir, 'temporal.db'));
   const proc = startProcess('temporal', bin, args, {
