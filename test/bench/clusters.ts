@@ -275,6 +275,44 @@ export function firstSteps(f: Fleet, type: string) {
   };
 }
 
+/**
+ * The restarts of the clusters' broker pods, from a watch on the pods: for each cluster
+ * (namespace/name), the time its pods were restarting, each from its pod first seen deleting until
+ * the successor of that name was seen Ready. The part of an upgrade that is the test bed's (the
+ * kubelet stand-in stopping and starting the brokers), not the operator's.
+ */
+export function podRestarts(f: Fleet) {
+  const deleting = new Map<string, { uid: string; at: number }>();
+  const restartMs = new Map<string, number>();
+  const inf = makeInformer<KubernetesObject>(f.kc, '/api/v1/pods', () => f.core.listPodForAllNamespaces() as never);
+  const look = (obj: KubernetesObject) => {
+    const pod = obj as V1Pod;
+    const ns = pod.metadata?.namespace ?? '';
+    if (!f.namespaces.includes(ns)) return;
+    const key = `${ns}/${pod.metadata!.name}`;
+    const cluster = key.replace(/-\d+$/, '');
+    const now = Date.now();
+    if (pod.metadata?.deletionTimestamp) {
+      if (!deleting.has(key)) deleting.set(key, { uid: pod.metadata.uid!, at: now });
+      return;
+    }
+    const was = deleting.get(key);
+    const ready = pod.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True');
+    if (was && was.uid !== pod.metadata?.uid && ready) {
+      deleting.delete(key);
+      restartMs.set(cluster, (restartMs.get(cluster) ?? 0) + (now - was.at));
+    }
+  };
+  inf.on('update', look);
+  inf.on('add', look);
+  return {
+    start: () => inf.start(),
+    stop: () => inf.stop(),
+    /** The time a cluster's pods spent restarting (ms), summed over its pods. */
+    of: (cluster: string) => restartMs.get(cluster) ?? null,
+  };
+}
+
 /** The q-quantile of numbers (nearest rank). */
 export function quantile(values: number[], q: number): number {
   if (values.length === 0) return NaN;

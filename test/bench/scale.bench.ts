@@ -29,6 +29,7 @@ import {
   installOperator,
   listClusters,
   mergePatch,
+  podRestarts,
   operatorReady,
   quantile,
   samplePods,
@@ -98,11 +99,7 @@ async function rest(fl: Fleet, replicas: number): Promise<RestFigures> {
   const to = Date.now();
   const after = await samplePods(fl);
   const m1 = await scrapeAll(fl);
-  const verbs = ['get', 'list', 'watch', 'patch', 'post', 'put', 'delete'];
-  const apiByVerb: Record<string, number> = {};
-  for (const v of verbs) {
-    apiByVerb[v] = [...m1.entries()].reduce((t, [pod, x]) => t + sum(x, 'queen_apiserver_requests_total', { verb: v }) - sum(m0.get(pod) ?? new Map(), 'queen_apiserver_requests_total', { verb: v }), 0);
-  }
+  const apiByVerb = requestsByVerb(m0, m1);
   const requests = Object.values(apiByVerb).reduce((a, b) => a + b, 0) - apiByVerb.watch!;
   let events = 0;
   let timers = 0;
@@ -137,12 +134,82 @@ interface UpgradeFigures {
   rssMbMax: number[];
   runsTwice: string[];
   stepsByPod: Record<string, number>;
+  /** Where the first step's time went, per upgrade (ms from the previous point; see FIRST_STEP_PARTS). */
+  firstStepParts: Record<FirstStepPart, number[]>;
+  /** Per upgrade: its pods' restarts (deleting until the successor is Ready), summed (ms). */
+  restartsMs: number[];
+  /** Per upgrade: its time but those restarts (ms). */
+  besideRestartsMs: number[];
+  /** Per upgrade: where its run's time went, from its history (ms; see SPLIT_PARTS). */
+  historyParts: Record<SplitPart, number[]>;
+  /** The operator's API server requests during the upgrades, by verb. */
+  apiByVerb: Record<string, number>;
+  seconds: number;
+}
+
+/**
+ * The way from a spec change to the first step, from the run's history: the watcher starts the run,
+ * a worker takes its first workflow task, which schedules beginOperation, which a worker takes and
+ * completes (its status write), and the watch sees that status.
+ */
+const FIRST_STEP_PARTS = ['run started', 'workflow task taken', 'activity scheduled', 'activity taken', 'activity done', 'status seen'] as const;
+type FirstStepPart = (typeof FIRST_STEP_PARTS)[number];
+
+type HistoryEvent = { eventTime?: { seconds?: unknown; nanos?: unknown } | null; [k: string]: unknown };
+const at = (e: HistoryEvent) => Number(e.eventTime?.seconds ?? 0) * 1000 + Math.floor(Number(e.eventTime?.nanos ?? 0) / 1e6);
+
+/**
+ * A run's time from its history: its steps running (each activity from started to its end), its
+ * steps queued (scheduled to started), and the rest: between one step's end and the next one's
+ * schedule, the workflow task that decides it (the worker and Temporal).
+ */
+const SPLIT_PARTS = ['steps running', 'steps queued', 'between steps'] as const;
+type SplitPart = (typeof SPLIT_PARTS)[number];
+
+function historySplit(events: HistoryEvent[]): Record<SplitPart, number> {
+  const scheduled = new Map<string, number>();
+  const started = new Map<string, number>();
+  let running = 0;
+  let queued = 0;
+  for (const e of events) {
+    const id = String(e.eventId);
+    if (e.activityTaskScheduledEventAttributes) scheduled.set(id, at(e));
+    const s = e.activityTaskStartedEventAttributes as { scheduledEventId?: unknown } | undefined;
+    if (s) started.set(String(s.scheduledEventId), at(e));
+    for (const attr of ['activityTaskCompletedEventAttributes', 'activityTaskFailedEventAttributes', 'activityTaskTimedOutEventAttributes', 'activityTaskCanceledEventAttributes']) {
+      const end = e[attr] as { scheduledEventId?: unknown } | undefined;
+      if (!end) continue;
+      const sid = String(end.scheduledEventId);
+      const from = scheduled.get(sid);
+      const begun = started.get(sid) ?? from;
+      if (from === undefined || begun === undefined) continue;
+      queued += begun - from;
+      running += at(e) - begun;
+    }
+  }
+  const total = events.length > 1 ? at(events.at(-1)!) - at(events[0]!) : 0;
+  return { 'steps running': running, 'steps queued': queued, 'between steps': total - running - queued };
+}
+
+/** The points of a run's history on the way to its first step (epoch ms), or null where missing. */
+function firstStepPoints(events: HistoryEvent[]): number[] | null {
+  const first = (attr: string) => events.find((e) => e[attr] != null);
+  const points = [
+    first('workflowExecutionStartedEventAttributes'),
+    first('workflowTaskStartedEventAttributes'),
+    first('activityTaskScheduledEventAttributes'),
+    first('activityTaskStartedEventAttributes'),
+    first('activityTaskCompletedEventAttributes'),
+  ];
+  return points.every((e) => e) ? points.map((e) => at(e!)) : null;
 }
 
 /** Upgrades `targets` at once to `version`; returns when each is done. */
 async function upgradeAll(fl: Fleet, replicas: number, targets: Fleet['clusters'], version: string): Promise<UpgradeFigures> {
   const watch = firstSteps(fl, 'RollingUpgrade');
   await watch.start();
+  const restarts = podRestarts(fl);
+  await restarts.start();
   const m0 = await scrapeAll(fl);
   const s0 = await samplePods(fl);
   const patched = new Map<string, number>();
@@ -171,18 +238,38 @@ async function upgradeAll(fl: Fleet, replicas: number, targets: Fleet['clusters'
   const s1 = await samplePods(fl);
   const m1 = await scrapeAll(fl);
   await watch.stop();
+  await restarts.stop();
   const firstStepMs: number[] = [];
   const durationsMs: number[] = [];
   const runsTwice: string[] = [];
+  const restartsMs: number[] = [];
+  const besideRestartsMs: number[] = [];
+  const historyParts = Object.fromEntries(SPLIT_PARTS.map((p) => [p, [] as number[]])) as Record<SplitPart, number[]>;
+  const firstStepParts = Object.fromEntries(FIRST_STEP_PARTS.map((p) => [p, [] as number[]])) as Record<FirstStepPart, number[]>;
   for (const [key, q] of done) {
     const start = patched.get(key)!;
     const first = watch.at(key);
     if (first) firstStepMs.push(first - start);
     durationsMs.push(Date.parse(q.status!.lastOperation!.finishedAt!) - start);
+    const restarted = restarts.of(key);
+    if (restarted !== null) {
+      restartsMs.push(restarted);
+      besideRestartsMs.push(durationsMs.at(-1)! - restarted);
+    }
     // One run of the upgrade for this target, whichever replica started it.
     const runs: string[] = [];
     for await (const w of fl.temporal.workflow.list({ query: `WorkflowId = 'queencluster/${key}' AND WorkflowType = 'rollingUpgrade'` })) {
       if (w.startTime.getTime() >= start - 1000) runs.push(w.runId);
+    }
+    if (runs.length === 1) {
+      const events = (await fl.temporal.workflow.getHandle(`queencluster/${key}`, runs[0]).fetchHistory()).events as HistoryEvent[];
+      const points = first ? firstStepPoints(events) : null;
+      if (points) {
+        const all = [start, ...points, first!];
+        FIRST_STEP_PARTS.forEach((part, i) => firstStepParts[part].push(all[i + 1]! - all[i]!));
+      }
+      const split = historySplit(events);
+      for (const part of SPLIT_PARTS) historyParts[part].push(split[part]);
     }
     const [ns, name] = key.split('/') as [string, string];
     const started = (await fl.core.listNamespacedEvent({ namespace: ns, fieldSelector: `involvedObject.kind=QueenCluster,involvedObject.name=${name},reason=RollingUpgradeStarted` })).items.filter(
@@ -191,6 +278,7 @@ async function upgradeAll(fl: Fleet, replicas: number, targets: Fleet['clusters'
     const count = started.reduce((t, e) => t + (e.count ?? 1), 0);
     if (runs.length !== 1 || count !== 1) runsTwice.push(`${key}: ${runs.length} runs, ${count} RollingUpgradeStarted`);
   }
+  const apiByVerb = requestsByVerb(m0, m1);
   const stepsByPod: Record<string, number> = {};
   for (const [pod, x] of m1) stepsByPod[pod] = sum(x, 'queen_step_duration_seconds_count') - sum(m0.get(pod) ?? new Map(), 'queen_step_duration_seconds_count');
   return {
@@ -202,7 +290,24 @@ async function upgradeAll(fl: Fleet, replicas: number, targets: Fleet['clusters'
     rssMbMax: [...rssMax.values()].map(mb),
     runsTwice,
     stepsByPod,
+    firstStepParts,
+    restartsMs,
+    besideRestartsMs,
+    apiByVerb,
+    seconds: (Date.now() - began) / 1000,
+    historyParts,
   };
+}
+
+const VERBS = ['get', 'list', 'watch', 'patch', 'post', 'put', 'delete'];
+
+/** The operator pods' API server requests between two scrapes, by verb. */
+function requestsByVerb(m0: Map<string, Map<string, number>>, m1: Map<string, Map<string, number>>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const v of VERBS) {
+    out[v] = [...m1.entries()].reduce((t, [pod, x]) => t + sum(x, 'queen_apiserver_requests_total', { verb: v }) - sum(m0.get(pod) ?? new Map(), 'queen_apiserver_requests_total', { verb: v }), 0);
+  }
+  return out;
 }
 
 it(`scale: ${CLUSTERS} clusters of ${VOTERS} voters on one operator, then ${UPGRADES} upgrades at once`, async () => {
@@ -222,7 +327,7 @@ it(`scale: ${CLUSTERS} clusters of ${VOTERS} voters on one operator, then ${UPGR
 
   const rests: RestFigures[] = [];
   const upgrades: UpgradeFigures[] = [];
-  let alone: { ms: number; firstStepMs: number } | null = null;
+  let alone: { ms: number; firstStepMs: number; restartsMs: number; historyParts: Record<SplitPart, number> } | null = null;
   const versions = ['2.6.1', '2.6.2', '2.6.3', '2.6.4'];
   for (const [i, replicas] of REPLICAS.entries()) {
     if (i > 0) {
@@ -233,7 +338,7 @@ it(`scale: ${CLUSTERS} clusters of ${VOTERS} voters on one operator, then ${UPGR
     if (i === 0) {
       // One upgrade alone, for the comparison.
       const one = await upgradeAll(f, replicas, [f.clusters[0]!], versions[0]!);
-      alone = { ms: one.durationsMs[0]!, firstStepMs: one.firstStepMs[0] ?? NaN };
+      alone = { ms: one.durationsMs[0]!, firstStepMs: one.firstStepMs[0] ?? NaN, restartsMs: one.restartsMs[0] ?? NaN, historyParts: Object.fromEntries(SPLIT_PARTS.map((p) => [p, one.historyParts[p][0] ?? NaN])) as Record<SplitPart, number> };
     }
     upgrades.push(await upgradeAll(f, replicas, f.clusters.slice(1, 1 + UPGRADES), versions[i]!));
     await allReady(f, 600_000);
@@ -256,6 +361,11 @@ it(`scale: ${CLUSTERS} clusters of ${VOTERS} voters on one operator, then ${UPGR
       `${u.replicas} replica${u.replicas > 1 ? 's' : ''}, ${u.durationsMs.length} upgrades to ${u.version}: first step p50 ${(quantile(u.firstStepMs, 0.5) / 1000).toFixed(2)} s, p99 ${(quantile(u.firstStepMs, 0.99) / 1000).toFixed(2)} s (goal: p99 under 2 s); ` +
         `an upgrade took ${(median / 1000).toFixed(1)} s (median), ${(Math.max(...u.durationsMs) / 1000).toFixed(1)} s (longest), alone ${((alone?.ms ?? NaN) / 1000).toFixed(1)} s: ratio ${(median / (alone?.ms ?? NaN)).toFixed(2)} (goal: within 1.2); ` +
         `CPU ${(u.cpu * 100).toFixed(0)}% of a core, memory at most ${u.rssMbMax.map((m) => m.toFixed(0)).join(' + ')} MB; steps per replica ${JSON.stringify(u.stepsByPod)}; operations run twice: ${u.runsTwice.length}`,
+      `  of an upgrade, its pods' restarts (deleting until the successor is Ready, the test bed's part) took ${(quantile(u.restartsMs, 0.5) / 1000).toFixed(1)} s (median), alone ${((alone?.restartsMs ?? NaN) / 1000).toFixed(1)} s; ` +
+        `the rest ${(quantile(u.besideRestartsMs, 0.5) / 1000).toFixed(1)} s (median), alone ${(((alone?.ms ?? NaN) - (alone?.restartsMs ?? NaN)) / 1000).toFixed(1)} s`,
+      `  of an upgrade's run, from its history (s, median, alone): ${SPLIT_PARTS.map((p) => `${p} ${(quantile(u.historyParts[p], 0.5) / 1000).toFixed(1)}, ${((alone?.historyParts[p] ?? NaN) / 1000).toFixed(1)}`).join('; ')}`,
+      `  API server requests during the upgrades: ${(Object.entries(u.apiByVerb).reduce((t, [v, n]) => t + (v === 'watch' ? 0 : n), 0) / u.seconds / u.durationsMs.length).toFixed(1)} per second per upgrading cluster; by verb ${JSON.stringify(u.apiByVerb)} in ${u.seconds.toFixed(0)} s`,
+      `  the first step's way, p50 / p99 of each part (s): ${FIRST_STEP_PARTS.map((p) => `${p} ${(quantile(u.firstStepParts[p], 0.5) / 1000).toFixed(2)} / ${(quantile(u.firstStepParts[p], 0.99) / 1000).toFixed(2)}`).join(', ')}`,
     );
   }
   for (const r of rests.slice(1)) {
