@@ -142,6 +142,9 @@ interface UpgradeFigures {
   besideRestartsMs: number[];
   /** Per upgrade: where its run's time went, from its history (ms; see SPLIT_PARTS). */
   historyParts: Record<SplitPart, number[]>;
+  /** Seconds per upgrade in each step and held by each gate (the operator's metrics), the largest first. */
+  perStep: [string, number][];
+  perGate: [string, number][];
   /** The operator's API server requests during the upgrades, by verb. */
   apiByVerb: Record<string, number>;
   seconds: number;
@@ -279,6 +282,8 @@ async function upgradeAll(fl: Fleet, replicas: number, targets: Fleet['clusters'
     if (runs.length !== 1 || count !== 1) runsTwice.push(`${key}: ${runs.length} runs, ${count} RollingUpgradeStarted`);
   }
   const apiByVerb = requestsByVerb(m0, m1);
+  const perStep = byLabel(m0, m1, 'queen_step_duration_seconds_sum', 'step', targets.length);
+  const perGate = byLabel(m0, m1, 'queen_gate_wait_seconds_total', 'gate', targets.length);
   const stepsByPod: Record<string, number> = {};
   for (const [pod, x] of m1) stepsByPod[pod] = sum(x, 'queen_step_duration_seconds_count') - sum(m0.get(pod) ?? new Map(), 'queen_step_duration_seconds_count');
   return {
@@ -294,9 +299,24 @@ async function upgradeAll(fl: Fleet, replicas: number, targets: Fleet['clusters'
     restartsMs,
     besideRestartsMs,
     apiByVerb,
+    perStep,
+    perGate,
     seconds: (Date.now() - began) / 1000,
     historyParts,
   };
+}
+
+/** A family's growth between two scrapes of every pod, by one label, divided by `per`; the largest first. */
+function byLabel(m0: Map<string, Map<string, number>>, m1: Map<string, Map<string, number>>, family: string, label: string, per: number): [string, number][] {
+  const out = new Map<string, number>();
+  for (const [pod, x] of m1) {
+    for (const [key, v] of x) {
+      if (!key.startsWith(`${family}{`)) continue;
+      const value = new RegExp(`${label}="([^"]*)"`).exec(key)?.[1] ?? '';
+      out.set(value, (out.get(value) ?? 0) + v - (m0.get(pod)?.get(key) ?? 0));
+    }
+  }
+  return [...out.entries()].map(([k, v]): [string, number] => [k, v / per]).filter(([, v]) => v > 0.05).sort((a, b) => b[1] - a[1]);
 }
 
 const VERBS = ['get', 'list', 'watch', 'patch', 'post', 'put', 'delete'];
@@ -327,7 +347,7 @@ it(`scale: ${CLUSTERS} clusters of ${VOTERS} voters on one operator, then ${UPGR
 
   const rests: RestFigures[] = [];
   const upgrades: UpgradeFigures[] = [];
-  let alone: { ms: number; firstStepMs: number; restartsMs: number; historyParts: Record<SplitPart, number> } | null = null;
+  let alone: { ms: number; firstStepMs: number; restartsMs: number; historyParts: Record<SplitPart, number>; perStep: [string, number][]; perGate: [string, number][] } | null = null;
   const versions = ['2.6.1', '2.6.2', '2.6.3', '2.6.4'];
   for (const [i, replicas] of REPLICAS.entries()) {
     if (i > 0) {
@@ -338,7 +358,7 @@ it(`scale: ${CLUSTERS} clusters of ${VOTERS} voters on one operator, then ${UPGR
     if (i === 0) {
       // One upgrade alone, for the comparison.
       const one = await upgradeAll(f, replicas, [f.clusters[0]!], versions[0]!);
-      alone = { ms: one.durationsMs[0]!, firstStepMs: one.firstStepMs[0] ?? NaN, restartsMs: one.restartsMs[0] ?? NaN, historyParts: Object.fromEntries(SPLIT_PARTS.map((p) => [p, one.historyParts[p][0] ?? NaN])) as Record<SplitPart, number> };
+      alone = { ms: one.durationsMs[0]!, firstStepMs: one.firstStepMs[0] ?? NaN, restartsMs: one.restartsMs[0] ?? NaN, historyParts: Object.fromEntries(SPLIT_PARTS.map((p) => [p, one.historyParts[p][0] ?? NaN])) as Record<SplitPart, number>, perStep: one.perStep, perGate: one.perGate };
     }
     upgrades.push(await upgradeAll(f, replicas, f.clusters.slice(1, 1 + UPGRADES), versions[i]!));
     await allReady(f, 600_000);
@@ -364,6 +384,8 @@ it(`scale: ${CLUSTERS} clusters of ${VOTERS} voters on one operator, then ${UPGR
       `  of an upgrade, its pods' restarts (deleting until the successor is Ready, the test bed's part) took ${(quantile(u.restartsMs, 0.5) / 1000).toFixed(1)} s (median), alone ${((alone?.restartsMs ?? NaN) / 1000).toFixed(1)} s; ` +
         `the rest ${(quantile(u.besideRestartsMs, 0.5) / 1000).toFixed(1)} s (median), alone ${(((alone?.ms ?? NaN) - (alone?.restartsMs ?? NaN)) / 1000).toFixed(1)} s`,
       `  of an upgrade's run, from its history (s, median, alone): ${SPLIT_PARTS.map((p) => `${p} ${(quantile(u.historyParts[p], 0.5) / 1000).toFixed(1)}, ${((alone?.historyParts[p] ?? NaN) / 1000).toFixed(1)}`).join('; ')}`,
+      `  per upgrade, in each step (s): ${u.perStep.map(([k, v]) => `${k} ${v.toFixed(1)}`).join(', ')}; alone: ${(alone?.perStep ?? []).map(([k, v]) => `${k} ${v.toFixed(1)}`).join(', ')}`,
+      `  per upgrade, held by each gate (s): ${u.perGate.map(([k, v]) => `${k} ${v.toFixed(1)}`).join(', ')}; alone: ${(alone?.perGate ?? []).map(([k, v]) => `${k} ${v.toFixed(1)}`).join(', ')}`,
       `  API server requests during the upgrades: ${(Object.entries(u.apiByVerb).reduce((t, [v, n]) => t + (v === 'watch' ? 0 : n), 0) / u.seconds / u.durationsMs.length).toFixed(1)} per second per upgrading cluster; by verb ${JSON.stringify(u.apiByVerb)} in ${u.seconds.toFixed(0)} s`,
       `  the first step's way, p50 / p99 of each part (s): ${FIRST_STEP_PARTS.map((p) => `${p} ${(quantile(u.firstStepParts[p], 0.5) / 1000).toFixed(2)} / ${(quantile(u.firstStepParts[p], 0.99) / 1000).toFixed(2)}`).join(', ')}`,
     );
