@@ -462,7 +462,10 @@ export class Watcher {
         requestEagerStart: this.opts.eagerStart,
         ...(this.opts.searchAttributes ? { typedSearchAttributes: searchAttributesOf(namespace, name, decision.need.type, decision.need.target) } : {}),
       });
-      log.info({ workflowId: handle.workflowId, runId: handle.firstExecutionRunId, type: decision.need.type, target: decision.need.target }, `started ${decision.need.type}`);
+      log.info(
+        { workflowId: handle.workflowId, runId: handle.firstExecutionRunId, type: decision.need.type, target: decision.need.target, eager: handle.eagerlyStarted },
+        `started ${decision.need.type}`,
+      );
       // Looked at again once a worker should have taken it up.
       setTimeout(() => this.enqueue(namespace, name), this.opts.noWorkerAfterMs + 1000).unref();
     } catch (err) {

@@ -65,6 +65,11 @@ describe('form', () => {
     expect(nodes.size).toBe(3);
     // Under the ServiceAccount and role of the manifest, nothing was refused.
     expect(s.operatorLog()).toMatch(/watcher running/);
+    // The watcher and the worker share the pod's process: the run's first workflow task came back
+    // with its start (eager start), not through the task queue.
+    const started = s.operatorLog().split('\n').find((l) => l.includes('"msg":"started FormCluster"'));
+    expect(started, 'the watcher logs the start of FormCluster').toBeDefined();
+    expect(JSON.parse(started!.slice(started!.indexOf('{')))).toMatchObject({ type: 'FormCluster', eager: true });
     expect(s.operatorLog()).not.toMatch(/forbidden|HTTP-Code: 403\b/i);
   });
 
