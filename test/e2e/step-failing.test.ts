@@ -10,7 +10,7 @@
 import { unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, expect, it } from 'vitest';
-import { annotate, clusterEvents, formed, freezeStatefulSets, getCluster, kubectl, patchSpec, scenario, seedSpec, sleep, testbed, waitForCluster, type Scenario } from './harness.ts';
+import { annotate, clusterEvents, formed, freezeStatefulSets, getCluster, kubectl, patchSpec, scenario, seedSpec, sleep, testbed, waitFor, waitForCluster, type Scenario } from './harness.ts';
 import { workflowRuns } from './temporal.ts';
 
 let s: Scenario | null = null;
@@ -67,6 +67,8 @@ webhooks:
   const failing = await waitForCluster(s, 'the failing step told', (q) => /^applying the new pod template: attempt \d+ failed: /.test(q.status?.message ?? ''), 120_000);
   expect(failing.status?.message).toMatch(/^applying the new pod template: attempt \d+ failed: the API server answered 500: .*failed calling webhook "broken\.test\.queenmq\.com".*; trying again$/);
   expect(failing.status?.operation).toMatchObject({ type: 'RollingUpgrade', step: 'applying the new pod template' });
+  // The Event is posted right after the status line.
+  await waitFor('the StepFailing Event', async () => (await clusterEvents(s!)).some((e) => e.reason === 'StepFailing'), 30_000);
   const told = (await clusterEvents(s)).filter((e) => e.reason === 'StepFailing');
   expect(told.map((e) => e.type)).toEqual(['Warning']);
   expect(told[0]!.message).toMatch(/^applying the new pod template: attempt 3 failed: the API server answered 500: /);
