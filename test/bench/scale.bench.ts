@@ -8,8 +8,12 @@
 //   - Temporal history events per resting cluster per day, measured over the rest window and
 //     extrapolated (said so), with the timers and activities among them;
 //   - activity slots held at rest (the Temporal SDK's gauge) against the clusters observed;
-//   - the spec-change-to-first-step latency, p50 and p99, with the upgrades running;
-//   - the time of one upgrade among 50 against one alone.
+//   - the spec-change-to-first-step latency, p50 and p99, with the upgrades running, and its way
+//     from each run's history (run started, workflow task taken, first activity scheduled, taken,
+//     done, status seen);
+//   - the time of one upgrade among 50 against one alone, and where it goes: the pods' restarts
+//     (the test bed's part) against the rest, the run's steps against the time between them, each
+//     step's time and each gate's hold (the operator's metrics), the API requests by verb.
 // With QUEEN_BENCH_REPLICAS=1,2,3 the same rest and upgrades are measured again with two and three
 // replicas sharing the task queue: the work each replica did, and that no operation ran twice.
 //
@@ -29,8 +33,8 @@ import {
   installOperator,
   listClusters,
   mergePatch,
-  podRestarts,
   operatorReady,
+  podRestarts,
   quantile,
   samplePods,
   scrapeAll,
