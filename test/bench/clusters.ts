@@ -11,6 +11,7 @@ import { isMap, isSeq, parseAllDocuments } from 'yaml';
 import { GROUP, PLURAL, VERSION, type QueenCluster, type QueenClusterSpec } from '../../crd/schema.ts';
 import { control } from '../testbed/client.ts';
 import { adminKubeConfig, createSecret, kubectl, sleep, testbed, waitFor } from '../e2e/harness.ts';
+import { eventTimeMs } from '../e2e/temporal.ts';
 
 const INSTALL = fileURLToPath(new URL('../../deploy/install.yaml', import.meta.url));
 const OPERATOR_NS = 'queen-system';
@@ -236,7 +237,7 @@ export async function eventsBetween(f: Fleet, workflowId: string, from: number, 
     if (w.startTime.getTime() > to) continue;
     const history = await f.temporal.workflow.getHandle(w.workflowId, w.runId).fetchHistory();
     for (const e of history.events ?? []) {
-      const at = Number(e.eventTime?.seconds ?? 0) * 1000 + Math.floor(Number(e.eventTime?.nanos ?? 0) / 1e6);
+      const at = eventTimeMs(e.eventTime);
       if (at < from || at > to) continue;
       out.events++;
       if (e.timerStartedEventAttributes) out.timers++;
@@ -279,7 +280,8 @@ export function firstSteps(f: Fleet, type: string) {
  * The restarts of the clusters' broker pods, from a watch on the pods: for each cluster
  * (namespace/name), the time its pods were restarting, each from its pod first seen deleting until
  * the successor of that name was seen Ready. The part of an upgrade that is the test bed's (the
- * kubelet stand-in stopping and starting the brokers), not the operator's.
+ * kubelet stand-in stopping and starting the brokers), not the operator's. The same span as
+ * measure.ts `restarts`, which polls one namespace every 50 ms; here one watch serves them all.
  */
 export function podRestarts(f: Fleet) {
   const deleting = new Map<string, { uid: string; at: number }>();

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
 import { getCluster, patchSpec, sleep, voterIps, type Scenario } from '../e2e/harness.ts';
-import { historyEvents } from '../e2e/temporal.ts';
+import { eventTimeMs, historyEvents } from '../e2e/temporal.ts';
 import { Informer, Kube, type KObject } from '../testbed/kube.ts';
 import { authOf, verifyAcknowledged, type Load } from '../testbed/load.ts';
 import type { QueenClusterSpec } from '../../crd/schema.ts';
@@ -309,7 +309,6 @@ export interface RunFigures {
   result: string;
 }
 
-const stamp = (t: { seconds?: unknown; nanos?: number | null } | null | undefined) => (t ? Number(t.seconds ?? 0) * 1000 + Math.floor((t.nanos ?? 0) / 1e6) : NaN);
 
 /**
  * Waits for the first operation of `type` that started after `since` to end (status.lastOperation
@@ -333,7 +332,7 @@ export async function operationRun(s: Scenario, rec: Recorder, type: string, sin
         type,
         totalMs: Date.parse(lo.finishedAt) - since,
         firstStepWatchMs: v.at - since,
-        firstStepHistoryMs: started ? stamp(started.eventTime as never) - since : null,
+        firstStepHistoryMs: started ? eventTimeMs(started.eventTime) - since : null,
         events: events.length,
         activities,
         result: lo.result,

@@ -24,6 +24,7 @@ import { join } from 'node:path';
 import { afterAll, expect, it } from 'vitest';
 import { GROUP, PLURAL, VERSION, type QueenCluster } from '../../crd/schema.ts';
 import { seedSpec } from '../e2e/harness.ts';
+import { eventTimeMs } from '../e2e/temporal.ts';
 import {
   allReady,
   createClusters,
@@ -163,7 +164,7 @@ const FIRST_STEP_PARTS = ['run started', 'workflow task taken', 'activity schedu
 type FirstStepPart = (typeof FIRST_STEP_PARTS)[number];
 
 type HistoryEvent = { eventTime?: { seconds?: unknown; nanos?: unknown } | null; [k: string]: unknown };
-const at = (e: HistoryEvent) => Number(e.eventTime?.seconds ?? 0) * 1000 + Math.floor(Number(e.eventTime?.nanos ?? 0) / 1e6);
+const at = (e: HistoryEvent) => eventTimeMs(e.eventTime);
 
 /**
  * A run's time from its history: its steps running (each activity from started to its end), its

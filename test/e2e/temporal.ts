@@ -6,6 +6,11 @@ import { fileURLToPath } from 'node:url';
 import { temporal } from '@temporalio/proto';
 import { waitFor, type Scenario } from './harness.ts';
 
+/** A history event's time (ms since the epoch), NaN when it has none. */
+export function eventTimeMs(t: { seconds?: unknown; nanos?: unknown } | null | undefined): number {
+  return t ? Number(t.seconds ?? 0) * 1000 + Math.floor(Number(t.nanos ?? 0) / 1e6) : NaN;
+}
+
 export interface Run {
   workflowId: string;
   runId: string;
