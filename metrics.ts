@@ -64,8 +64,24 @@ export const brokerCallFailures = new Counter({
 
 export const apiServerRequests = new Counter({
   name: 'queen_apiserver_requests_total',
-  help: 'Requests to the Kubernetes API server, by verb (get, watch, post, patch, delete...) and HTTP code (0: no answer).',
-  labelNames: ['verb', 'code'] as const,
+  help: 'Requests to the Kubernetes API server, by verb (get, watch, post, patch, delete...), resource (pods, queenclusters/status...) and HTTP code (0: no answer).',
+  labelNames: ['verb', 'resource', 'code'] as const,
+  registers: [registry],
+});
+
+export const apiServerLatency = new Histogram({
+  name: 'queen_apiserver_request_duration_seconds',
+  help: 'Time from a request to the Kubernetes API server until its answer\'s headers, by verb; with _queued_, the part before the request was sent.',
+  labelNames: ['verb'] as const,
+  buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+  registers: [registry],
+});
+
+export const apiServerQueued = new Histogram({
+  name: 'queen_apiserver_request_queued_seconds',
+  help: 'Time a request to the Kubernetes API server waited in the operator before it was sent (a connection free), by verb.',
+  labelNames: ['verb'] as const,
+  buckets: [0.001, 0.005, 0.025, 0.1, 0.25, 1, 5],
   registers: [registry],
 });
 
@@ -196,6 +212,20 @@ export function registerGauge(name: string, help: string, read: () => Promise<nu
   });
 }
 
+/**
+ * The resource a request to the API server is about, with its subresource: `pods`,
+ * `queenclusters/status`, `statefulsets`, `leases`... (`other` for discovery and the like).
+ */
+export function apiResource(path: string): string {
+  const parts = path.split('?')[0]!.split('/').filter(Boolean);
+  // /api/v1/... or /apis/<group>/<version>/...
+  const rest = parts[0] === 'api' ? parts.slice(2) : parts[0] === 'apis' ? parts.slice(3) : null;
+  if (!rest || rest.length === 0) return 'other';
+  const scoped = rest[0] === 'namespaces' && rest.length >= 3 ? rest.slice(2) : rest;
+  const [resource, , subresource] = scoped;
+  return subresource ? `${resource}/${subresource}` : resource!;
+}
+
 let counting = false;
 /**
  * Counts the requests to the API server at `origin` (https://host:port), whoever sends them (the
@@ -206,13 +236,31 @@ export function countApiServerRequests(origin: string): void {
   counting = true;
   const ours = origin.replace(/\/$/, '');
   const verb = (method: string, path: string) => (/[?&]watch=(true|1)/.test(path) ? 'watch' : method.toLowerCase());
+  // When each request was made and sent (performance.now()).
+  const made = new WeakMap<object, number>();
+  const sent = new WeakMap<object, number>();
+  subscribe('undici:request:create', (msg) => {
+    const { request } = msg as { request: { origin: string } };
+    if (String(request.origin).replace(/\/$/, '') === ours) made.set(request, performance.now());
+  });
+  subscribe('undici:client:sendHeaders', (msg) => {
+    const { request } = msg as { request: object };
+    if (made.has(request)) sent.set(request, performance.now());
+  });
   subscribe('undici:request:headers', (msg) => {
     const { request, response } = msg as { request: { method: string; path: string; origin: string }; response: { statusCode: number } };
-    if (String(request.origin).replace(/\/$/, '') === ours) apiServerRequests.inc({ verb: verb(request.method, request.path), code: String(response.statusCode) });
+    if (String(request.origin).replace(/\/$/, '') !== ours) return;
+    const v = verb(request.method, request.path);
+    apiServerRequests.inc({ verb: v, resource: apiResource(request.path), code: String(response.statusCode) });
+    const start = made.get(request);
+    if (start === undefined || v === 'watch') return;
+    const now = performance.now();
+    apiServerLatency.observe({ verb: v }, (now - start) / 1000);
+    apiServerQueued.observe({ verb: v }, ((sent.get(request) ?? start) - start) / 1000);
   });
   subscribe('undici:request:error', (msg) => {
     const { request } = msg as { request: { method: string; path: string; origin: string } };
-    if (String(request.origin).replace(/\/$/, '') === ours) apiServerRequests.inc({ verb: verb(request.method, request.path), code: '0' });
+    if (String(request.origin).replace(/\/$/, '') === ours) apiServerRequests.inc({ verb: verb(request.method, request.path), resource: apiResource(request.path), code: '0' });
   });
 }
 

@@ -150,8 +150,11 @@ interface UpgradeFigures {
   /** Seconds per upgrade in each step and held by each gate (the operator's metrics), the largest first. */
   perStep: [string, number][];
   perGate: [string, number][];
-  /** The operator's API server requests during the upgrades, by verb. */
+  /** The operator's API server requests during the upgrades, by verb, and by verb and resource. */
   apiByVerb: Record<string, number>;
+  apiByResource: [string, number][];
+  /** The mean time of a request to the API server during the upgrades (ms), by verb: in all, and queued in the operator. */
+  apiLatencyMs: Record<string, { all: number; queued: number }>;
   seconds: number;
 }
 
@@ -231,9 +234,14 @@ async function upgradeAll(fl: Fleet, replicas: number, targets: Fleet['clusters'
   const began = Date.now();
   const rssMax = new Map<string, number>();
   const done = new Map<string, QueenCluster>();
+  let said = began;
   while (done.size < targets.length) {
     if (Date.now() - began > 3_600_000) throw new Error(`the upgrades did not end within an hour: ${done.size} of ${targets.length} done`);
     await sleep(2000);
+    if (Date.now() - said >= 60_000) {
+      said = Date.now();
+      console.log(`scale: upgrades to ${version}: ${done.size} of ${targets.length} done after ${((said - began) / 1000).toFixed(0)} s`);
+    }
     for (const p of await samplePods(fl)) rssMax.set(p.pod, Math.max(rssMax.get(p.pod) ?? 0, p.rssBytes));
     for (const q of await listClusters(fl)) {
       const key = `${q.metadata.namespace}/${q.metadata.name}`;
@@ -304,6 +312,8 @@ async function upgradeAll(fl: Fleet, replicas: number, targets: Fleet['clusters'
     restartsMs,
     besideRestartsMs,
     apiByVerb,
+    apiByResource: requestsByResource(m0, m1),
+    apiLatencyMs: requestLatency(m0, m1),
     perStep,
     perGate,
     seconds: (Date.now() - began) / 1000,
@@ -325,6 +335,37 @@ function byLabel(m0: Map<string, Map<string, number>>, m1: Map<string, Map<strin
 }
 
 const VERBS = ['get', 'list', 'watch', 'patch', 'post', 'put', 'delete'];
+
+/** The mean time of the operator's requests to the API server between two scrapes (ms), by verb. */
+function requestLatency(m0: Map<string, Map<string, number>>, m1: Map<string, Map<string, number>>): Record<string, { all: number; queued: number }> {
+  const grown = (family: string, verb: string) =>
+    [...m1.entries()].reduce((t, [pod, x]) => t + sum(x, family, { verb }) - sum(m0.get(pod) ?? new Map(), family, { verb }), 0);
+  const out: Record<string, { all: number; queued: number }> = {};
+  for (const v of VERBS) {
+    const n = grown('queen_apiserver_request_duration_seconds_count', v);
+    if (n === 0) continue;
+    out[v] = {
+      all: (grown('queen_apiserver_request_duration_seconds_sum', v) / n) * 1000,
+      queued: (grown('queen_apiserver_request_queued_seconds_sum', v) / n) * 1000,
+    };
+  }
+  return out;
+}
+
+/** The operator pods' API server requests between two scrapes but watches, by verb and resource ("get pods"), the most first. */
+function requestsByResource(m0: Map<string, Map<string, number>>, m1: Map<string, Map<string, number>>): [string, number][] {
+  const out = new Map<string, number>();
+  for (const [pod, x] of m1) {
+    for (const [key, v] of x) {
+      if (!key.startsWith('queen_apiserver_requests_total{')) continue;
+      const verb = /verb="([^"]*)"/.exec(key)?.[1] ?? '';
+      if (verb === 'watch') continue;
+      const what = `${verb} ${/resource="([^"]*)"/.exec(key)?.[1] ?? '?'}`;
+      out.set(what, (out.get(what) ?? 0) + v - (m0.get(pod)?.get(key) ?? 0));
+    }
+  }
+  return [...out.entries()].filter(([, n]) => n > 0).sort((a, b) => b[1] - a[1]);
+}
 
 /** The operator pods' API server requests between two scrapes, by verb. */
 function requestsByVerb(m0: Map<string, Map<string, number>>, m1: Map<string, Map<string, number>>): Record<string, number> {
@@ -352,19 +393,30 @@ it(`scale: ${CLUSTERS} clusters of ${VOTERS} voters on one operator, then ${UPGR
 
   const rests: RestFigures[] = [];
   const upgrades: UpgradeFigures[] = [];
-  let alone: { ms: number; firstStepMs: number; restartsMs: number; historyParts: Record<SplitPart, number>; perStep: [string, number][]; perGate: [string, number][] } | null = null;
+  let alone: {
+    ms: number;
+    firstStepMs: number;
+    restartsMs: number;
+    historyParts: Record<SplitPart, number>;
+    perStep: [string, number][];
+    perGate: [string, number][];
+    apiLatencyMs: UpgradeFigures['apiLatencyMs'];
+  } | null = null;
   const versions = ['2.6.1', '2.6.2', '2.6.3', '2.6.4'];
   for (const [i, replicas] of REPLICAS.entries()) {
     if (i > 0) {
       await operatorReady(f, replicas);
       await sleep(60_000);
     }
+    console.log(`scale: ${replicas} replica${replicas > 1 ? 's' : ''}: resting ${REST_MS / 1000} s`);
     rests.push(await rest(f, replicas));
     if (i === 0) {
+      console.log('scale: one upgrade alone');
       // One upgrade alone, for the comparison.
       const one = await upgradeAll(f, replicas, [f.clusters[0]!], versions[0]!);
-      alone = { ms: one.durationsMs[0]!, firstStepMs: one.firstStepMs[0] ?? NaN, restartsMs: one.restartsMs[0] ?? NaN, historyParts: Object.fromEntries(SPLIT_PARTS.map((p) => [p, one.historyParts[p][0] ?? NaN])) as Record<SplitPart, number>, perStep: one.perStep, perGate: one.perGate };
+      alone = { ms: one.durationsMs[0]!, firstStepMs: one.firstStepMs[0] ?? NaN, restartsMs: one.restartsMs[0] ?? NaN, historyParts: Object.fromEntries(SPLIT_PARTS.map((p) => [p, one.historyParts[p][0] ?? NaN])) as Record<SplitPart, number>, perStep: one.perStep, perGate: one.perGate, apiLatencyMs: one.apiLatencyMs };
     }
+    console.log(`scale: ${UPGRADES} upgrades at once`);
     upgrades.push(await upgradeAll(f, replicas, f.clusters.slice(1, 1 + UPGRADES), versions[i]!));
     await allReady(f, 600_000);
   }
@@ -391,7 +443,8 @@ it(`scale: ${CLUSTERS} clusters of ${VOTERS} voters on one operator, then ${UPGR
       `  of an upgrade's run, from its history (s, median, alone): ${SPLIT_PARTS.map((p) => `${p} ${(quantile(u.historyParts[p], 0.5) / 1000).toFixed(1)}, ${((alone?.historyParts[p] ?? NaN) / 1000).toFixed(1)}`).join('; ')}`,
       `  per upgrade, in each step (s): ${u.perStep.map(([k, v]) => `${k} ${v.toFixed(1)}`).join(', ')}; alone: ${(alone?.perStep ?? []).map(([k, v]) => `${k} ${v.toFixed(1)}`).join(', ')}`,
       `  per upgrade, held by each gate (s): ${u.perGate.map(([k, v]) => `${k} ${v.toFixed(1)}`).join(', ')}; alone: ${(alone?.perGate ?? []).map(([k, v]) => `${k} ${v.toFixed(1)}`).join(', ')}`,
-      `  API server requests during the upgrades: ${(Object.entries(u.apiByVerb).reduce((t, [v, n]) => t + (v === 'watch' ? 0 : n), 0) / u.seconds / u.durationsMs.length).toFixed(1)} per second per upgrading cluster; by verb ${JSON.stringify(u.apiByVerb)} in ${u.seconds.toFixed(0)} s`,
+      `  API server requests during the upgrades: ${(Object.entries(u.apiByVerb).reduce((t, [v, n]) => t + (v === 'watch' ? 0 : n), 0) / u.seconds / u.durationsMs.length).toFixed(1)} per second per upgrading cluster; by verb ${JSON.stringify(u.apiByVerb)} in ${u.seconds.toFixed(0)} s; per upgrade: ${u.apiByResource.map(([k, n]) => `${k} ${(n / u.durationsMs.length).toFixed(1)}`).join(', ')}`,
+      `  a request to the API server took (ms, mean, queued in the operator in brackets): ${Object.entries(u.apiLatencyMs).map(([v, l]) => `${v} ${l.all.toFixed(0)} (${l.queued.toFixed(0)})`).join(', ')}; alone: ${Object.entries(alone?.apiLatencyMs ?? {}).map(([v, l]) => `${v} ${l.all.toFixed(0)} (${l.queued.toFixed(0)})`).join(', ')}`,
       `  the first step's way, p50 / p99 of each part (s): ${FIRST_STEP_PARTS.map((p) => `${p} ${(quantile(u.firstStepParts[p], 0.5) / 1000).toFixed(2)} / ${(quantile(u.firstStepParts[p], 0.99) / 1000).toFixed(2)}`).join(', ')}`,
     );
   }
