@@ -13,6 +13,7 @@ import { Client, Connection } from '@temporalio/client';
 import { inject } from 'vitest';
 import { isMap, isSeq, parseAllDocuments } from 'yaml';
 import { expect } from 'vitest';
+import { PooledKubeConfig } from '../../activities/kube.ts';
 import { GROUP, PLURAL, VERSION, type QueenCluster, type QueenClusterSpec } from '../../crd/schema.ts';
 import { HEAVY_FILES, takeHeavySlot } from '../heavy.ts';
 import { control } from '../testbed/client.ts';
@@ -26,8 +27,9 @@ const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 export const testbed = () => inject('testbed');
 export const operatorSetup = () => inject('operator');
 
+/** The test bed's admin kubeconfig; its requests share their connections, as the operator's do. */
 export function adminKubeConfig(): KubeConfig {
-  const kc = new KubeConfig();
+  const kc = new PooledKubeConfig();
   kc.loadFromFile(testbed().kubeconfigPath);
   return kc;
 }
