@@ -87,6 +87,27 @@ export function nodeDown(node: V1Node): NodeDown | null {
 }
 
 /**
+ * How old a node's object may be when a look uses it. A node goes NotReady only after the node
+ * controller's grace period (40 s by default) and the gates count its time from the condition's
+ * own transition, so a few seconds more cost nothing; the pods of a restart are not Ready for
+ * many looks in a row, and each would ask for their node again.
+ */
+export const NODE_READ_TTL_MS = 5000;
+const nodesRead = new WeakMap<Kube, Map<string, { at: number; node: Promise<V1Node | null> }>>();
+
+/** A node as read within NODE_READ_TTL_MS (the same read for the looks that ask at once), or null when it cannot be read. */
+export function readNodeAtMostEvery(kube: Kube, name: string, now = Date.now()): Promise<V1Node | null> {
+  let read = nodesRead.get(kube);
+  if (!read) nodesRead.set(kube, (read = new Map()));
+  const hit = read.get(name);
+  if (hit && now - hit.at < NODE_READ_TTL_MS) return hit.node;
+  for (const [n, r] of read) if (now - r.at >= NODE_READ_TTL_MS) read.delete(n);
+  const node = getNode(kube, name).catch(() => null);
+  read.set(name, { at: now, node });
+  return node;
+}
+
+/**
  * The nodes of the pods that are not well (not Ready, not running, stopping, or not answering
  * /health): each read once, so a cluster at rest costs no node reads at all.
  */
@@ -97,7 +118,7 @@ async function downNodes(kube: Kube, pods: PodObservation[], health: Record<numb
   const down = new Map<string, NodeDown>();
   await Promise.all(
     [...wanted].map(async (name) => {
-      const node = await getNode(kube, name).catch(() => null);
+      const node = await readNodeAtMostEvery(kube, name);
       const d = node ? nodeDown(node) : null;
       if (d) down.set(name, d);
     }),
