@@ -224,7 +224,52 @@ export interface Hold extends StepStatus {
    */
   lookAgainAt?: number;
 }
-export type Check<T> = () => Promise<{ done: T } | { hold: Hold }>;
+/**
+ * One look of a wait at its cluster. A look may read the QueenCluster and what it owns from the
+ * process's watches when they are fresh (`watch`): no request to the API server for them. A watch
+ * lags the API server by a moment and never shows what was not so, so such a look can only hold a
+ * step a moment too long, and the change it waits for wakes the next look. A wait never ends on
+ * one: a check that finds its step done on a look from the watches is run again on one from the
+ * API server (holdUntil does it), and that answer ends the wait. A check that reads from a watch
+ * look does nothing but read: what it would do (a write probe, a drain) waits for the API look.
+ */
+export class Look {
+  /** This look read the QueenCluster from the watches: it ends no wait. */
+  fromWatch = false;
+  private owned: OwnedObjects | undefined;
+  private readonly deps: ActivityDeps;
+  private readonly ref: ClusterRef;
+  private readonly mayWatch: boolean;
+
+  constructor(deps: ActivityDeps, ref: ClusterRef, mayWatch: boolean) {
+    this.deps = deps;
+    this.ref = ref;
+    this.mayWatch = mayWatch;
+  }
+
+  /** The QueenCluster as it is now (from the watches on a watch look, while they have it and are fresh). */
+  async cluster(): Promise<QueenCluster> {
+    if (this.mayWatch) {
+      const snap = this.deps.cache?.snapshot(this.ref.namespace, this.ref.name);
+      const qc = snap?.cluster;
+      if (snap && qc && qc.metadata.uid === this.ref.uid && !qc.metadata.deletionTimestamp) {
+        this.fromWatch = true;
+        this.owned = snap.owned;
+        return qc;
+      }
+    }
+    this.fromWatch = false;
+    this.owned = undefined;
+    return loadCluster(this.deps, this.ref);
+  }
+
+  /** The cluster observed: its objects as cluster() read them (the watches' or the API server's), the brokers asked now. */
+  observe(qc: QueenCluster): Promise<Observation> {
+    return observeCluster(this.deps, qc, this.owned);
+  }
+}
+
+export type Check<T> = (look: Look) => Promise<{ done: T } | { hold: Hold }>;
 
 /**
  * The least time from one look of a wait to the next that a change wakes: the events of a pod
@@ -238,7 +283,7 @@ export const WOKEN_LOOK_GAP_MS = 200;
  * cluster's status (which the wait writes itself) wakes nothing; what only the brokers show (a
  * learner's catch-up) is still seen at the next poll.
  */
-class ChangeWake {
+export class ChangeWake {
   private changed = false;
   private wake: (() => void) | null = null;
   private readonly off: () => void;
@@ -299,7 +344,8 @@ export function gatesHeld(activity: object): string | null {
  * Waits inside one activity until `check` is done: it looks again every pollMs, as soon as the
  * cluster's objects change (ChangeWake), or when the hold lifts by time alone (lookAgainAt),
  * heartbeats each time (so a cancel reaches it, and a crashed worker is noticed), and writes the
- * reason it waits into status whenever the reason changes.
+ * reason it waits into status whenever the reason changes. Each look may read from the watches
+ * (Look); one that finds the step done from them is taken again from the API server.
  */
 export async function holdUntil<T>(deps: ActivityDeps, ref: ClusterRef, check: Check<T>): Promise<T> {
   let shown = '';
@@ -324,7 +370,9 @@ export async function holdUntil<T>(deps: ActivityDeps, ref: ClusterRef, check: C
       handOverIfStopping(deps);
       const began = performance.now();
       changes.looking();
-      let r = await check();
+      const look = new Look(deps, ref, true);
+      let r = await check(look);
+      if ('done' in r && look.fromWatch) r = await check(new Look(deps, ref, false));
       account();
       if ('done' in r) return r.done;
       // No leader's view because the brokers refuse the operator's credentials: say that.

@@ -13,10 +13,26 @@ import { nodeDownProblem, stopGate, type GateOptions } from '../plan/gates.ts';
 import type { Observation } from '../plan/observation.ts';
 import type { RestartPick } from '../plan/restarts.ts';
 import { answeringNodes, stallMemoryFromStatus, trackStalls, type StallMemory } from '../plan/stalls.ts';
-import { beat, handOverIfStopping, holdUntil, loadCluster, pause, observeCluster, opLogger, probeThrough, stepEvent, writeStep, type ActivityDeps, type ClusterRef, type Hold } from './common.ts';
+import {
+  beat,
+  ChangeWake,
+  handOverIfStopping,
+  holdUntil,
+  loadCluster,
+  pause,
+  observeCluster,
+  opLogger,
+  probeThrough,
+  stepEvent,
+  WOKEN_LOOK_GAP_MS,
+  writeStep,
+  type ActivityDeps,
+  type ClusterRef,
+  type Hold,
+} from './common.ts';
 import { drainEvent, drainPods, leavingPods, nodesLeave, setServing, type DrainTarget } from './drain.ts';
-import { budgetsSelecting, deletePodByUid, evictPodByUid, getNode, getPod, getStatefulSet, patchClusterStatus, type Kube } from './kube.ts';
-import { nodeDown, podObservation } from './observe.ts';
+import { budgetsSelecting, deletePodByUid, evictPodByUid, getPod, getStatefulSet, patchClusterStatus, type Kube } from './kube.ts';
+import { nodeDown, podObservation, readNodeAtMostEvery } from './observe.ts';
 import { names } from './resources.ts';
 
 /**
@@ -73,14 +89,24 @@ export interface GateWords {
 /**
  * Why the pod `target` may not stop now (the reason in the README's words), or null. With
  * `removing`, its node is about to leave the membership instead: the same gate, except that its
- * own stall holds nothing back.
+ * own stall holds nothing back. On a look from the watches (`fromWatch`) no write probe runs: null
+ * then says only that the rest of the gate is open, for the look from the API server to finish.
  */
-export async function stopHold(deps: ActivityDeps, qc: QueenCluster, obs: Observation, target: number, words: GateWords, removing = false): Promise<Hold | null> {
+export async function stopHold(
+  deps: ActivityDeps,
+  qc: QueenCluster,
+  obs: Observation,
+  target: number,
+  words: GateWords,
+  opts: { removing?: boolean; fromWatch?: boolean } = {},
+): Promise<Hold | null> {
+  const removing = opts.removing ?? false;
   if (readAnnotations(qc.metadata.annotations).pause) {
     return { phase: words.phase, message: `${words.next}: paused by the ${ANNOTATIONS.pause} annotation`, gate: 'not-paused' };
   }
   const hold = stopGate({ obs, memory: stallMemory(qc, obs), target, removing, opts: gateOptions(deps, obs, obs.minReadySeconds) });
   if (hold) return { phase: words.phase, message: `${words.next}: ${hold.reason}`, gate: hold.gate, lookAgainAt: hold.liftsAt };
+  if (opts.fromWatch) return null;
   const probe = await probeThrough(deps, qc, obs, target);
   await recordProbe(deps, qc.metadata, probe);
   if (!probe.ok && !(words.growing && probe.storageFull)) {
@@ -101,6 +127,19 @@ export interface RestartWords {
   leaving?: boolean;
 }
 
+/** How often restartPod's wait for a successor asks the API server while the watches show none. */
+const SUCCESSOR_ASK_MS = 5000;
+
+/**
+ * The pod of this name as the process's watches have it: null when they have none, undefined
+ * when they cannot say (not fresh, or the QueenCluster not there as `ref`).
+ */
+function watchedPod(deps: ActivityDeps, ref: ClusterRef, podName: string): V1Pod | null | undefined {
+  const snap = deps.cache?.snapshot(ref.namespace, ref.name);
+  if (!snap?.cluster || snap.cluster.metadata.uid !== ref.uid) return undefined;
+  return snap.owned.pods.find((p) => p.metadata?.name === podName) ?? null;
+}
+
 export function gateActivities(deps: ActivityDeps) {
   return {
     /**
@@ -108,13 +147,13 @@ export function gateActivities(deps: ActivityDeps) {
      * the pod is gone, or (with `whileAnnotated`) when the replace annotation no longer names it.
      */
     async awaitStopGate(ref: ClusterRef, ordinal: number, words: GateWords, whileAnnotated?: string): Promise<RestartPick | null> {
-      return holdUntil<RestartPick | null>(deps, ref, async () => {
-        const qc = await loadCluster(deps, ref);
+      return holdUntil<RestartPick | null>(deps, ref, async (look) => {
+        const qc = await look.cluster();
         if (whileAnnotated !== undefined && readAnnotations(qc.metadata.annotations).replacePod !== whileAnnotated) return { done: null };
-        const obs = await observeCluster(deps, qc);
+        const obs = await look.observe(qc);
         const pod = obs.pods.find((p) => p.ordinal === ordinal && !p.terminating);
         if (!pod) return { done: null };
-        const hold = await stopHold(deps, qc, obs, ordinal, words);
+        const hold = await stopHold(deps, qc, obs, ordinal, words, { fromWatch: look.fromWatch });
         if (hold) return { hold };
         return { done: { ordinal, podName: pod.name, podUid: pod.uid, why: 'leader' } };
       });
@@ -194,8 +233,33 @@ export function gateActivities(deps: ActivityDeps) {
       // A pod whose node stopped reporting stays Terminating until the node is back: the step says so.
       let stuck = '';
       let nodeLookedAt = 0;
-      for (;;) {
-        handOverIfStopping(deps);
+      // The successor is seen in the process's watches first (which wake this wait when it comes),
+      // then confirmed by the API server; without one there the API server is asked every
+      // SUCCESSOR_ASK_MS, for what the watches may not show (the StatefulSet gone, a node down).
+      // Right after the eviction it has nothing to say yet.
+      let askedAt = Date.now();
+      const changes = new ChangeWake(deps, ref);
+      try {
+        for (;;) {
+          handOverIfStopping(deps);
+          const began = performance.now();
+          changes.looking();
+          const watched = watchedPod(deps, ref, pick.podName);
+          const successorSeen = watched !== undefined && watched !== null && watched.metadata?.uid !== pick.podUid;
+          if (watched === undefined || successorSeen || Date.now() - askedAt >= SUCCESSOR_ASK_MS) {
+            askedAt = Date.now();
+            const done = await lookForSuccessor();
+            if (done) return done;
+          }
+          beat({ waitingFor: `the successor of ${pick.podName}` });
+          await changes.next(deps, Math.min(deps.settings.pollMs, 1000), began + WOKEN_LOOK_GAP_MS);
+        }
+      } finally {
+        changes.close();
+      }
+
+      /** One look at the API server: the result once the successor is there (or none comes), else null. */
+      async function lookForSuccessor(): Promise<{ restarted: boolean; reason?: string } | null> {
         await loadCluster(deps, ref);
         const pod = await getPod(deps.kube, ref.namespace, pick.podName);
         if (pod && pod.metadata?.uid !== pick.podUid) return { restarted: true };
@@ -208,7 +272,7 @@ export function gateActivities(deps: ActivityDeps) {
           if ((sts.spec?.replicas ?? 0) <= pick.ordinal) return { restarted: true, reason: `the StatefulSet ${ref.name} has fewer pods than ${pick.ordinal + 1}` };
         } else if (pod.spec?.nodeName && Date.now() - nodeLookedAt >= 5000) {
           nodeLookedAt = Date.now();
-          const node = await getNode(deps.kube, pod.spec.nodeName).catch(() => null);
+          const node = await readNodeAtMostEvery(deps.kube, pod.spec.nodeName);
           const old = podObservation(ref.name, pod);
           const problem = old && node ? nodeDownProblem({ ...old, nodeDown: nodeDown(node) }) : null;
           const message = problem ? `${said.message}: ${problem}` : '';
@@ -218,8 +282,7 @@ export function gateActivities(deps: ActivityDeps) {
             await writeStep(deps, ref, { phase: said.phase, message: message || said.message, gate: message ? 'pod-gone' : null });
           }
         }
-        beat({ waitingFor: `the successor of ${pick.podName}` });
-        await pause(deps, Math.min(deps.settings.pollMs, 1000));
+        return null;
       }
     },
   };

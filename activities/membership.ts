@@ -70,7 +70,7 @@ export async function mirrorMembership(deps: ActivityDeps, qc: QueenCluster, see
  */
 export async function removalHold(deps: ActivityDeps, qc: QueenCluster, obs: Observation, nodeId: number, phase: Phase): Promise<Hold | null> {
   if (!memberOf(obs.membership, nodeId)?.voter) return null;
-  return stopHold(deps, qc, obs, nodeId - 1, { phase, next: `node ${nodeId} is next to leave the membership` }, true);
+  return stopHold(deps, qc, obs, nodeId - 1, { phase, next: `node ${nodeId} is next to leave the membership` }, { removing: true });
 }
 
 /** The pure part of the removal gate, checked once more right before the change (no write probe). */

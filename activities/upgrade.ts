@@ -14,6 +14,7 @@ import { drainAhead, stopGate } from '../plan/gates.ts';
 import { podAt, type Observation, type PodObservation } from '../plan/observation.ts';
 import { canaryProblem, canaryUp, newVersionFailure, readyAndLive, timeLeftText, type CanaryStart, type ProgressWatch } from '../plan/progress.ts';
 import { nextRestart, outdatedPods, type RestartPick } from '../plan/restarts.ts';
+import { podsToServe } from '../plan/serving.ts';
 import { probeWrite } from './broker.ts';
 import { brokerToken, holdUntil, loadCluster, observeCluster, probeThrough, stepEvent, type ActivityDeps, type ClusterRef, type Hold } from './common.ts';
 import { gateOptions, recordProbe, stallMemory, stopHold } from './gate.ts';
@@ -235,12 +236,12 @@ export function upgradeActivities(deps: ActivityDeps) {
      */
     async awaitNextRestart(ref: ClusterRef, applied: { specHash: string; watch?: ProgressWatch | null }): Promise<NextRestart> {
       const judge = progressJudge(applied.watch);
-      return holdUntil<NextRestart>(deps, ref, async () => {
-        const qc = await loadCluster(deps, ref);
+      return holdUntil<NextRestart>(deps, ref, async (look) => {
+        const qc = await look.cluster();
         const spec = withDefaults(qc.spec);
         const wanted = specHash(qc);
         if (wanted !== applied.specHash) return { done: { kind: 'retarget', specHash: wanted } };
-        const obs = await observeCluster(deps, qc);
+        const obs = await look.observe(qc);
         const verdict = judge(qc, obs);
         if (verdict && 'failed' in verdict) return { done: { kind: 'failed', failure: verdict.failed } };
         if (verdict) return verdict;
@@ -248,7 +249,7 @@ export function upgradeActivities(deps: ActivityDeps) {
         if (!pick) return { done: { kind: 'done' } };
         const approval = approvalHold(qc, pick);
         if (approval) return { hold: approval };
-        const hold = await stopHold(deps, qc, obs, pick.ordinal, { phase: 'Upgrading', next: `pod ${pick.ordinal} is next` });
+        const hold = await stopHold(deps, qc, obs, pick.ordinal, { phase: 'Upgrading', next: `pod ${pick.ordinal} is next` }, { fromWatch: look.fromWatch });
         // The pick's drain runs in the last seconds of the other voters' minimum Ready time, so
         // its restart follows the gate at once; a pod drained ahead for a pick that changed, or
         // whose gate closed again, takes clients again.
@@ -256,6 +257,9 @@ export function upgradeActivities(deps: ActivityDeps) {
         const ahead =
           hold?.gate === 'pod-ready-for-min-ready-seconds' &&
           drainAhead({ obs, memory: stallMemory(qc, obs), target: pick.ordinal, opts: gateOptions(deps, obs, obs.minReadySeconds) }, lead);
+        // Which pods serve clients is decided on the API server's word: a look from the watches
+        // that would drain a pod or put one back hands over to it (holdUntil looks again).
+        if (look.fromWatch && (!hold || ahead || podsToServe(obs).length > 0)) return { done: { kind: 'done' } };
         await serveAgainExcept(deps, ref, obs, ahead || !hold ? pick.ordinal : null);
         const target = ahead ? drainTarget(obs, pick.ordinal) : null;
         if (target) await drainPod(deps, ref, target, { phase: 'Upgrading', what: `pod ${pick.ordinal} is next`, event: `taking pod ${pick.ordinal} out of the client Service before it restarts` });
@@ -284,10 +288,10 @@ export function upgradeActivities(deps: ActivityDeps) {
       const deadline = Date.now() + deps.settings.settleTimeoutMs;
       const rollback = applied.wantedHash !== undefined;
       const judge = progressJudge(applied.watch);
-      return holdUntil<{ settled: boolean; again: boolean; reason?: string; failure?: UpgradeFailure }>(deps, ref, async () => {
-        const qc = await loadCluster(deps, ref);
+      return holdUntil<{ settled: boolean; again: boolean; reason?: string; failure?: UpgradeFailure }>(deps, ref, async (look) => {
+        const qc = await look.cluster();
         if (!applied.stopping && !rollback && specHash(qc) !== applied.specHash) return { done: { settled: false, again: true } };
-        const seen = await observeCluster(deps, qc);
+        const seen = await look.observe(qc);
         const obs = rollback ? { ...seen, wantedHash: applied.wantedHash! } : seen;
         if (!applied.stopping && outdatedPods(obs).length > 0) return { done: { settled: false, again: true } };
         if (applied.stopping) {
@@ -301,6 +305,8 @@ export function upgradeActivities(deps: ActivityDeps) {
         }
         const hold = stopGate({ obs, memory: stallMemory(qc, obs), target: null, opts: gateOptions(deps, obs, 0) });
         let reason = hold?.reason ?? null;
+        // Settled as the watches have it: the look from the API server probes.
+        if (!reason && look.fromWatch) return { done: { settled: true, again: false } };
         if (!reason) {
           const probe = await probeThrough(deps, qc, obs, null);
           await recordProbe(deps, ref, probe);
@@ -433,12 +439,12 @@ export function upgradeActivities(deps: ActivityDeps) {
      * same stop gate as the upgrade (no approval: the leader only moved forward with one).
      */
     async awaitRollbackRestart(ref: ClusterRef, back: RollbackTarget): Promise<{ kind: 'done' } | { kind: 'restart'; pick: RestartPick }> {
-      return holdUntil<{ kind: 'done' } | { kind: 'restart'; pick: RestartPick }>(deps, ref, async () => {
-        const qc = await loadCluster(deps, ref);
-        const obs = { ...(await observeCluster(deps, qc)), wantedHash: back.templateHash };
+      return holdUntil<{ kind: 'done' } | { kind: 'restart'; pick: RestartPick }>(deps, ref, async (look) => {
+        const qc = await look.cluster();
+        const obs = { ...(await look.observe(qc)), wantedHash: back.templateHash };
         const pick = nextRestart(obs);
         if (!pick) return { done: { kind: 'done' } };
-        const hold = await stopHold(deps, qc, obs, pick.ordinal, { phase: 'Upgrading', next: `rolling back to ${back.version}: pod ${pick.ordinal} is next` });
+        const hold = await stopHold(deps, qc, obs, pick.ordinal, { phase: 'Upgrading', next: `rolling back to ${back.version}: pod ${pick.ordinal} is next` }, { fromWatch: look.fromWatch });
         if (hold) return { hold };
         return { done: { kind: 'restart', pick } };
       });
