@@ -1,7 +1,7 @@
 // e2e `metrics`: the installed operator's /metrics (its pod IP, port 9090, as the Deployment's
 // Prometheus annotations say), scraped before, during and after an upgrade: the operation and step
-// counters, the gate waits, the per-cluster gauges, the API server requests and the Temporal SDK's
-// worker metrics are there, and the counters move.
+// counters, the gate waits, the per-cluster gauges, the API server requests (by resource, and their
+// time) and the Temporal SDK's worker metrics are there, and the counters move.
 import { afterAll, expect, it } from 'vitest';
 import { formed, getCluster, patchSpec, scenario, seedSpec, waitFor, waitForCluster, type Scenario } from './harness.ts';
 
@@ -79,6 +79,11 @@ it('metrics: the counters move during an upgrade', async () => {
   // Each restart is an eviction (a POST the API server answers 201), among the Events' POSTs.
   const posts = (m: typeof after) => sum(m, 'queen_apiserver_requests_total', { verb: 'post', code: '201' });
   expect(posts(after) - posts(before)).toBeGreaterThanOrEqual(3);
+  // By resource: one eviction per pod, each granted once.
+  const evictions = (m: typeof after) => sum(m, 'queen_apiserver_requests_total', { verb: 'post', resource: 'pods/eviction', code: '201' });
+  expect(evictions(after) - evictions(before)).toBe(3);
+  // And how long the API server took to answer.
+  expect(sum(after, 'queen_apiserver_request_duration_seconds_count', { verb: 'get' })).toBeGreaterThan(sum(before, 'queen_apiserver_request_duration_seconds_count', { verb: 'get' }));
   const term = (await getCluster(s)).status!.term!;
   expect(sum(after, 'queen_cluster_leader_term', c)).toBe(term);
   expect(sum(after, 'queen_cluster_leader_changes_total', c)).toBeGreaterThanOrEqual(1);
