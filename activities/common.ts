@@ -226,12 +226,12 @@ export interface Hold extends StepStatus {
 }
 /**
  * One look of a wait at its cluster. A look may read the QueenCluster and what it owns from the
- * process's watches when they are fresh (`watch`): no request to the API server for them. A watch
- * lags the API server by a moment and never shows what was not so, so such a look can only hold a
- * step a moment too long, and the change it waits for wakes the next look. A wait never ends on
- * one: a check that finds its step done on a look from the watches is run again on one from the
- * API server (holdUntil does it), and that answer ends the wait. A check that reads from a watch
- * look does nothing but read: what it would do (a write probe, a drain) waits for the API look.
+ * process's watches when they are fresh: no request to the API server for them. A watch lags the
+ * API server by a moment and never shows what was not so, so such a look can only hold a step a
+ * moment too long, and the change it waits for wakes the next look. A wait never ends on one: a
+ * check that finds its step done on a look from the watches is run again on one from the API
+ * server (holdUntil does it), and that answer ends the wait. On a look from the watches a check
+ * only reads: where it would act (a write probe, a drain) it answers ASK_THE_API_SERVER instead.
  */
 export class Look {
   /** This look read the QueenCluster from the watches: it ends no wait. */
@@ -269,7 +269,10 @@ export class Look {
   }
 }
 
-export type Check<T> = (look: Look) => Promise<{ done: T } | { hold: Hold }>;
+/** What a look from the watches answers when what comes next (an end, a drain) is the API server's to say. */
+export const ASK_THE_API_SERVER = { askTheApiServer: true } as const;
+
+export type Check<T> = (look: Look) => Promise<{ done: T } | { hold: Hold } | typeof ASK_THE_API_SERVER>;
 
 /**
  * The least time from one look of a wait to the next that a change wakes: the events of a pod
@@ -372,7 +375,8 @@ export async function holdUntil<T>(deps: ActivityDeps, ref: ClusterRef, check: C
       changes.looking();
       const look = new Look(deps, ref, true);
       let r = await check(look);
-      if ('done' in r && look.fromWatch) r = await check(new Look(deps, ref, false));
+      if (('done' in r && look.fromWatch) || 'askTheApiServer' in r) r = await check(new Look(deps, ref, false));
+      if ('askTheApiServer' in r) throw new Error('a wait asked for a look from the API server on one from the API server');
       account();
       if ('done' in r) return r.done;
       // No leader's view because the brokers refuse the operator's credentials: say that.

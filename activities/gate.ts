@@ -14,6 +14,7 @@ import type { Observation } from '../plan/observation.ts';
 import type { RestartPick } from '../plan/restarts.ts';
 import { answeringNodes, stallMemoryFromStatus, trackStalls, type StallMemory } from '../plan/stalls.ts';
 import {
+  ASK_THE_API_SERVER,
   beat,
   ChangeWake,
   handOverIfStopping,
@@ -155,6 +156,7 @@ export function gateActivities(deps: ActivityDeps) {
         if (!pod) return { done: null };
         const hold = await stopHold(deps, qc, obs, ordinal, words, { fromWatch: look.fromWatch });
         if (hold) return { hold };
+        if (look.fromWatch) return ASK_THE_API_SERVER;
         return { done: { ordinal, podName: pod.name, podUid: pod.uid, why: 'leader' } };
       });
     },

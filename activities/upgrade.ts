@@ -16,7 +16,7 @@ import { canaryProblem, canaryUp, newVersionFailure, readyAndLive, timeLeftText,
 import { nextRestart, outdatedPods, type RestartPick } from '../plan/restarts.ts';
 import { podsToServe } from '../plan/serving.ts';
 import { probeWrite } from './broker.ts';
-import { brokerToken, holdUntil, loadCluster, observeCluster, probeThrough, stepEvent, type ActivityDeps, type ClusterRef, type Hold } from './common.ts';
+import { ASK_THE_API_SERVER, brokerToken, holdUntil, loadCluster, observeCluster, probeThrough, stepEvent, type ActivityDeps, type ClusterRef, type Hold } from './common.ts';
 import { gateOptions, recordProbe, stallMemory, stopHold } from './gate.ts';
 import { applyObject, deleteOwnedNetworkPolicy, getStatefulSet, listPods, patchClusterStatus, rawRequest } from './kube.ts';
 import { brokerBase, podObservation } from './observe.ts';
@@ -259,7 +259,7 @@ export function upgradeActivities(deps: ActivityDeps) {
           drainAhead({ obs, memory: stallMemory(qc, obs), target: pick.ordinal, opts: gateOptions(deps, obs, obs.minReadySeconds) }, lead);
         // Which pods serve clients is decided on the API server's word: a look from the watches
         // that would drain a pod or put one back hands over to it (holdUntil looks again).
-        if (look.fromWatch && (!hold || ahead || podsToServe(obs).length > 0)) return { done: { kind: 'done' } };
+        if (look.fromWatch && (!hold || ahead || podsToServe(obs).length > 0)) return ASK_THE_API_SERVER;
         await serveAgainExcept(deps, ref, obs, ahead || !hold ? pick.ordinal : null);
         const target = ahead ? drainTarget(obs, pick.ordinal) : null;
         if (target) await drainPod(deps, ref, target, { phase: 'Upgrading', what: `pod ${pick.ordinal} is next`, event: `taking pod ${pick.ordinal} out of the client Service before it restarts` });
@@ -306,7 +306,7 @@ export function upgradeActivities(deps: ActivityDeps) {
         const hold = stopGate({ obs, memory: stallMemory(qc, obs), target: null, opts: gateOptions(deps, obs, 0) });
         let reason = hold?.reason ?? null;
         // Settled as the watches have it: the look from the API server probes.
-        if (!reason && look.fromWatch) return { done: { settled: true, again: false } };
+        if (!reason && look.fromWatch) return ASK_THE_API_SERVER;
         if (!reason) {
           const probe = await probeThrough(deps, qc, obs, null);
           await recordProbe(deps, ref, probe);
@@ -446,6 +446,7 @@ export function upgradeActivities(deps: ActivityDeps) {
         if (!pick) return { done: { kind: 'done' } };
         const hold = await stopHold(deps, qc, obs, pick.ordinal, { phase: 'Upgrading', next: `rolling back to ${back.version}: pod ${pick.ordinal} is next` }, { fromWatch: look.fromWatch });
         if (hold) return { hold };
+        if (look.fromWatch) return ASK_THE_API_SERVER;
         return { done: { kind: 'restart', pick } };
       });
     },
