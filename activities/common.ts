@@ -286,7 +286,7 @@ export const WOKEN_LOOK_GAP_MS = 200;
  * cluster's status (which the wait writes itself) wakes nothing; what only the brokers show (a
  * learner's catch-up) is still seen at the next poll.
  */
-export class ChangeWake {
+class ChangeWake {
   private changed = false;
   private wake: (() => void) | null = null;
   private readonly off: () => void;
@@ -367,31 +367,44 @@ export async function holdUntil<T>(deps: ActivityDeps, ref: ClusterRef, check: C
     }
     since = now;
   };
+  return looksUntil<T>(deps, ref, async () => {
+    const look = new Look(deps, ref, true);
+    let r = await check(look);
+    if (('done' in r && look.fromWatch) || 'askTheApiServer' in r) r = await check(new Look(deps, ref, false));
+    if ('askTheApiServer' in r) throw new Error('a wait asked for a look from the API server on one from the API server');
+    account();
+    if ('done' in r) return { result: r.done };
+    // No leader's view because the brokers refuse the operator's credentials: say that.
+    const refused = r.hold.gate === 'leader-known' ? authProblems.get(ref.uid) : undefined;
+    if (refused) r = { hold: { phase: 'Blocked', message: refused, gate: 'broker-credentials' } };
+    heldBy = r.hold.gate ?? 'unnamed';
+    const key = `${r.hold.phase}|${r.hold.message}|${r.hold.gate ?? ''}`;
+    if (key !== shown) {
+      await writeStep(deps, ref, r.hold);
+      log.info({ phase: r.hold.phase, gate: r.hold.gate }, r.hold.message);
+      shown = key;
+    }
+    beat({ gate: r.hold.gate ?? null, message: r.hold.message });
+    const lifts = r.hold.lookAgainAt === undefined ? Infinity : Math.max(0, r.hold.lookAgainAt - Date.now());
+    return { againInMs: Math.min(deps.settings.pollMs, lifts) };
+  });
+}
+
+/**
+ * Runs `look` until it has a result: again after the time it says, or as soon as the cluster's
+ * objects change (ChangeWake), but not sooner than WOKEN_LOOK_GAP_MS after it began. Ends with a
+ * failure Temporal retries elsewhere when this replica stops.
+ */
+export async function looksUntil<T>(deps: ActivityDeps, ref: ClusterRef, look: () => Promise<{ result: T } | { againInMs: number }>): Promise<T> {
   const changes = new ChangeWake(deps, ref);
   try {
     for (;;) {
       handOverIfStopping(deps);
       const began = performance.now();
       changes.looking();
-      const look = new Look(deps, ref, true);
-      let r = await check(look);
-      if (('done' in r && look.fromWatch) || 'askTheApiServer' in r) r = await check(new Look(deps, ref, false));
-      if ('askTheApiServer' in r) throw new Error('a wait asked for a look from the API server on one from the API server');
-      account();
-      if ('done' in r) return r.done;
-      // No leader's view because the brokers refuse the operator's credentials: say that.
-      const refused = r.hold.gate === 'leader-known' ? authProblems.get(ref.uid) : undefined;
-      if (refused) r = { hold: { phase: 'Blocked', message: refused, gate: 'broker-credentials' } };
-      heldBy = r.hold.gate ?? 'unnamed';
-      const key = `${r.hold.phase}|${r.hold.message}|${r.hold.gate ?? ''}`;
-      if (key !== shown) {
-        await writeStep(deps, ref, r.hold);
-        log.info({ phase: r.hold.phase, gate: r.hold.gate }, r.hold.message);
-        shown = key;
-      }
-      beat({ gate: r.hold.gate ?? null, message: r.hold.message });
-      const lifts = r.hold.lookAgainAt === undefined ? Infinity : Math.max(0, r.hold.lookAgainAt - Date.now());
-      await changes.next(deps, Math.min(deps.settings.pollMs, lifts), began + WOKEN_LOOK_GAP_MS);
+      const r = await look();
+      if ('result' in r) return r.result;
+      await changes.next(deps, r.againInMs, began + WOKEN_LOOK_GAP_MS);
     }
   } finally {
     changes.close();

@@ -16,16 +16,15 @@ import { answeringNodes, stallMemoryFromStatus, trackStalls, type StallMemory } 
 import {
   ASK_THE_API_SERVER,
   beat,
-  ChangeWake,
   handOverIfStopping,
   holdUntil,
   loadCluster,
+  looksUntil,
   pause,
   observeCluster,
   opLogger,
   probeThrough,
   stepEvent,
-  WOKEN_LOOK_GAP_MS,
   writeStep,
   type ActivityDeps,
   type ClusterRef,
@@ -240,25 +239,17 @@ export function gateActivities(deps: ActivityDeps) {
       // SUCCESSOR_ASK_MS, for what the watches may not show (the StatefulSet gone, a node down).
       // Right after the eviction it has nothing to say yet.
       let askedAt = Date.now();
-      const changes = new ChangeWake(deps, ref);
-      try {
-        for (;;) {
-          handOverIfStopping(deps);
-          const began = performance.now();
-          changes.looking();
-          const watched = watchedPod(deps, ref, pick.podName);
-          const successorSeen = watched !== undefined && watched !== null && watched.metadata?.uid !== pick.podUid;
-          if (watched === undefined || successorSeen || Date.now() - askedAt >= SUCCESSOR_ASK_MS) {
-            askedAt = Date.now();
-            const done = await lookForSuccessor();
-            if (done) return done;
-          }
-          beat({ waitingFor: `the successor of ${pick.podName}` });
-          await changes.next(deps, Math.min(deps.settings.pollMs, 1000), began + WOKEN_LOOK_GAP_MS);
+      return looksUntil<{ restarted: boolean; reason?: string }>(deps, ref, async () => {
+        const watched = watchedPod(deps, ref, pick.podName);
+        const successorSeen = watched !== undefined && watched !== null && watched.metadata?.uid !== pick.podUid;
+        if (watched === undefined || successorSeen || Date.now() - askedAt >= SUCCESSOR_ASK_MS) {
+          askedAt = Date.now();
+          const done = await lookForSuccessor();
+          if (done) return { result: done };
         }
-      } finally {
-        changes.close();
-      }
+        beat({ waitingFor: `the successor of ${pick.podName}` });
+        return { againInMs: Math.min(deps.settings.pollMs, 1000) };
+      });
 
       /** One look at the API server: the result once the successor is there (or none comes), else null. */
       async function lookForSuccessor(): Promise<{ restarted: boolean; reason?: string } | null> {
