@@ -71,7 +71,7 @@ export const apiServerRequests = new Counter({
 
 export const apiServerLatency = new Histogram({
   name: 'queen_apiserver_request_duration_seconds',
-  help: 'Time from a request to the Kubernetes API server until its answer\'s headers, by verb; with _queued_, the part before the request was sent.',
+  help: 'Time from a request to the Kubernetes API server until the headers of its answer, by verb (watches not counted); queen_apiserver_request_queued_seconds is its part before the request was sent.',
   labelNames: ['verb'] as const,
   buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
   registers: [registry],

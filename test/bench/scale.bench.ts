@@ -13,7 +13,8 @@
 //     done, status seen);
 //   - the time of one upgrade among 50 against one alone, and where it goes: the pods' restarts
 //     (the test bed's part) against the rest, the run's steps against the time between them, each
-//     step's time and each gate's hold (the operator's metrics), the API requests by verb.
+//     step's time and each gate's hold (the operator's metrics), the API requests by verb and by
+//     resource, and how long a request took (and how much of it waited in the operator).
 // With QUEEN_BENCH_REPLICAS=1,2,3 the same rest and upgrades are measured again with two and three
 // replicas sharing the task queue: the work each replica did, and that no operation ran twice.
 //
