@@ -225,6 +225,17 @@ export interface Hold extends StepStatus {
   lookAgainAt?: number;
 }
 /**
+ * The QueenCluster `ref` and what it owns as the process's watches have them, or null when they
+ * cannot say: not fresh, or the object there is not `ref` (deleted, re-created, being deleted).
+ */
+export function watchedCluster(deps: ActivityDeps, ref: ClusterRef): { cluster: QueenCluster; owned: OwnedObjects } | null {
+  const snap = deps.cache?.snapshot(ref.namespace, ref.name);
+  const qc = snap?.cluster;
+  if (!snap || !qc || qc.metadata.uid !== ref.uid || qc.metadata.deletionTimestamp) return null;
+  return { cluster: qc, owned: snap.owned };
+}
+
+/**
  * One look of a wait at its cluster. A look may read the QueenCluster and what it owns from the
  * process's watches when they are fresh: no request to the API server for them. A watch lags the
  * API server by a moment and never shows what was not so, so such a look can only hold a step a
@@ -249,14 +260,11 @@ export class Look {
 
   /** The QueenCluster as it is now (from the watches on a watch look, while they have it and are fresh). */
   async cluster(): Promise<QueenCluster> {
-    if (this.mayWatch) {
-      const snap = this.deps.cache?.snapshot(this.ref.namespace, this.ref.name);
-      const qc = snap?.cluster;
-      if (snap && qc && qc.metadata.uid === this.ref.uid && !qc.metadata.deletionTimestamp) {
-        this.fromWatch = true;
-        this.owned = snap.owned;
-        return qc;
-      }
+    const watched = this.mayWatch ? watchedCluster(this.deps, this.ref) : null;
+    if (watched) {
+      this.fromWatch = true;
+      this.owned = watched.owned;
+      return watched.cluster;
     }
     this.fromWatch = false;
     this.owned = undefined;

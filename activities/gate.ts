@@ -25,6 +25,7 @@ import {
   opLogger,
   probeThrough,
   stepEvent,
+  watchedCluster,
   writeStep,
   type ActivityDeps,
   type ClusterRef,
@@ -132,12 +133,12 @@ const SUCCESSOR_ASK_MS = 5000;
 
 /**
  * The pod of this name as the process's watches have it: null when they have none, undefined
- * when they cannot say (not fresh, or the QueenCluster not there as `ref`).
+ * when they cannot say (watchedCluster).
  */
 function watchedPod(deps: ActivityDeps, ref: ClusterRef, podName: string): V1Pod | null | undefined {
-  const snap = deps.cache?.snapshot(ref.namespace, ref.name);
-  if (!snap?.cluster || snap.cluster.metadata.uid !== ref.uid) return undefined;
-  return snap.owned.pods.find((p) => p.metadata?.name === podName) ?? null;
+  const watched = watchedCluster(deps, ref);
+  if (!watched) return undefined;
+  return watched.owned.pods.find((p) => p.metadata?.name === podName) ?? null;
 }
 
 export function gateActivities(deps: ActivityDeps) {
@@ -233,7 +234,6 @@ export function gateActivities(deps: ActivityDeps) {
       // scaled below this pod, none comes: the wait ends, and the operation sees why at its next step.
       // A pod whose node stopped reporting stays Terminating until the node is back: the step says so.
       let stuck = '';
-      let nodeLookedAt = 0;
       // The successor is seen in the process's watches first (which wake this wait when it comes),
       // then confirmed by the API server; without one there the API server is asked every
       // SUCCESSOR_ASK_MS, for what the watches may not show (the StatefulSet gone, a node down).
@@ -263,8 +263,7 @@ export function gateActivities(deps: ActivityDeps) {
             return { restarted: true, reason: `the StatefulSet ${ref.name} is gone` };
           }
           if ((sts.spec?.replicas ?? 0) <= pick.ordinal) return { restarted: true, reason: `the StatefulSet ${ref.name} has fewer pods than ${pick.ordinal + 1}` };
-        } else if (pod.spec?.nodeName && Date.now() - nodeLookedAt >= 5000) {
-          nodeLookedAt = Date.now();
+        } else if (pod.spec?.nodeName) {
           const node = await readNodeAtMostEvery(deps.kube, pod.spec.nodeName);
           const old = podObservation(ref.name, pod);
           const problem = old && node ? nodeDownProblem({ ...old, nodeDown: nodeDown(node) }) : null;

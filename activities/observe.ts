@@ -92,11 +92,12 @@ export function nodeDown(node: V1Node): NodeDown | null {
  * own transition, so a few seconds more cost nothing; the pods of a restart are not Ready for
  * many looks in a row, and each would ask for their node again.
  */
-export const NODE_READ_TTL_MS = 5000;
+const NODE_READ_TTL_MS = 5000;
 const nodesRead = new WeakMap<Kube, Map<string, { at: number; node: Promise<V1Node | null> }>>();
 
 /** A node as read within NODE_READ_TTL_MS (the same read for the looks that ask at once), or null when it cannot be read. */
-export function readNodeAtMostEvery(kube: Kube, name: string, now = Date.now()): Promise<V1Node | null> {
+export function readNodeAtMostEvery(kube: Kube, name: string): Promise<V1Node | null> {
+  const now = Date.now();
   let read = nodesRead.get(kube);
   if (!read) nodesRead.set(kube, (read = new Map()));
   const hit = read.get(name);
