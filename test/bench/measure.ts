@@ -309,7 +309,6 @@ export interface RunFigures {
   result: string;
 }
 
-
 /**
  * Waits for the first operation of `type` that started after `since` to end (status.lastOperation
  * of its run), then reads its history: events, activities scheduled, its first activity's start.

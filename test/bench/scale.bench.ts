@@ -322,23 +322,35 @@ async function upgradeAll(fl: Fleet, replicas: number, targets: Fleet['clusters'
   };
 }
 
-/** A family's growth between two scrapes of every pod, by one label, divided by `per`; the largest first. */
-function byLabel(m0: Map<string, Map<string, number>>, m1: Map<string, Map<string, number>>, family: string, label: string, per: number): [string, number][] {
+type Scrapes = Map<string, Map<string, number>>;
+
+/** A family's growth between two scrapes of every pod, summed by `keyOf` its sample's labels (null: left out). */
+function growthBy(m0: Scrapes, m1: Scrapes, family: string, keyOf: (labels: string) => string | null): Map<string, number> {
   const out = new Map<string, number>();
   for (const [pod, x] of m1) {
     for (const [key, v] of x) {
       if (!key.startsWith(`${family}{`)) continue;
-      const value = new RegExp(`${label}="([^"]*)"`).exec(key)?.[1] ?? '';
-      out.set(value, (out.get(value) ?? 0) + v - (m0.get(pod)?.get(key) ?? 0));
+      const k = keyOf(key);
+      if (k !== null) out.set(k, (out.get(k) ?? 0) + v - (m0.get(pod)?.get(key) ?? 0));
     }
   }
-  return [...out.entries()].map(([k, v]): [string, number] => [k, v / per]).filter(([, v]) => v > 0.05).sort((a, b) => b[1] - a[1]);
+  return out;
+}
+
+const labelOf = (labels: string, name: string) => new RegExp(`${name}="([^"]*)"`).exec(labels)?.[1] ?? '';
+
+/** A family's growth between two scrapes of every pod, by one label, divided by `per`; the largest first. */
+function byLabel(m0: Scrapes, m1: Scrapes, family: string, label: string, per: number): [string, number][] {
+  return [...growthBy(m0, m1, family, (l) => labelOf(l, label)).entries()]
+    .map(([k, v]): [string, number] => [k, v / per])
+    .filter(([, v]) => v > 0.05)
+    .sort((a, b) => b[1] - a[1]);
 }
 
 const VERBS = ['get', 'list', 'watch', 'patch', 'post', 'put', 'delete'];
 
 /** The mean time of the operator's requests to the API server between two scrapes (ms), by verb. */
-function requestLatency(m0: Map<string, Map<string, number>>, m1: Map<string, Map<string, number>>): Record<string, { all: number; queued: number }> {
+function requestLatency(m0: Scrapes, m1: Scrapes): Record<string, { all: number; queued: number }> {
   const grown = (family: string, verb: string) =>
     [...m1.entries()].reduce((t, [pod, x]) => t + sum(x, family, { verb }) - sum(m0.get(pod) ?? new Map(), family, { verb }), 0);
   const out: Record<string, { all: number; queued: number }> = {};
@@ -354,22 +366,13 @@ function requestLatency(m0: Map<string, Map<string, number>>, m1: Map<string, Ma
 }
 
 /** The operator pods' API server requests between two scrapes but watches, by verb and resource ("get pods"), the most first. */
-function requestsByResource(m0: Map<string, Map<string, number>>, m1: Map<string, Map<string, number>>): [string, number][] {
-  const out = new Map<string, number>();
-  for (const [pod, x] of m1) {
-    for (const [key, v] of x) {
-      if (!key.startsWith('queen_apiserver_requests_total{')) continue;
-      const verb = /verb="([^"]*)"/.exec(key)?.[1] ?? '';
-      if (verb === 'watch') continue;
-      const what = `${verb} ${/resource="([^"]*)"/.exec(key)?.[1] ?? '?'}`;
-      out.set(what, (out.get(what) ?? 0) + v - (m0.get(pod)?.get(key) ?? 0));
-    }
-  }
-  return [...out.entries()].filter(([, n]) => n > 0).sort((a, b) => b[1] - a[1]);
+function requestsByResource(m0: Scrapes, m1: Scrapes): [string, number][] {
+  const grown = growthBy(m0, m1, 'queen_apiserver_requests_total', (l) => (labelOf(l, 'verb') === 'watch' ? null : `${labelOf(l, 'verb')} ${labelOf(l, 'resource')}`));
+  return [...grown.entries()].filter(([, n]) => n > 0).sort((a, b) => b[1] - a[1]);
 }
 
 /** The operator pods' API server requests between two scrapes, by verb. */
-function requestsByVerb(m0: Map<string, Map<string, number>>, m1: Map<string, Map<string, number>>): Record<string, number> {
+function requestsByVerb(m0: Scrapes, m1: Scrapes): Record<string, number> {
   const out: Record<string, number> = {};
   for (const v of VERBS) {
     out[v] = [...m1.entries()].reduce((t, [pod, x]) => t + sum(x, 'queen_apiserver_requests_total', { verb: v }) - sum(m0.get(pod) ?? new Map(), 'queen_apiserver_requests_total', { verb: v }), 0);
