@@ -27,8 +27,7 @@ import { serveAgain } from './drain.ts';
 import { changeThroughLeader } from './membership.ts';
 import { getCluster, isConflict, patchClusterStatus } from './kube.ts';
 import { leaderChanges, observerRounds } from '../metrics.ts';
-import { canonicalJson } from './resources.ts';
-import { clusterConditions, observedStatus, READY_MESSAGE } from './status.ts';
+import { clusterConditions, comparableStatus, observedStatus, READY_MESSAGE } from './status.ts';
 import { clusterView } from './view.ts';
 import { planStatus } from './plan.ts';
 
@@ -325,18 +324,10 @@ async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: Observer
     now: new Date(),
   });
 
-  // What is compared with the last write leaves out what only a probe writes (a look with a probe
-  // writes anyway; the look after it, without those fields, is no change) and a member's matched
-  // index, which moves with every write, the probe's too: alone it is not worth a status write and
-  // a watch event to every watcher of the object. It goes with any other change and with each
-  // probe, so it is at most a probe interval old.
-  const comparable = canonicalJson({
-    ...status,
-    lastProbeTime: undefined,
-    commits: undefined,
-    lastProbeError: undefined,
-    members: status.members?.map((m) => ({ ...m, matched: undefined })),
-    conditions: status.conditions.map((c) => ({ ...c, lastTransitionTime: undefined })),
+  const comparable = comparableStatus(status, {
+    caughtUpEntries: Math.min(deps.settings.caughtUpEntries, obs.membership?.promoteMaxLag ?? Infinity),
+    stallAfterMs: deps.settings.stallAfterMs,
+    now: obs.at,
   });
   if (comparable !== lastWritten || status.lastProbeTime) {
     try {

@@ -3,7 +3,7 @@
 import type { Condition, MemberStatus, Phase, QueenClusterStatus } from '../crd/schema.ts';
 import { memberOf, type Observation, podAt } from '../plan/observation.ts';
 import { behindSince, type StallMemory } from '../plan/stalls.ts';
-import { imageTag } from './resources.ts';
+import { canonicalJson, imageTag } from './resources.ts';
 
 /**
  * The version a pod runs: what its broker says on /health, else its image's tag (an image pinned
@@ -86,6 +86,30 @@ export function observedStatus(obs: Observation, memory: StallMemory): Partial<Q
     out.learners = obs.membership.learners;
   }
   return out;
+}
+
+/**
+ * What the observer compares a status with its last write on: a change in it is worth a write (and
+ * a watch event to every watcher of the object); noise is not. Left out: what only a probe writes
+ * (a look with a probe writes anyway), the conditions' transition times, and a member's matched
+ * index, which moves with every write. A member's lag counts only as caught up (within
+ * `caughtUpEntries`, as the gates say) or by its order of magnitude, and its behindSince only once
+ * the node has been behind without moving for half of `stallAfterMs`: under client load a
+ * follower's lag and its last move change at every look. Every field is written exact with any
+ * change and with each probe, so it is at most a probe interval old.
+ */
+export function comparableStatus(status: Partial<QueenClusterStatus>, opts: { caughtUpEntries: number; stallAfterMs: number; now: number }): string {
+  const lagClass = (lag: number | null | undefined) =>
+    lag === null || lag === undefined ? null : lag <= opts.caughtUpEntries ? 'caught up' : `1e${Math.floor(Math.log10(lag))}`;
+  const standing = (since: string | null | undefined) => (since && opts.now - Date.parse(since) >= opts.stallAfterMs / 2 ? since : null);
+  return canonicalJson({
+    ...status,
+    lastProbeTime: undefined,
+    commits: undefined,
+    lastProbeError: undefined,
+    members: status.members?.map((m) => ({ ...m, matched: undefined, lag: lagClass(m.lag), behindSince: standing(m.behindSince) })),
+    conditions: status.conditions?.map((c) => ({ ...c, lastTransitionTime: undefined })),
+  });
 }
 
 export const READY_MESSAGE = 'every voter is in place and the cluster commits';

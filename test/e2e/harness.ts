@@ -514,6 +514,8 @@ export interface Monitor {
   maxNotReady: number;
   /** (leader, term) pairs seen in status, in order. */
   leaders: { leader: number | null; term: number | null }[];
+  /** When each write of the QueenCluster (a new resourceVersion) was seen (ms since the epoch). */
+  writes: number[];
   stop(): Promise<void>;
 }
 
@@ -524,7 +526,8 @@ export interface Monitor {
  * the state at the call and a change made after it is never missed.
  */
 export async function monitor(s: Scenario, name = 'queen'): Promise<Monitor> {
-  const m: Monitor = { messages: [], phases: [], timeline: [], uids: new Map(), maxNotReady: 0, leaders: [], stop: async () => undefined };
+  const m: Monitor = { messages: [], phases: [], timeline: [], uids: new Map(), maxNotReady: 0, leaders: [], writes: [], stop: async () => undefined };
+  let version = '';
   let lastLine = '';
   const began = Date.now();
   const kube = new Kube(authOf(s.kc));
@@ -534,6 +537,8 @@ export async function monitor(s: Scenario, name = 'queen'): Promise<Monitor> {
   const look = () => {
     const qc = clusters.list()[0] as unknown as QueenCluster | undefined;
     if (!synced || !qc) return;
+    if (version && qc.metadata.resourceVersion !== version) m.writes.push(Date.now());
+    version = qc.metadata.resourceVersion ?? '';
     const list = (podWatch.list() as unknown as V1Pod[]).sort((a, b) => a.metadata!.name!.localeCompare(b.metadata!.name!));
     const msg = qc.status?.message ?? '';
     if (m.messages.at(-1) !== msg) m.messages.push(msg);

@@ -2,8 +2,8 @@
 // read, checked for each phase against the kstatus rules Flux and Argo CD apply (observedGeneration
 // first, then Reconciling and Stalled, then Ready).
 import { describe, expect, it } from 'vitest';
-import { PHASES, type Condition, type Phase } from '../../crd/schema.ts';
-import { clusterConditions, commonVersion } from '../../activities/status.ts';
+import { PHASES, type Condition, type MemberStatus, type Phase } from '../../crd/schema.ts';
+import { clusterConditions, commonVersion, comparableStatus } from '../../activities/status.ts';
 import { rolledOutGeneration, type ClusterView } from '../../plan/decide.ts';
 import { cluster } from './fixture.ts';
 
@@ -116,5 +116,50 @@ describe('the conditions, by kstatus', () => {
     const second = clusterConditions(first, { phase: 'Upgrading', message: 'm', operation: { type: 'RollingUpgrade' }, paused: true, generation: 1, now: later });
     expect(second.find((c) => c.type === 'Paused')!.lastTransitionTime).toBe(now.toISOString());
     expect(second.find((c) => c.type === 'Ready')!.lastTransitionTime).toBe(later.toISOString());
+  });
+});
+
+describe('what the observer compares before it writes status', () => {
+  const now = Date.parse('2026-12-04T12:00:00Z');
+  const opts = { caughtUpEntries: 100, stallAfterMs: 10_000, now };
+  const member = (lag: number | null, behindSince: string | null, extra: Partial<MemberStatus> = {}): MemberStatus => ({
+    nodeId: 2,
+    pod: 'queen-1',
+    voter: true,
+    learner: false,
+    live: true,
+    ready: true,
+    lag,
+    matched: 5000 - (lag ?? 0),
+    behindSince,
+    restarts: 0,
+    lastExitCode: null,
+    ...extra,
+  });
+  const same = (a: MemberStatus, b: MemberStatus) => comparableStatus({ members: [a] }, opts) === comparableStatus({ members: [b] }, opts);
+  const ago = (ms: number) => new Date(now - ms).toISOString();
+
+  it('a follower moving under client load is no change: its lag within caught up, its last move a moment ago', () => {
+    expect(same(member(0, null), member(3, ago(400)))).toBe(true);
+    expect(same(member(3, ago(400)), member(57, ago(900)))).toBe(true);
+  });
+
+  it('a lag that leaves caught up, or changes its order of magnitude, is one', () => {
+    expect(same(member(57, null), member(250, null))).toBe(false);
+    expect(same(member(250, null), member(900, null))).toBe(true);
+    expect(same(member(900, null), member(12_000, null))).toBe(false);
+    expect(same(member(null, null), member(0, null))).toBe(false);
+  });
+
+  it('a node behind without moving for half the stall time is one, and so is its moving again', () => {
+    expect(same(member(3, ago(1000)), member(3, ago(6000)))).toBe(false);
+    expect(same(member(3, ago(6000)), member(0, null))).toBe(false);
+  });
+
+  it('what a person reads in a member is one: Ready, live, restarts, version', () => {
+    expect(same(member(0, null), member(0, null, { ready: false }))).toBe(false);
+    expect(same(member(0, null), member(0, null, { live: false }))).toBe(false);
+    expect(same(member(0, null), member(0, null, { restarts: 1 }))).toBe(false);
+    expect(same(member(0, null), member(0, null, { version: '2.6.1' }))).toBe(false);
   });
 });
