@@ -1,6 +1,6 @@
 // Kubernetes reads and writes: the QueenCluster and its status, server-side apply of the objects
 // it owns, deletes with UID preconditions, and Events.
-import { randomBytes } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { request as undiciRequest } from 'undici';
 import {
   ApiException,
@@ -414,7 +414,7 @@ export function labelSelector(clusterName: string): string {
  * The Events this process wrote lately, by what they say, so a repeat is counted on the same Event
  * (as the Kubernetes event recorder does) rather than written again.
  */
-const recentEvents = new Map<string, { name: string; count: number; at: number; steps?: string[] }>();
+const recentEvents = new Map<string, Folded>();
 
 /**
  * The step an Event records: `<run id>/<activity id>` of the operation's activity, kept on the Event
@@ -428,12 +428,17 @@ export interface EventStep {
 
 const STEP_ANNOTATION = 'queenmq.com/step';
 const stepsOf = (e: CoreV1Event) => (e.metadata?.annotations?.[STEP_ANNOTATION] ?? '').split(' ').filter(Boolean);
-/** A repeat within this window folds into the Event; later, it is a new one. */
+/**
+ * A repeat within this window of the last folds into the same Event; later, it is a new one. Across
+ * processes (another replica, this one restarted) the window is a fixed period of this length (with
+ * its first minute folding into the period before), as they find each other's Events by name.
+ */
 const FOLD_WINDOW_MS = 10 * 60_000;
 
 /**
  * An Event on the QueenCluster, so `kubectl describe queencluster` lists the steps. The same
  * reason, message and type on the same object within ten minutes is one Event with a count.
+ * Written with one request (a create) in the usual case; no list of the namespace's Events.
  */
 export async function recordEvent(
   kube: Kube,
@@ -452,54 +457,108 @@ export async function recordEvent(
   }
   const key = `${qc.metadata.uid}\0${reason}\0${type}\0${message}`;
   for (const [k, v] of recentEvents) if (now.getTime() - v.at > FOLD_WINDOW_MS) recentEvents.delete(k);
-  let seen = recentEvents.get(key);
-  if (!seen) {
-    // Another replica may have written it: the API server's copy is the one to count on.
-    const list = await kube.core.listNamespacedEvent({ namespace: ns, fieldSelector: `involvedObject.uid=${qc.metadata.uid},reason=${reason},type=${type}` });
-    const same = list.items
-      .filter((e) => e.message === message && now.getTime() - toMsOr0(e.lastTimestamp ?? e.eventTime ?? e.firstTimestamp) < FOLD_WINDOW_MS)
-      .sort((a, b) => toMsOr0(b.lastTimestamp) - toMsOr0(a.lastTimestamp))[0];
-    if (same?.metadata?.name) seen = { name: same.metadata.name, count: same.count ?? 1, at: toMsOr0(same.lastTimestamp), steps: stepsOf(same) };
+  const seen = recentEvents.get(key);
+  if (seen && (await countRepeat(kube, ns, seen, step, now))) {
+    recentEvents.set(key, seen);
+    return;
   }
-  if (seen) {
-    try {
-      const annotations = step ? { [STEP_ANNOTATION]: [...(seen.steps ?? []), step.key].slice(-20).join(' ') } : undefined;
-      await kube.core.patchNamespacedEvent(
-        { namespace: ns, name: seen.name, body: { count: seen.count + 1, lastTimestamp: now, ...(annotations ? { metadata: { annotations } } : {}) } },
-        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
-      );
-      recentEvents.set(key, { name: seen.name, count: seen.count + 1, at: now.getTime(), steps: annotations ? annotations[STEP_ANNOTATION]!.split(' ') : seen.steps });
-      return;
-    } catch (err) {
-      if (!isNotFound(err)) throw err;
-      recentEvents.delete(key);
+  // Not written by this process lately. Every replica names the Event of a fold period alike, so
+  // another's is found by its name (no list of the namespace's Events): early in a period, the last
+  // period's Event takes a repeat that follows it closely; else this period's, created or counted.
+  const period = Math.floor(now.getTime() / FOLD_WINDOW_MS);
+  if (now.getTime() - period * FOLD_WINDOW_MS < PERIOD_OVERLAP_MS) {
+    const last = await readEvent(kube, ns, foldedEventName(qc.metadata.name, key, period - 1));
+    if (last && now.getTime() - toMsOr0(last.lastTimestamp) < FOLD_WINDOW_MS) {
+      const repeat = foldedOf(last);
+      if (await countRepeat(kube, ns, repeat, step, now)) {
+        recentEvents.set(key, repeat);
+        return;
+      }
     }
   }
-  const name = `${qc.metadata.name}.${now.getTime().toString(16)}${randomBytes(3).toString('hex')}`;
-  await kube.core.createNamespacedEvent({
-    namespace: ns,
-    body: {
-      metadata: { name, namespace: ns, ...(step ? { annotations: { [STEP_ANNOTATION]: step.key } } : {}) },
-      involvedObject: {
-        apiVersion: qc.apiVersion,
-        kind: qc.kind,
-        name: qc.metadata.name,
+  const name = foldedEventName(qc.metadata.name, key, period);
+  for (let tries = 0; tries < 3; tries++) {
+    try {
+      await kube.core.createNamespacedEvent({
         namespace: ns,
-        uid: qc.metadata.uid,
-      },
-      reason,
-      message,
-      type,
-      source: { component: 'queen-operator' },
-      reportingComponent: 'queen-operator',
-      reportingInstance: process.env.HOSTNAME ?? 'queen-operator',
-      firstTimestamp: now,
-      lastTimestamp: now,
-      eventTime: undefined,
-      count: 1,
-    },
-  });
-  recentEvents.set(key, { name, count: 1, at: now.getTime(), steps: step ? [step.key] : [] });
+        body: {
+          metadata: { name, namespace: ns, ...(step ? { annotations: { [STEP_ANNOTATION]: step.key } } : {}) },
+          involvedObject: {
+            apiVersion: qc.apiVersion,
+            kind: qc.kind,
+            name: qc.metadata.name,
+            namespace: ns,
+            uid: qc.metadata.uid,
+          },
+          reason,
+          message,
+          type,
+          source: { component: 'queen-operator' },
+          reportingComponent: 'queen-operator',
+          reportingInstance: process.env.HOSTNAME ?? 'queen-operator',
+          firstTimestamp: now,
+          lastTimestamp: now,
+          eventTime: undefined,
+          count: 1,
+        },
+      });
+      recentEvents.set(key, { name, count: 1, at: now.getTime(), steps: step ? [step.key] : [] });
+      return;
+    } catch (err) {
+      if (!isConflict(err)) throw err;
+    }
+    // Written already (by another replica, or by this process before it restarted): counted on it.
+    const there = await readEvent(kube, ns, name);
+    if (!there) continue;
+    const repeat = foldedOf(there);
+    if (await countRepeat(kube, ns, repeat, step, now)) {
+      recentEvents.set(key, repeat);
+      return;
+    }
+  }
+  throw new Error(`the Event ${ns}/${name} could neither be created nor counted`);
+}
+
+/**
+ * Early in a fold period, a repeat of an Event of the last one is counted on it (found by its
+ * name), so a repeat a moment after the period turned is not an Event of its own.
+ */
+const PERIOD_OVERLAP_MS = 60_000;
+
+/** The Event that folds the repeats of `key` in fold period `period`: a name every replica gives it. */
+export function foldedEventName(clusterName: string, key: string, period: number): string {
+  return `${clusterName}.${createHash('sha256').update(key).digest('hex').slice(0, 16)}.${period.toString(36)}`;
+}
+
+type Folded = { name: string; count: number; at: number; steps?: string[] };
+
+const foldedOf = (e: CoreV1Event): Folded => ({ name: e.metadata!.name!, count: e.count ?? 1, at: toMsOr0(e.lastTimestamp), steps: stepsOf(e) });
+
+async function readEvent(kube: Kube, namespace: string, name: string): Promise<CoreV1Event | null> {
+  try {
+    return await kube.core.readNamespacedEvent({ namespace, name });
+  } catch (err) {
+    if (isNotFound(err)) return null;
+    throw err;
+  }
+}
+
+/** Counts one more repeat on an Event (updating `folded`); false when it is gone (expired). */
+async function countRepeat(kube: Kube, namespace: string, folded: Folded, step: EventStep | undefined, now: Date): Promise<boolean> {
+  const steps = step ? [...(folded.steps ?? []), step.key].slice(-20) : folded.steps;
+  try {
+    await kube.core.patchNamespacedEvent(
+      { namespace, name: folded.name, body: { count: folded.count + 1, lastTimestamp: now, ...(step ? { metadata: { annotations: { [STEP_ANNOTATION]: steps!.join(' ') } } } : {}) } },
+      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+    );
+  } catch (err) {
+    if (isNotFound(err)) return false;
+    throw err;
+  }
+  folded.count += 1;
+  folded.at = now.getTime();
+  folded.steps = steps;
+  return true;
 }
 
 const toMsOr0 = (t: Date | string | undefined | null) => toMs(t) ?? 0;
