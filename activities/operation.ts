@@ -7,7 +7,7 @@ import { ANNOTATIONS, type LastOperationStatus, type Phase } from '../crd/schema
 import { assess } from '../plan/assess.ts';
 import type { OperationType } from '../plan/decide.ts';
 import { stallMemoryFromStatus } from '../plan/stalls.ts';
-import { loadCluster, observeCluster, opLogger, stepEvent, withYieldPending, writePhase, type ActivityDeps, type ClusterRef } from './common.ts';
+import { loadCluster, observeCluster, opLogger, stepEvent, watchedCluster, withYieldPending, writePhase, type ActivityDeps, type ClusterRef } from './common.ts';
 import { patchClusterAnnotations } from './kube.ts';
 import { operationDuration, operationsEnded, operationsStarted } from '../metrics.ts';
 import { observedStatus } from './status.ts';
@@ -42,7 +42,10 @@ export function operationActivities(deps: ActivityDeps) {
   return {
     /** Writes status.operation and the operation's first phase and message. Returns when it started. */
     async beginOperation(ref: ClusterRef, start: OperationStart): Promise<string> {
-      const qc = await loadCluster(deps, ref);
+      // A first attempt finds nothing of its run in status: the object as the process's watches
+      // have it (the watcher started the run on what they showed) serves, with no read from the
+      // API server before the first status line. A later attempt reads what an earlier one wrote.
+      const qc = (activityInfo().attempt === 1 ? watchedCluster(deps, ref)?.cluster : undefined) ?? (await loadCluster(deps, ref));
       const run = execution();
       // An attempt after one that did this and then lost its worker (a crash before Temporal heard
       // of it): the operation began then, and the Event says so once.
