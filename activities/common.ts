@@ -166,8 +166,8 @@ export async function writePhase(deps: ActivityDeps, ref: ClusterRef, phase: Pha
 }
 
 /** Mirrors the running step into status: phase, message, and operation.step / operation.gate. */
-export async function writeStep(deps: ActivityDeps, ref: ClusterRef, step: StepStatus) {
-  await writePhase(deps, ref, step.phase, step.message, { operation: { step: step.message, gate: step.gate ?? null } });
+export async function writeStep(deps: ActivityDeps, ref: ClusterRef, step: StepStatus, read?: QueenCluster) {
+  await writePhase(deps, ref, step.phase, step.message, { operation: { step: step.message, gate: step.gate ?? null } }, read);
 }
 
 /**
@@ -247,6 +247,8 @@ export function watchedCluster(deps: ActivityDeps, ref: ClusterRef): { cluster: 
 export class Look {
   /** This look read the QueenCluster from the watches: it ends no wait. */
   fromWatch = false;
+  /** The QueenCluster as this look read it last (a status line of the wait is written on it). */
+  read: QueenCluster | undefined;
   private owned: OwnedObjects | undefined;
   private readonly deps: ActivityDeps;
   private readonly ref: ClusterRef;
@@ -264,11 +266,13 @@ export class Look {
     if (watched) {
       this.fromWatch = true;
       this.owned = watched.owned;
+      this.read = watched.cluster;
       return watched.cluster;
     }
     this.fromWatch = false;
     this.owned = undefined;
-    return loadCluster(this.deps, this.ref);
+    this.read = await loadCluster(this.deps, this.ref);
+    return this.read;
   }
 
   /** The cluster observed: its objects as cluster() read them (the watches' or the API server's), the brokers asked now. */
@@ -376,9 +380,9 @@ export async function holdUntil<T>(deps: ActivityDeps, ref: ClusterRef, check: C
     since = now;
   };
   return looksUntil<T>(deps, ref, async () => {
-    const look = new Look(deps, ref, true);
+    let look = new Look(deps, ref, true);
     let r = await check(look);
-    if (('done' in r && look.fromWatch) || 'askTheApiServer' in r) r = await check(new Look(deps, ref, false));
+    if (('done' in r && look.fromWatch) || 'askTheApiServer' in r) r = await check((look = new Look(deps, ref, false)));
     if ('askTheApiServer' in r) throw new Error('a wait asked for a look from the API server on one from the API server');
     account();
     if ('done' in r) return { result: r.done };
@@ -388,7 +392,8 @@ export async function holdUntil<T>(deps: ActivityDeps, ref: ClusterRef, check: C
     heldBy = r.hold.gate ?? 'unnamed';
     const key = `${r.hold.phase}|${r.hold.message}|${r.hold.gate ?? ''}`;
     if (key !== shown) {
-      await writeStep(deps, ref, r.hold);
+      // On the object the look read (the wait's own status lines are all a wait writes; a yield ends it).
+      await writeStep(deps, ref, r.hold, look.read);
       log.info({ phase: r.hold.phase, gate: r.hold.gate }, r.hold.message);
       shown = key;
     }
