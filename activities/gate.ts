@@ -190,8 +190,14 @@ export function gateActivities(deps: ActivityDeps) {
       };
       for (let pod = current; pod && pod.metadata?.uid === pick.podUid && !pod.metadata?.deletionTimestamp; pod = await getPod(deps.kube, ref.namespace, pick.podName)) {
         handOverIfStopping(deps);
-        const obs = await observeCluster(deps, qc);
-        const hold = stopGate({ obs, memory: stallMemory(qc, obs), target: pick.ordinal, opts: gateOptions(deps, obs, obs.minReadySeconds) });
+        // Before the drain the watches serve: the wait that picked the pod looked at the API server
+        // a moment ago, and the gate is looked at there again once the pod is drained, before it
+        // stops. A hold they show is confirmed by the API server before the restart is given up.
+        const watched = drained ? null : watchedCluster(deps, ref);
+        const gateOn = (obs: Observation) => stopGate({ obs, memory: stallMemory(qc, obs), target: pick.ordinal, opts: gateOptions(deps, obs, obs.minReadySeconds) });
+        let obs = watched ? await observeCluster(deps, watched.cluster, watched.owned) : await observeCluster(deps, qc);
+        let hold = gateOn(obs);
+        if (hold && watched) hold = gateOn((obs = await observeCluster(deps, qc)));
         if (hold) {
           await undrain();
           log.info({ gate: hold.gate }, `not restarting pod ${pick.ordinal}: ${hold.reason}`);
