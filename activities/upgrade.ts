@@ -258,10 +258,15 @@ export function upgradeActivities(deps: ActivityDeps) {
           hold?.gate === 'pod-ready-for-min-ready-seconds' &&
           drainAhead({ obs, memory: stallMemory(qc, obs), target: pick.ordinal, opts: gateOptions(deps, obs, obs.minReadySeconds) }, lead);
         // Which pods serve clients is decided on the API server's word: a look from the watches
-        // that would drain a pod or put one back hands over to it (holdUntil looks again).
-        if (look.fromWatch && (!hold || ahead || podsToServe(obs).length > 0)) return ASK_THE_API_SERVER;
-        await serveAgainExcept(deps, ref, obs, ahead || !hold ? pick.ordinal : null);
-        const target = ahead ? drainTarget(obs, pick.ordinal) : null;
+        // that would drain a pod or put one back hands over to it (holdUntil looks again). A pick
+        // drained at an earlier look stays so (restartPod drains it again, to the endpoints, before
+        // it stops): the looks that follow, until the gate lifts, need nothing of the API server.
+        const except = ahead || !hold ? pick.ordinal : null;
+        const toServe = podsToServe(obs).some((p) => p.ordinal !== except);
+        const toDrain = ahead && podAt(obs, pick.ordinal)?.serving !== false;
+        if (look.fromWatch && (!hold || toDrain || toServe)) return ASK_THE_API_SERVER;
+        if (toServe) await serveAgainExcept(deps, ref, obs, except);
+        const target = toDrain ? drainTarget(obs, pick.ordinal) : null;
         if (target) await drainPod(deps, ref, target, { phase: 'Upgrading', what: `pod ${pick.ordinal} is next`, event: `taking pod ${pick.ordinal} out of the client Service before it restarts` });
         // Not drained yet: looked at again when the drain may begin, the gate's last seconds.
         if (hold && !ahead && hold.gate === 'pod-ready-for-min-ready-seconds' && hold.lookAgainAt !== undefined) return { hold: { ...hold, lookAgainAt: hold.lookAgainAt - lead } };
