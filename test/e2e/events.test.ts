@@ -5,7 +5,7 @@ import { afterAll, expect, it } from 'vitest';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { makeKube, recordEvent } from '../../activities/kube.ts';
-import { clusterEvents, createCluster, getCluster, kubectl, scenario, seedSpec, testbed, type Scenario } from './harness.ts';
+import { clusterEvents, createCluster, getCluster, kubectl, operatorSetup, scenario, seedSpec, type Scenario } from './harness.ts';
 
 const KUBE = fileURLToPath(new URL('../../activities/kube.ts', import.meta.url));
 
@@ -18,9 +18,10 @@ it('events: repeats fold into one Event with a count', async () => {
   const qc = await getCluster(s);
   const kube = makeKube(s.kc);
   for (let i = 0; i < 3; i++) await recordEvent(kube, qc, 'Degraded', 'pod 1 is not running', 'Warning');
-  // Another process (as another replica would) repeats it: it finds the Event and counts it.
+  // Another process (as another replica would, with the operator's own RBAC) repeats it: it finds
+  // the Event by its name and counts it.
   const script = `import('${KUBE}').then(async (k) => { await k.recordEvent(k.makeKube(k.loadKubeConfig(process.argv[1])), JSON.parse(process.argv[2]), 'Degraded', 'pod 1 is not running', 'Warning'); })`;
-  const other = spawnSync(process.execPath, ['--input-type=module', '-e', script, testbed().kubeconfigPath, JSON.stringify(qc)], { encoding: 'utf8' });
+  const other = spawnSync(process.execPath, ['--input-type=module', '-e', script, operatorSetup().kubeconfig, JSON.stringify(qc)], { encoding: 'utf8' });
   expect(other.status, other.stderr).toBe(0);
   await recordEvent(kube, qc, 'Degraded', 'pod 2 is not running', 'Warning');
   const events = (await clusterEvents(s)).filter((e) => e.reason === 'Degraded');
@@ -41,7 +42,7 @@ it('events: a step tried again after an attempt that recorded its Event (and the
   // knows nothing of the first but what the API server holds.
   const script = `import('${KUBE}').then(async (k) => { await k.recordEvent(k.makeKube(k.loadKubeConfig(process.argv[1])), JSON.parse(process.argv[2]), 'RestartPod', process.argv[3], 'Normal', JSON.parse(process.argv[4])); })`;
   const retry = (message: string, key: string) =>
-    spawnSync(process.execPath, ['--input-type=module', '-e', script, testbed().kubeconfigPath, JSON.stringify(qc), message, JSON.stringify({ key, retried: true })], { encoding: 'utf8' });
+    spawnSync(process.execPath, ['--input-type=module', '-e', script, operatorSetup().kubeconfig, JSON.stringify(qc), message, JSON.stringify({ key, retried: true })], { encoding: 'utf8' });
   expect(retry('restarting pod 2', 'run-a/4').status).toBe(0);
   // Another step of the same run saying the same thing is a step of its own: counted.
   expect(retry('restarting pod 2', 'run-a/8').status).toBe(0);
