@@ -208,7 +208,9 @@ export class Kubelet {
   readonly simEnv = new Map<string, Record<string, string>>();
   /** What each node last reported in node.status.volumesInUse. */
   #inUseReported = new Map<string, string>();
-  #inUseTimer?: NodeJS.Timeout;
+  /** The nodes whose report is on its way, and those whose list changed meanwhile (sent after it). */
+  #inUseSending = new Set<string>();
+  #inUseAgain = new Set<string>();
   /** The broker fleets, one per node, for the Queen containers that run in one. */
   readonly fleets: SimFleets;
 
@@ -814,17 +816,36 @@ export class Kubelet {
    */
   #reportInUse(node: string): void {
     if (!this.#o.nodeObjects || !this.#o.nodes.isUp(node) || this.#stopping) return;
+    // One report of a node at a time, in order: two on their way at once may land in the other
+    // order, and a volume whose pod left would stay reported in use (and never be detached for
+    // the pod's successor on another node: a Multi-Attach error for six minutes).
+    if (this.#inUseSending.has(node)) {
+      this.#inUseAgain.add(node);
+      return;
+    }
     const names = new Set<string>();
     for (const rt of this.#runtimes.values()) if (rt.node === node) for (const n of rt.inUse) names.add(n);
     const list = [...names].sort();
     const text = JSON.stringify(list);
     if (this.#inUseReported.get(node) === text) return;
-    this.#inUseReported.set(node, text);
+    this.#inUseSending.add(node);
     void this.#o.kube
       .mergePatch(`/api/v1/nodes/${node}/status`, { status: { volumesInUse: list.length ? list : null } })
-      .catch((e) => {
-        this.#inUseReported.delete(node);
-        this.#o.log(`kubelet: volumesInUse of ${node}: ${(e as Error).message}`);
+      .then(
+        () => {
+          this.#inUseReported.set(node, text);
+          return true;
+        },
+        (e) => {
+          this.#inUseReported.delete(node);
+          this.#o.log(`kubelet: volumesInUse of ${node}: ${(e as Error).message}`);
+          return false;
+        },
+      )
+      .then((sent) => {
+        this.#inUseSending.delete(node);
+        if (this.#inUseAgain.delete(node) && sent) this.#reportInUse(node);
+        else if (!sent) setTimeout(() => this.#reportInUse(node), 1000).unref();
       });
   }
 
