@@ -82,6 +82,11 @@ it('metrics: the counters move during an upgrade', async () => {
   // By resource: one eviction per pod, each granted once.
   const evictions = (m: typeof after) => sum(m, 'queen_apiserver_requests_total', { verb: 'post', resource: 'pods/eviction', code: '201' });
   expect(evictions(after) - evictions(before)).toBe(3);
+  // The upgrade's Events (started, the template, a drain and a restart per pod, the end) are
+  // written without a list of the namespace's Events: each is found by its name.
+  const events = (m: typeof after, verb: string) => sum(m, 'queen_apiserver_requests_total', { verb, resource: 'events' });
+  expect(events(after, 'post') - events(before, 'post')).toBeGreaterThanOrEqual(5);
+  expect(events(after, 'get') - events(before, 'get')).toBe(0);
   // And how long the API server took to answer.
   expect(sum(after, 'queen_apiserver_request_duration_seconds_count', { verb: 'get' })).toBeGreaterThan(sum(before, 'queen_apiserver_request_duration_seconds_count', { verb: 'get' }));
   const term = (await getCluster(s)).status!.term!;
