@@ -467,7 +467,11 @@ export async function recordEvent(
   // period's Event takes a repeat that follows it closely; else this period's, created or counted.
   const period = Math.floor(now.getTime() / FOLD_WINDOW_MS);
   if (now.getTime() - period * FOLD_WINDOW_MS < PERIOD_OVERLAP_MS) {
-    const last = await readEvent(kube, ns, foldedEventName(qc.metadata.name, key, period - 1));
+    // (Not readable under a ClusterRole from before Events were read by name: then it is a new one.)
+    const last = await readEvent(kube, ns, foldedEventName(qc.metadata.name, key, period - 1)).catch((err: unknown) => {
+      if (statusCode(err) === 403) return null;
+      throw err;
+    });
     if (last && now.getTime() - toMsOr0(last.lastTimestamp) < FOLD_WINDOW_MS) {
       const repeat = foldedOf(last);
       if (await countRepeat(kube, ns, repeat, step, now)) {
