@@ -457,11 +457,14 @@ export async function recordEvent(
   }
   const key = `${qc.metadata.uid}\0${reason}\0${type}\0${message}`;
   for (const [k, v] of recentEvents) if (now.getTime() - v.at > FOLD_WINDOW_MS) recentEvents.delete(k);
+  /** One more repeat counted on an Event (remembered for the next); false when it is gone. */
+  const countOn = async (folded: Folded) => {
+    if (!(await countRepeat(kube, ns, folded, step, now))) return false;
+    recentEvents.set(key, folded);
+    return true;
+  };
   const seen = recentEvents.get(key);
-  if (seen && (await countRepeat(kube, ns, seen, step, now))) {
-    recentEvents.set(key, seen);
-    return;
-  }
+  if (seen && (await countOn(seen))) return;
   // Not written by this process lately. Every replica names the Event of a fold period alike, so
   // another's is found by its name (no list of the namespace's Events): early in a period, the last
   // period's Event takes a repeat that follows it closely; else this period's, created or counted.
@@ -472,13 +475,7 @@ export async function recordEvent(
       if (statusCode(err) === 403) return null;
       throw err;
     });
-    if (last && now.getTime() - toMsOr0(last.lastTimestamp) < FOLD_WINDOW_MS) {
-      const repeat = foldedOf(last);
-      if (await countRepeat(kube, ns, repeat, step, now)) {
-        recentEvents.set(key, repeat);
-        return;
-      }
-    }
+    if (last && now.getTime() - toMsOr0(last.lastTimestamp) < FOLD_WINDOW_MS && (await countOn(foldedOf(last)))) return;
   }
   const name = foldedEventName(qc.metadata.name, key, period);
   for (let tries = 0; tries < 3; tries++) {
@@ -513,12 +510,7 @@ export async function recordEvent(
     }
     // Written already (by another replica, or by this process before it restarted): counted on it.
     const there = await readEvent(kube, ns, name);
-    if (!there) continue;
-    const repeat = foldedOf(there);
-    if (await countRepeat(kube, ns, repeat, step, now)) {
-      recentEvents.set(key, repeat);
-      return;
-    }
+    if (there && (await countOn(foldedOf(there)))) return;
   }
   throw new Error(`the Event ${ns}/${name} could neither be created nor counted`);
 }
