@@ -3,9 +3,11 @@
 // are not Ready, and every pod deletion of a voter with the voters that were down at that moment.
 // The operator is the only one that deletes a Queen pod (a restart, a replacement, a scale-down
 // through the StatefulSet); a deletion while another voter was down is "two voters down by the
-// operator's hand". While an operation is expected to run (expectOperation), a status that says
-// nothing for minutes (no message, or the same message with no named gate and not Blocked) is a
-// silent wait: the chaos promise is that every operation ends or says why it waits.
+// operator's hand". A voter just promoted whose pod was not Ready yet (its readiness probe comes
+// after the leader saw it caught up) is starting, not down, for a few probes. While an operation
+// is expected to run (expectOperation), a status that says nothing for minutes (no message, or the
+// same message with no named gate and not Blocked) is a silent wait: the chaos promise is that
+// every operation ends or says why it waits.
 import type { KubeConfig } from '@kubernetes/client-node';
 import { GROUP, PLURAL, VERSION } from '../../crd/schema.ts';
 import { authOf } from '../testbed/load.ts';
@@ -48,6 +50,9 @@ export interface Tracker {
 }
 
 const isReady = (p: any) => !p.metadata?.deletionTimestamp && !!p.status?.conditions?.some((c: any) => c.type === 'Ready' && c.status === 'True');
+
+/** How long a voter just promoted may be not Ready yet without counting as down (a few readiness probes of 5 s). */
+const NEW_VOTER_GRACE_MS = 15_000;
 
 /** How long a status may say nothing new while an operation is expected (a few minutes). */
 export const SILENT_MS = 180_000;
@@ -107,7 +112,29 @@ export async function track(kc: KubeConfig, namespace: string, name = 'queen', s
   };
   const voterPods = (): string[] => ((t.cluster()?.status?.voters ?? []) as number[]).map((id) => `${name}-${id - 1}`);
   const podByName = (n: string) => pods.list().find((p) => p.metadata.name === n);
-  /** Voters whose pod is not Ready, but `except`; with `at`, not the ones a fault took down then. */
+  /**
+   * Since when each voter's pod has been a voter (in status), and whether it has been Ready since.
+   * A learner is promoted once the leader sees it live and caught up, which is before its pod's
+   * next readiness probe: for a probe's while after, a new voter that was never Ready is starting,
+   * not down (the operator stops no pod meanwhile, which `disruptions` checks).
+   */
+  const voterSince = new Map<string, { at: number; readySince: boolean }>();
+  const seeVoters = (now: number) => {
+    const voters = voterPods();
+    for (const v of [...voterSince.keys()]) if (!voters.includes(v)) voterSince.delete(v);
+    for (const v of voters) {
+      const since = voterSince.get(v) ?? { at: now, readySince: false };
+      const p = podByName(v);
+      if (p && isReady(p)) since.readySince = true;
+      voterSince.set(v, since);
+    }
+  };
+  const starting = (v: string, now: number) => {
+    const since = voterSince.get(v);
+    const p = podByName(v);
+    return !!since && !since.readySince && now - since.at < NEW_VOTER_GRACE_MS && !!p && !p.metadata.deletionTimestamp;
+  };
+  /** Voters whose pod is not Ready, but `except`; with `at`, not the ones a fault took down then, nor new voters starting. */
   const votersDown = (except: string | null, at: number | null) =>
     voterPods()
       .filter((v) => v !== except)
@@ -115,9 +142,10 @@ export async function track(kc: KubeConfig, namespace: string, name = 'queen', s
         const p = podByName(v);
         return !p || !isReady(p);
       })
-      .filter((v) => at === null || (exempted.get(v) ?? 0) < at);
+      .filter((v) => at === null || ((exempted.get(v) ?? 0) < at && !starting(v, at)));
   const measure = () => {
     const now = Date.now();
+    seeVoters(now);
     for (const p of pods.list()) {
       if (isReady(p)) notReadySince.delete(p.metadata.name);
       else if (!notReadySince.has(p.metadata.name)) notReadySince.set(p.metadata.name, now);
