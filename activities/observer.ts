@@ -325,7 +325,7 @@ async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: Observer
   });
 
   const comparable = comparableStatus(status, {
-    caughtUpEntries: Math.min(deps.settings.caughtUpEntries, obs.membership?.promoteMaxLag ?? Infinity),
+    nearEntries: Math.max(deps.settings.caughtUpEntries, obs.membership?.promoteMaxLag ?? 0),
     stallAfterMs: deps.settings.stallAfterMs,
     now: obs.at,
   });

@@ -92,15 +92,17 @@ export function observedStatus(obs: Observation, memory: StallMemory): Partial<Q
  * What the observer compares a status with its last write on: a change in it is worth a write (and
  * a watch event to every watcher of the object); noise is not. Left out: what only a probe writes
  * (a look with a probe writes anyway), the conditions' transition times, and a member's matched
- * index, which moves with every write. A member's lag counts only as caught up (within
- * `caughtUpEntries`, as the gates say) or by its order of magnitude, and its behindSince only once
- * the node has been behind without moving for half of `stallAfterMs`: under client load a
- * follower's lag and its last move change at every look. Every field is written exact with any
+ * index, which moves with every write. A member's lag counts only as near the leader (within
+ * `nearEntries`: the broker's promoteMaxLag, or the operator's caught-up bound if larger) or by its
+ * order of magnitude beyond, and its behindSince only once the node has been behind without moving
+ * for half of `stallAfterMs`: under client load a follower's lag and its last move change at every
+ * look (at 200 pushes a second a follower a second behind is 200 entries behind, and a loaded
+ * machine moves it across 100 and back within seconds). Every field is written exact with any
  * change and with each probe, so it is at most a probe interval old.
  */
-export function comparableStatus(status: Partial<QueenClusterStatus>, opts: { caughtUpEntries: number; stallAfterMs: number; now: number }): string {
+export function comparableStatus(status: Partial<QueenClusterStatus>, opts: { nearEntries: number; stallAfterMs: number; now: number }): string {
   const lagClass = (lag: number | null | undefined) =>
-    lag === null || lag === undefined ? null : lag <= opts.caughtUpEntries ? 'caught up' : `1e${Math.floor(Math.log10(lag))}`;
+    lag === null || lag === undefined ? null : lag <= opts.nearEntries ? 'near' : `1e${Math.floor(Math.log10(lag))}`;
   const standing = (since: string | null | undefined) => (since && opts.now - Date.parse(since) >= opts.stallAfterMs / 2 ? since : null);
   return canonicalJson({
     ...status,

@@ -121,7 +121,7 @@ describe('the conditions, by kstatus', () => {
 
 describe('what the observer compares before it writes status', () => {
   const now = Date.parse('2026-12-04T12:00:00Z');
-  const opts = { caughtUpEntries: 100, stallAfterMs: 10_000, now };
+  const opts = { nearEntries: 1000, stallAfterMs: 10_000, now };
   const member = (lag: number | null, behindSince: string | null, extra: Partial<MemberStatus> = {}): MemberStatus => ({
     nodeId: 2,
     pod: 'queen-1',
@@ -139,15 +139,18 @@ describe('what the observer compares before it writes status', () => {
   const same = (a: MemberStatus, b: MemberStatus) => comparableStatus({ members: [a] }, opts) === comparableStatus({ members: [b] }, opts);
   const ago = (ms: number) => new Date(now - ms).toISOString();
 
-  it('a follower moving under client load is no change: its lag within caught up, its last move a moment ago', () => {
+  it('a follower moving under client load is no change: its lag near the leader, its last move a moment ago', () => {
     expect(same(member(0, null), member(3, ago(400)))).toBe(true);
     expect(same(member(3, ago(400)), member(57, ago(900)))).toBe(true);
+    // A second behind at 200 pushes a second and back: across the caught-up bound of the gates (100), not across promoteMaxLag.
+    expect(same(member(57, null), member(250, null))).toBe(true);
+    expect(same(member(250, null), member(1000, null))).toBe(true);
   });
 
-  it('a lag that leaves caught up, or changes its order of magnitude, is one', () => {
-    expect(same(member(57, null), member(250, null))).toBe(false);
-    expect(same(member(250, null), member(900, null))).toBe(true);
-    expect(same(member(900, null), member(12_000, null))).toBe(false);
+  it('a lag that goes beyond near the leader, or changes its order of magnitude beyond, is one', () => {
+    expect(same(member(57, null), member(1500, null))).toBe(false);
+    expect(same(member(1500, null), member(9000, null))).toBe(true);
+    expect(same(member(9000, null), member(12_000, null))).toBe(false);
     expect(same(member(null, null), member(0, null))).toBe(false);
   });
 
