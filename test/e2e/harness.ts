@@ -516,7 +516,31 @@ export interface Monitor {
   leaders: { leader: number | null; term: number | null }[];
   /** When each write of the QueenCluster (a new resourceVersion) was seen (ms since the epoch). */
   writes: number[];
+  /** For each write, the fields of spec, status and metadata it changed (`status.lag`, ...). */
+  changed: string[][];
   stop(): Promise<void>;
+}
+
+/** The fields of spec, status and metadata (but its resourceVersion and managedFields) that differ, down to the fields of a list's items: `status.members[1].lag`. */
+function changedFields(a: QueenCluster, b: QueenCluster): string[] {
+  const out: string[] = [];
+  const same = (x: unknown, y: unknown) => JSON.stringify(x) === JSON.stringify(y);
+  const isObject = (v: unknown): v is Record<string, unknown> => !!v && typeof v === 'object' && !Array.isArray(v);
+  const diff = (path: string, x: unknown, y: unknown, depth: number) => {
+    if (same(x, y)) return;
+    if (depth > 0 && Array.isArray(x) && Array.isArray(y) && x.length === y.length) {
+      x.forEach((v, i) => diff(`${path}[${i}]`, v, y[i], depth - 1));
+    } else if (depth > 0 && isObject(x) && isObject(y)) {
+      for (const k of new Set([...Object.keys(x), ...Object.keys(y)])) diff(`${path}.${k}`, x[k], y[k], depth - 1);
+    } else out.push(path);
+  };
+  for (const part of ['metadata', 'spec', 'status'] as const) {
+    const x = { ...((a[part] ?? {}) as Record<string, unknown>) };
+    const y = { ...((b[part] ?? {}) as Record<string, unknown>) };
+    if (part === 'metadata') for (const k of ['resourceVersion', 'managedFields']) delete x[k], delete y[k];
+    diff(part, x, y, 3);
+  }
+  return out;
 }
 
 /**
@@ -526,8 +550,9 @@ export interface Monitor {
  * the state at the call and a change made after it is never missed.
  */
 export async function monitor(s: Scenario, name = 'queen'): Promise<Monitor> {
-  const m: Monitor = { messages: [], phases: [], timeline: [], uids: new Map(), maxNotReady: 0, leaders: [], writes: [], stop: async () => undefined };
+  const m: Monitor = { messages: [], phases: [], timeline: [], uids: new Map(), maxNotReady: 0, leaders: [], writes: [], changed: [], stop: async () => undefined };
   let version = '';
+  let lastSeen: QueenCluster | undefined;
   let lastLine = '';
   const began = Date.now();
   const kube = new Kube(authOf(s.kc));
@@ -537,8 +562,12 @@ export async function monitor(s: Scenario, name = 'queen'): Promise<Monitor> {
   const look = () => {
     const qc = clusters.list()[0] as unknown as QueenCluster | undefined;
     if (!synced || !qc) return;
-    if (version && qc.metadata.resourceVersion !== version) m.writes.push(Date.now());
+    if (version && qc.metadata.resourceVersion !== version) {
+      m.writes.push(Date.now());
+      m.changed.push(lastSeen ? changedFields(lastSeen, qc) : []);
+    }
     version = qc.metadata.resourceVersion ?? '';
+    lastSeen = qc;
     const list = (podWatch.list() as unknown as V1Pod[]).sort((a, b) => a.metadata!.name!.localeCompare(b.metadata!.name!));
     const msg = qc.status?.message ?? '';
     if (m.messages.at(-1) !== msg) m.messages.push(msg);

@@ -32,7 +32,8 @@ async function upgrade(prefix: string, replicas: 3 | 5, keep: (s: Scenario) => v
   // here): that is no reason for a status write. The probe writes once in its interval (10 s).
   await new Promise((r) => setTimeout(r, 12_000));
   const writesAtRest = watch.writes.length;
-  console.log(`${prefix}: ${writesAtRest} status writes in 12 s at rest under load`);
+  const what = watch.changed.map((fields) => fields.join(' ') || '(nothing)').join('; ');
+  console.log(`${prefix}: ${writesAtRest} status writes in 12 s at rest under load${writesAtRest ? `, each changing: ${what}` : ''}`);
   await patchSpec(s, { version: '2.6.1' });
   const after = await waitForCluster(
     s,
