@@ -480,7 +480,7 @@ export async function recordEvent(
   const name = foldedEventName(qc.metadata.name, key, period);
   for (let tries = 0; tries < 3; tries++) {
     try {
-      await kube.core.createNamespacedEvent({
+      const made = await kube.core.createNamespacedEvent({
         namespace: ns,
         body: {
           metadata: { name, namespace: ns, ...(step ? { annotations: { [STEP_ANNOTATION]: step.key } } : {}) },
@@ -503,7 +503,7 @@ export async function recordEvent(
           count: 1,
         },
       });
-      recentEvents.set(key, { name, count: 1, at: now.getTime(), steps: step ? [step.key] : [] });
+      recentEvents.set(key, { ...foldedOf(made), at: now.getTime() });
       return;
     } catch (err) {
       if (!isConflict(err)) throw err;
@@ -526,9 +526,16 @@ export function foldedEventName(clusterName: string, key: string, period: number
   return `${clusterName}.${createHash('sha256').update(key).digest('hex').slice(0, 16)}.${period.toString(36)}`;
 }
 
-type Folded = { name: string; count: number; at: number; steps?: string[] };
+/** An Event as this process last saw it: a repeat is counted on it if it has not changed since (its resourceVersion). */
+type Folded = { name: string; count: number; at: number; steps: string[]; resourceVersion: string | undefined };
 
-const foldedOf = (e: CoreV1Event): Folded => ({ name: e.metadata!.name!, count: e.count ?? 1, at: toMsOr0(e.lastTimestamp), steps: stepsOf(e) });
+const foldedOf = (e: CoreV1Event): Folded => ({
+  name: e.metadata!.name!,
+  count: e.count ?? 1,
+  at: toMsOr0(e.lastTimestamp),
+  steps: stepsOf(e),
+  resourceVersion: e.metadata?.resourceVersion,
+});
 
 async function readEvent(kube: Kube, namespace: string, name: string): Promise<CoreV1Event | null> {
   try {
@@ -539,22 +546,41 @@ async function readEvent(kube: Kube, namespace: string, name: string): Promise<C
   }
 }
 
-/** Counts one more repeat on an Event (updating `folded`); false when it is gone (expired). */
+/**
+ * Counts one more repeat on an Event (updating `folded`); false when it is gone (expired). A step
+ * the Event records already is not counted again: two attempts of one step can run at once (one
+ * that outlived its heartbeat timeout, and the one Temporal started in its place), and the later
+ * one may record it first. The count is written only on the Event as `folded` saw it (its
+ * resourceVersion): one another process counted since is read again, so no repeat is lost.
+ */
 async function countRepeat(kube: Kube, namespace: string, folded: Folded, step: EventStep | undefined, now: Date): Promise<boolean> {
-  const steps = step ? [...(folded.steps ?? []), step.key].slice(-20) : folded.steps;
-  try {
-    await kube.core.patchNamespacedEvent(
-      { namespace, name: folded.name, body: { count: folded.count + 1, lastTimestamp: now, ...(step ? { metadata: { annotations: { [STEP_ANNOTATION]: steps!.join(' ') } } } : {}) } },
-      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
-    );
-  } catch (err) {
-    if (isNotFound(err)) return false;
-    throw err;
+  for (let tries = 0; ; tries++) {
+    if (step && folded.steps.includes(step.key)) return true;
+    const steps = step ? [...folded.steps, step.key].slice(-20) : folded.steps;
+    try {
+      const counted = await kube.core.patchNamespacedEvent(
+        {
+          namespace,
+          name: folded.name,
+          body: {
+            count: folded.count + 1,
+            lastTimestamp: now,
+            metadata: { ...(folded.resourceVersion ? { resourceVersion: folded.resourceVersion } : {}), ...(step ? { annotations: { [STEP_ANNOTATION]: steps.join(' ') } } : {}) },
+          },
+        },
+        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+      );
+      Object.assign(folded, foldedOf(counted), { at: now.getTime() });
+      return true;
+    } catch (err) {
+      if (isNotFound(err)) return false;
+      if (!isConflict(err) || tries >= 3) throw err;
+    }
+    // Counted by another process since this one saw it: on the Event as it is now.
+    const fresh = await readEvent(kube, namespace, folded.name);
+    if (!fresh) return false;
+    Object.assign(folded, foldedOf(fresh));
   }
-  folded.count += 1;
-  folded.at = now.getTime();
-  folded.steps = steps;
-  return true;
 }
 
 const toMsOr0 = (t: Date | string | undefined | null) => toMs(t) ?? 0;
