@@ -79,6 +79,16 @@ const YIELDING: ReadonlySet<OperationType> = new Set(['ReplaceNode', 'ScaleVoter
  */
 export const OBSERVER_CHECK_BESIDE_WORKER_MS = 300_000;
 
+/**
+ * Whether a cluster's observer is asked about again, `sinceMs` after the last time: at the first
+ * resync once `checkMs` has nearly passed. A check is made a moment into a resync, so the resync a
+ * period later finds it a few ms short of the period: a strict bound put every other resync's
+ * check off (an observer terminated by hand waited up to 60 s for a check every 30 s).
+ */
+export function observerCheckDue(sinceMs: number, checkMs: number, resyncMs: number): boolean {
+  return sinceMs >= checkMs - Math.min(resyncMs, checkMs) / 2;
+}
+
 export interface WatcherOptions {
   /** The process's watches on the QueenClusters and what they own. */
   cache: ClusterCache;
@@ -288,7 +298,7 @@ export class Watcher {
     const { namespace, name, uid } = qc.metadata;
     const key = `${namespace}/${name}`;
     const seen = this.observed.get(key);
-    if (seen && seen.uid === uid && Date.now() - seen.at < this.opts.observerCheckMs) return;
+    if (seen && seen.uid === uid && !observerCheckDue(Date.now() - seen.at, this.opts.observerCheckMs, this.opts.resyncMs)) return;
     const workflowId = observerWorkflowId(namespace, name);
     let current: WorkflowExecutionDescription | null = null;
     try {

@@ -76,6 +76,8 @@ it('observer-recreate: a QueenCluster deleted and created again gets an observer
   );
   expect(term.status, term.stderr).toBe(0);
   const terminatedAt = Date.now();
+  // The watcher alone in its process asks Temporal once a resync (30 s) whether the observer runs.
   await waitFor('the observer running again', async () => (await observedUid(s!)) === second.metadata.uid, 60_000);
+  console.log(`observer-recreate: the observer terminated by hand ran again ${((Date.now() - terminatedAt) / 1000).toFixed(1)} s later`);
   await probesAfter(s, terminatedAt);
 });
