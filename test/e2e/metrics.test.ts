@@ -87,6 +87,12 @@ it('metrics: the counters move during an upgrade', async () => {
   const events = (m: typeof after, verb: string) => sum(m, 'queen_apiserver_requests_total', { verb, resource: 'events' });
   expect(events(after, 'post') - events(before, 'post')).toBeGreaterThanOrEqual(5);
   expect(events(after, 'get') - events(before, 'get')).toBe(0);
+  // What the upgrade read, by resource (printed: it depends on how fast this machine runs the pods).
+  const gets = [...new Set([...after.keys()].filter((k) => k.startsWith('queen_apiserver_requests_total{') && k.includes('verb="get"')).map((k) => /resource="([^"]*)"/.exec(k)?.[1] ?? ''))]
+    .map((resource) => [resource, sum(after, 'queen_apiserver_requests_total', { verb: 'get', resource }) - sum(before, 'queen_apiserver_requests_total', { verb: 'get', resource })] as const)
+    .filter(([, n]) => n > 0)
+    .sort((a, b) => b[1] - a[1]);
+  console.log(`metrics: the upgrade's GETs by resource: ${gets.map(([r, n]) => `${r} ${n}`).join(', ')}`);
   // And how long the API server took to answer.
   expect(sum(after, 'queen_apiserver_request_duration_seconds_count', { verb: 'get' })).toBeGreaterThan(sum(before, 'queen_apiserver_request_duration_seconds_count', { verb: 'get' }));
   const term = (await getCluster(s)).status!.term!;
