@@ -14,6 +14,9 @@ declare module 'vitest' {
   }
 }
 
+/** The time factor of the test bed the tests start, and the one their timings are set for. */
+const DEFAULT_TIME_FACTOR = '0.2';
+
 async function alive(info: TestbedInfo): Promise<boolean> {
   try {
     const res = await request(info.controlUrl, { headersTimeout: 3000, bodyTimeout: 3000 });
@@ -30,10 +33,19 @@ export default async function setup(project: TestProject): Promise<(() => Promis
     const info = JSON.parse(readFileSync(existing, 'utf8')) as TestbedInfo;
     if (!(await alive(info))) throw new Error(`QUEEN_TESTBED=${existing}: that test bed does not answer (is \`npm run testbed\` still running?)`);
     console.log(`test bed: using the running one in ${info.dir}`);
+    // The scenarios' timings (a store's replay, a snapshot's crossing) are set for the time factor
+    // of the test bed they start themselves; `npm run testbed` runs real timings by default.
+    const expected = Number(process.env.QUEEN_TESTBED_TIME_FACTOR ?? DEFAULT_TIME_FACTOR);
+    if (info.timeFactor !== expected) {
+      console.log(
+        `test bed: WARNING: it runs at time factor ${info.timeFactor}, the tests' timings are set for ${expected} (at real timings a scenario with a large store times out) ` +
+          `(start it with \`npm run testbed -- --time-factor ${expected}\`, or set QUEEN_TESTBED_TIME_FACTOR=${info.timeFactor} if that is meant)`,
+      );
+    }
     project.provide('testbed', info);
     return undefined;
   }
-  const timeFactor = Number(process.env.QUEEN_TESTBED_TIME_FACTOR ?? '0.2');
+  const timeFactor = Number(process.env.QUEEN_TESTBED_TIME_FACTOR ?? DEFAULT_TIME_FACTOR);
   const tb = await startTestbed({
     timeFactor,
     log: (line) => {
