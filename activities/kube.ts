@@ -433,7 +433,7 @@ const stepsOf = (e: CoreV1Event) => (e.metadata?.annotations?.[STEP_ANNOTATION] 
  * processes (another replica, this one restarted) the window is a fixed period of this length (with
  * its first minute folding into the period before), as they find each other's Events by name.
  */
-const FOLD_WINDOW_MS = 10 * 60_000;
+export const FOLD_WINDOW_MS = 10 * 60_000;
 
 /**
  * An Event on the QueenCluster, so `kubectl describe queencluster` lists the steps. The same
@@ -503,7 +503,7 @@ export async function recordEvent(
           count: 1,
         },
       });
-      recentEvents.set(key, { ...foldedOf(made), at: now.getTime() });
+      recentEvents.set(key, foldedOf(made));
       return;
     } catch (err) {
       if (!isConflict(err)) throw err;
@@ -519,7 +519,7 @@ export async function recordEvent(
  * Early in a fold period, a repeat of an Event of the last one is counted on it (found by its
  * name), so a repeat a moment after the period turned is not an Event of its own.
  */
-const PERIOD_OVERLAP_MS = 60_000;
+export const PERIOD_OVERLAP_MS = 60_000;
 
 /** The Event that folds the repeats of `key` in fold period `period`: a name every replica gives it. */
 export function foldedEventName(clusterName: string, key: string, period: number): string {
@@ -570,7 +570,7 @@ async function countRepeat(kube: Kube, namespace: string, folded: Folded, step: 
         },
         setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
       );
-      Object.assign(folded, foldedOf(counted), { at: now.getTime() });
+      Object.assign(folded, foldedOf(counted));
       return true;
     } catch (err) {
       if (isNotFound(err)) return false;
