@@ -356,12 +356,15 @@ export class Kubelet {
 
   #allocateIp(): string {
     // 127.N.0.2 .. 127.N.255.254 (N the test bed's range), never reused while the test bed runs
-    // (until it wraps).
+    // (until it wraps), nor while a pod object still shows it: a test bed started again on its
+    // folder counts from the start, beside the pods its last run left.
+    const shown = new Set(this.#o.pods.list().map((p) => p.status?.podIP).filter(Boolean));
     for (;;) {
       const n = this.#nextIp++;
       if (this.#nextIp > 0xfffe) this.#nextIp = 0x102;
       const ip = `127.${this.#o.ipOctet ?? 1}.${(n >> 8) & 0xff}.${n & 0xff}`;
       if ((n & 0xff) === 0 || (n & 0xff) === 255) continue;
+      if (shown.has(ip)) continue;
       if (![...this.#runtimes.values()].some((r) => r.ip === ip)) return ip;
     }
   }

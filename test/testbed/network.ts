@@ -127,6 +127,29 @@ export function allowed(
   return false;
 }
 
+/**
+ * The pod that holds each pod IP now. The kubelet hands an address out again once the pod that had
+ * it stopped, which can be before that pod's object is gone (a namespace being deleted): the one
+ * not being deleted holds it, else the newest. Without this, a policy that refuses the old pod's
+ * namespace would refuse the new pod that took its address.
+ */
+export function ipHolders(all: KObject[]): KObject[] {
+  const byIp = new Map<string, KObject>();
+  const rank = (p: KObject) => [p.metadata.deletionTimestamp ? 0 : 1, Date.parse(p.metadata.creationTimestamp ?? '') || 0] as const;
+  for (const p of all) {
+    const ip = p.status?.podIP as string | undefined;
+    if (!ip || p.status?.phase === 'Succeeded' || p.status?.phase === 'Failed') continue;
+    const held = byIp.get(ip);
+    if (!held) {
+      byIp.set(ip, p);
+      continue;
+    }
+    const [a, b] = [rank(p), rank(held)];
+    if (a[0] > b[0] || (a[0] === b[0] && a[1] > b[1])) byIp.set(ip, p);
+  }
+  return [...byIp.values()];
+}
+
 export interface PodNetworkOptions {
   pods: Informer<KObject>;
   policies: Informer<KObject>;
@@ -193,7 +216,7 @@ export class PodNetwork {
   rulesFor(pod: KObject): NetRules {
     const rules: NetRules = {};
     if (pod.spec?.nodeName && !this.#o.nodes.isUp(pod.spec.nodeName)) rules.cutOff = true;
-    const pods = this.#o.pods.list().filter((p) => p.status?.podIP && p.status?.phase !== 'Succeeded' && p.status?.phase !== 'Failed');
+    const pods = ipHolders(this.#o.pods.list());
     const me = `${pod.metadata.namespace}/${pod.metadata.name}`;
     const cut: string[] = [];
     for (const k of this.#partitions) {
