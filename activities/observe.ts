@@ -134,6 +134,7 @@ export function claimObservation(clusterName: string, claim: V1PersistentVolumeC
   const request = claim.spec?.resources?.requests?.storage ?? '';
   const pending = claim.status?.conditions?.find((c) => c.type === 'FileSystemResizePending' && c.status === 'True');
   const resizeError = claim.status?.conditions?.find((c) => (c.type === 'ControllerResizeError' || c.type === 'NodeResizeError') && c.status === 'True');
+  const nodeError = claim.status?.conditions?.find((c) => c.type === 'NodeResizeError' && c.status === 'True');
   const capacity = claim.status?.capacity?.storage;
   return {
     ordinal,
@@ -147,6 +148,7 @@ export function claimObservation(clusterName: string, claim: V1PersistentVolumeC
     resizePendingSince: pending ? toMs(pending.lastTransitionTime as Date | string | undefined) : null,
     resizeError: resizeError?.message ?? null,
     resizeInfeasible: /Infeasible$/.test(claim.status?.allocatedResourceStatuses?.storage ?? ''),
+    onlineGrowthFailedAt: pending && nodeError ? toMs(nodeError.lastTransitionTime as Date | string | undefined) : null,
   };
 }
 

@@ -72,6 +72,11 @@ export interface ClaimObservation {
   resizeError?: string | null;
   /** The storage refused the size for good (ControllerResizeInfeasible / NodeResizeInfeasible). */
   resizeInfeasible?: boolean;
+  /**
+   * When the node last tried to grow the mounted file system and could not (a NodeResizeError while
+   * FileSystemResizePending), in ms: only the pod's restart finishes that growth.
+   */
+  onlineGrowthFailedAt?: number | null;
 }
 
 export interface HealthObservation {

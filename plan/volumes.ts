@@ -26,7 +26,10 @@ export interface ClaimToExpand {
   message: string;
 }
 
-/** How long a file system waiting for its node (FileSystemResizePending) is given to grow online before its pod is restarted. */
+/**
+ * How long a file system waiting for its node (FileSystemResizePending) is given to grow online
+ * before its pod is restarted, unless the node says sooner that it cannot (NodeResizeError).
+ */
 export const ONLINE_EXPANSION_MS = 20_000;
 
 export function nextVolumeStep(obs: Observation, size: string, sizeBytes: number, templateBytes: number): VolumeStep {
@@ -57,14 +60,16 @@ export function nextVolumeStep(obs: Observation, size: string, sizeBytes: number
       }
       return { kind: 'wait', message: `the volume of pod ${c.ordinal} is growing to ${size}`, gate: 'volume-grown' };
     }
+    const pod = podAt(obs, c.ordinal);
     // A node that expands a mounted volume's file system by itself (online) does so within
-    // moments: a restart is for the file systems that wait for one.
-    if (c.resizePendingSince != null && obs.at - c.resizePendingSince < ONLINE_EXPANSION_MS) {
+    // moments: a restart is for the file systems that wait for one. A node that said it could not
+    // (NodeResizeError) while this pod ran needs no more moments.
+    const failedOnline = c.onlineGrowthFailedAt != null && pod?.scheduledAt != null && c.onlineGrowthFailedAt > pod.scheduledAt;
+    if (!failedOnline && c.resizePendingSince != null && obs.at - c.resizePendingSince < ONLINE_EXPANSION_MS) {
       return { kind: 'wait', message: `the file system of pod ${c.ordinal}'s volume is growing to ${size}`, gate: 'volume-grown' };
     }
     // A pod that has not started yet (the successor of a restart, or a pod the StatefulSet is
     // making) grows the file system as it mounts the volume: restarting it would only stop it again.
-    const pod = podAt(obs, c.ordinal);
     if (!pod || pod.terminating || pod.phase === 'Pending') {
       return { kind: 'wait', message: `the file system of pod ${c.ordinal}'s volume grows to ${size} as pod ${c.ordinal} starts`, gate: 'volume-grown' };
     }

@@ -78,10 +78,11 @@ export class ControlClient {
   }
   /**
    * Share (0..1) of volumes whose growth leaves FileSystemResizePending until a pod mounting the
-   * claim starts; for all claims, or (better when tests run side by side) one namespace's.
+   * claim starts; for all claims, or (better when tests run side by side) one namespace's. With
+   * `nodeSilent` the node does not say (NodeResizeError) that it cannot grow such a mounted file system.
    */
-  setResizePendingShare(share: number, namespace?: string): Promise<{ share: number }> {
-    return this.call('POST', '/storage/resize-pending', { share, namespace });
+  setResizePendingShare(share: number, namespace?: string, opts: { nodeSilent?: boolean } = {}): Promise<{ share: number; nodeSilent: boolean }> {
+    return this.call('POST', '/storage/resize-pending', { share, namespace, ...opts });
   }
   /**
    * A node goes off the network: its kubelet stops reporting (the node turns NotReady, its pods

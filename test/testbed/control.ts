@@ -74,15 +74,25 @@ export async function startControlServer(d: ControlDeps, host = '127.0.0.1'): Pr
       const b = await body();
       const share = Number(b.share);
       if (!(share >= 0 && share <= 1)) throw new HttpError(400, 'share must be a number from 0 to 1');
+      if (b.nodeSilent !== undefined && typeof b.nodeSilent !== 'boolean') throw new HttpError(400, 'nodeSilent must be true or false');
+      const nodeSilent = b.nodeSilent === true;
       if (typeof b.namespace === 'string' && b.namespace) {
         d.storage.resizePendingShareByNamespace.set(b.namespace, share);
-        return { share, namespace: b.namespace };
+        if (nodeSilent) d.storage.nodeSilentNamespaces.add(b.namespace);
+        else d.storage.nodeSilentNamespaces.delete(b.namespace);
+        return { share, namespace: b.namespace, nodeSilent };
       }
       d.storage.resizePendingShare = share;
-      return { share };
+      d.storage.nodeSilent = nodeSilent;
+      return { share, nodeSilent };
     }
     if (method === 'GET' && path === '/storage/resize-pending') {
-      return { share: d.storage.resizePendingShare, namespaces: Object.fromEntries(d.storage.resizePendingShareByNamespace) };
+      return {
+        share: d.storage.resizePendingShare,
+        nodeSilent: d.storage.nodeSilent,
+        namespaces: Object.fromEntries(d.storage.resizePendingShareByNamespace),
+        nodeSilentNamespaces: [...d.storage.nodeSilentNamespaces],
+      };
     }
     if ((m = /^\/nodes\/([^/]+)\/(stop|start)$/.exec(path)) && method === 'POST') {
       const [, node, action] = m as unknown as [string, string, string];

@@ -110,6 +110,49 @@ spec:
   expect(p.status.containerStatuses?.[0]?.state?.running).toBeTruthy();
 });
 
+it('a mounted volume whose file system waits for its pod: the node says it cannot grow it (NodeResizeError) until the pod starts again', async () => {
+  const ns = await namespace('resize-mounted');
+  await client.control.setResizePendingShare(1, ns);
+  expect((await client.applyManifest(claim('data', '1Gi'), ns)).code).toBe(0);
+  await boundClaim(ns, 'data');
+  const pod = `
+apiVersion: v1
+kind: Pod
+metadata: { name: user }
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+    - name: main
+      image: busybox:1.36
+      volumeMounts: [{ name: data, mountPath: /data }]
+  volumes: [{ name: data, persistentVolumeClaim: { claimName: data } }]
+`;
+  expect((await client.applyManifest(pod, ns)).code).toBe(0);
+  await until('the pod Running', async () => (await client.kube().get<any>(`/api/v1/namespaces/${ns}/pods/user`)).status?.phase === 'Running', 30_000);
+  expect((await grow(ns, 'data', '2Gi')).code).toBe(0);
+  const failed = await until('NodeResizeError beside FileSystemResizePending', async () => {
+    const pvc = await client.kube().get<any>(pvcPath(ns, 'data'));
+    const types = (pvc.status?.conditions ?? []).filter((c: any) => c.status === 'True').map((c: any) => c.type);
+    return types.includes('NodeResizeError') && types.includes('FileSystemResizePending') ? pvc : undefined;
+  }, 30_000);
+  expect(failed.status.capacity.storage).toBe('1Gi');
+  expect(failed.status.conditions.find((c: any) => c.type === 'NodeResizeError').message).toMatch(/FailedPrecondition/);
+  const warnings = await until('the kubelet\'s Warning', async () => {
+    const list = await client.kube().get<any>(`/api/v1/namespaces/${ns}/events`);
+    const found = list.items.filter((e: any) => e.reason === 'FileSystemResizeFailed' && e.involvedObject?.name === 'data');
+    return found.length > 0 ? found : undefined;
+  }, 30_000);
+  expect(warnings[0].type).toBe('Warning');
+
+  expect((await client.kubectl(['-n', ns, 'delete', 'pod', 'user', '--wait=true'])).code).toBe(0);
+  expect((await client.applyManifest(pod, ns)).code).toBe(0);
+  const done = await until('the claim at 2Gi once the pod started again', async () => {
+    const pvc = await client.kube().get<any>(pvcPath(ns, 'data'));
+    return pvc.status?.capacity?.storage === '2Gi' ? pvc : undefined;
+  }, 30_000);
+  expect((done.status.conditions ?? []).map((c: any) => c.type)).toEqual([]);
+});
+
 it('a claim outlives its pod until pvc-protection lets it go; deleting it deletes the data', async () => {
   const ns = await namespace('storage-delete');
   expect((await client.applyManifest(claim('data', '1Gi'), ns)).code).toBe(0);

@@ -8,7 +8,10 @@
 // refuses to grow a claim of the fixed class.
 //
 //   queen-expandable (default)  grows; for a chosen share of volumes the file system waits for a
-//                               pod to start (FileSystemResizePending), the others at once
+//                               pod to start (FileSystemResizePending), the others at once. As a
+//                               current kubelet does, the node tries to grow such a mounted file
+//                               system and says it cannot (NodeResizeError); a node set silent
+//                               (an older kubelet) does not say
 //   queen-online                grows while the pod runs: the node expands the file system of a
 //                               mounted volume in a moment, and the simulator sees the new size
 //   queen-limited               grows up to 2Gi (parameter maxSize); a larger size is accepted by
@@ -44,6 +47,9 @@ export class Storage {
   resizePendingShare = 0;
   /** The same, for the claims of one namespace (tests running side by side set their own). */
   resizePendingShareByNamespace = new Map<string, number>();
+  /** The nodes say nothing when they cannot grow a mounted file system (no NodeResizeError), everywhere or in these namespaces. */
+  nodeSilent = false;
+  readonly nodeSilentNamespaces = new Set<string>();
   /** Namespaces whose volume growths fail at the resizer (retried until this is cleared). */
   readonly resizeFailing = new Set<string>();
   /** How long (simulated seconds) the node takes to expand a mounted volume of the online class. */
@@ -339,6 +345,13 @@ export class Storage {
         }, Math.max(100, this.onlineExpandSeconds * 1000 * this.timeFactor)).unref();
       } else {
         this.#log(`storage: ${pvName} grown to ${wantStr}; file system resize pending until a pod starts`);
+        // The node tries to grow the mounted file system and says it cannot, a moment later.
+        const claim = pvc.metadata.name;
+        if (!this.nodeSilent && !this.nodeSilentNamespaces.has(ns)) {
+          setTimeout(() => {
+            if (this.isMounted?.(ns, claim)) this.#enqueue(`pvc/${pvc.metadata.uid}`, () => this.#failOnlineGrowth(ns, claim));
+          }, Math.max(100, this.onlineExpandSeconds * 1000 * this.timeFactor)).unref();
+        }
       }
     } else {
       await this.#kube.mergePatch(path, {
@@ -348,6 +361,23 @@ export class Storage {
       this.#log(`storage: ${pvName} grown to ${wantStr}`);
       this.onFileSystemResized?.(ns, pvc.metadata.name, want);
     }
+  }
+
+  /**
+   * The node could not grow the file system of a mounted volume of the restart kind (what a
+   * kubelet records when the driver refuses NodeExpandVolume while the volume is in use): a
+   * NodeResizeError beside FileSystemResizePending, and a Warning; the pod's next start grows it.
+   */
+  async #failOnlineGrowth(ns: string, claimName: string): Promise<void> {
+    const pvc = await this.#kube.getOrNull(`/api/v1/namespaces/${ns}/persistentvolumeclaims/${claimName}`);
+    const conds: any[] = pvc?.status?.conditions ?? [];
+    if (!pvc || !conds.some((c) => c.type === 'FileSystemResizePending') || conds.some((c) => c.type === 'NodeResizeError')) return;
+    const error = `rpc error: code = FailedPrecondition desc = the file system of a mounted volume cannot grow; it grows when the volume is mounted again (test bed)`;
+    await this.#kube.mergePatch(`/api/v1/namespaces/${ns}/persistentvolumeclaims/${claimName}/status`, {
+      status: { conditions: [...conds, { type: 'NodeResizeError', status: 'True', lastProbeTime: null, lastTransitionTime: now(), message: `failed to expand pvc with ${error}` }] },
+    });
+    this.#event(pvc, 'Warning', 'FileSystemResizeFailed', `MountVolume.NodeExpandVolume failed for volume "${pvc.spec?.volumeName}" : ${error}`, 'kubelet');
+    this.#log(`storage: the node could not grow the mounted file system of ${ns}/${claimName}`);
   }
 
   /**
@@ -361,7 +391,7 @@ export class Storage {
     if (!conds.some((c) => c.type === 'FileSystemResizePending')) return;
     const pv = pvc.spec?.volumeName ? this.#pvs.get(pvc.spec.volumeName) : undefined;
     const size = pvc.status?.allocatedResources?.storage ?? pv?.spec?.capacity?.storage ?? pvc.spec.resources?.requests?.storage;
-    const others = conds.filter((c) => c.type !== 'FileSystemResizePending' && c.type !== 'Resizing');
+    const others = conds.filter((c) => !['FileSystemResizePending', 'Resizing', 'NodeResizeError'].includes(c.type));
     await this.#kube.mergePatch(`/api/v1/namespaces/${ns}/persistentvolumeclaims/${claimName}/status`, {
       status: { capacity: { storage: size }, allocatedResourceStatuses: null, conditions: others.length ? others : null },
     });

@@ -103,6 +103,19 @@ describe('growth that does not go as asked (issue 12)', () => {
     obs.claims[0]!.resizePendingSince = obs.at - 25_000;
     expect(step(obs)).toMatchObject({ kind: 'restart', ordinal: 0 });
   });
+  it('a node that says it cannot grow the mounted file system (NodeResizeError) gets no more moments: the pod restarts at once', () => {
+    const obs = cluster(3, 3, 3);
+    asked(obs);
+    obs.pods[0]!.scheduledAt = obs.at - 60_000;
+    Object.assign(obs.claims[0]!, { resizePending: true, resizePendingSince: obs.at - 3_000, onlineGrowthFailedAt: obs.at - 1_000 });
+    expect(step(obs)).toMatchObject({ kind: 'restart', ordinal: 0, message: 'restarting pod 0 to finish growing its volume' });
+    // The failure was the pod before this one's (its successor grows the file system as it mounts
+    // the volume): it is given its moments, then restarted.
+    obs.pods[0]!.scheduledAt = obs.at - 500;
+    expect(step(obs)).toEqual({ kind: 'wait', message: "the file system of pod 0's volume is growing to 100Gi", gate: 'volume-grown' });
+    obs.claims[0]!.resizePendingSince = obs.at - 25_000;
+    expect(step(obs)).toMatchObject({ kind: 'restart', ordinal: 0 });
+  });
   it('a pod that has not started yet grows its file system as it starts: it is waited for, not restarted again', () => {
     const obs = cluster(3, 3, 3);
     asked(obs);
