@@ -9,9 +9,10 @@ import { readAnnotations } from '../crd/annotations.ts';
 import { withDefaults } from '../crd/defaults.ts';
 import type { Phase, QueenCluster } from '../crd/schema.ts';
 import { ANNOTATIONS } from '../crd/schema.ts';
-import { nodeDownProblem, stopGate, type GateOptions } from '../plan/gates.ts';
-import type { Observation } from '../plan/observation.ts';
+import { drainAhead, nodeDownProblem, stopGate, type GateOptions } from '../plan/gates.ts';
+import { podAt, type Observation } from '../plan/observation.ts';
 import type { RestartPick } from '../plan/restarts.ts';
+import { podsToServe } from '../plan/serving.ts';
 import { answeringNodes, stallMemoryFromStatus, trackStalls, type StallMemory } from '../plan/stalls.ts';
 import {
   ASK_THE_API_SERVER,
@@ -31,7 +32,7 @@ import {
   type ClusterRef,
   type Hold,
 } from './common.ts';
-import { drainEvent, drainPods, leavingPods, nodesLeave, setServing, type DrainTarget } from './drain.ts';
+import { DRAIN_LEAD_MS, drainEvent, drainPod, drainPods, drainTarget, leavingPods, nodesLeave, setServing, type DrainTarget } from './drain.ts';
 import { budgetsSelecting, deletePodByUid, evictPodByUid, getPod, getStatefulSet, patchClusterStatus, type Kube } from './kube.ts';
 import { nodeDown, podObservation, readNodeAtMostEvery } from './observe.ts';
 import { names } from './resources.ts';
@@ -85,6 +86,11 @@ export interface GateWords {
    * is what opens the gate again. The rest of the gate still holds.
    */
   growing?: boolean;
+  /**
+   * The pod's drain may begin in the last seconds of the other voters' minimum Ready time (as an
+   * upgrade's does), so that its restart follows the gate at once, not a drain later.
+   */
+  drainAhead?: boolean;
 }
 
 /**
@@ -114,6 +120,37 @@ export async function stopHold(
     return { phase: words.phase, message: `${words.next}, but a write does not commit: ${probe.error}`, gate: 'write-commits' };
   }
   return null;
+}
+
+/**
+ * A stop held only by the other voters' minimum Ready time, with less than a drain's length left:
+ * the pod goes out of the client Services now (restartPod then finds it drained), and the hold is
+ * reported as it is. Held longer, or by another gate, a pod drained ahead takes clients again, and
+ * the wait looks again when the drain may begin. Which pods serve is decided on the API server's
+ * word: a look from the watches that would change it hands over to the API server.
+ */
+async function drainAheadOrHold(
+  deps: ActivityDeps,
+  ref: ClusterRef,
+  qc: QueenCluster,
+  obs: Observation,
+  ordinal: number,
+  hold: Hold,
+  words: GateWords,
+  fromWatch: boolean,
+): Promise<{ hold: Hold } | typeof ASK_THE_API_SERVER> {
+  const lead = deps.settings.drainMs + DRAIN_LEAD_MS;
+  const minReady = hold.gate === 'pod-ready-for-min-ready-seconds';
+  const ahead = minReady && drainAhead({ obs, memory: stallMemory(qc, obs), target: ordinal, opts: gateOptions(deps, obs, obs.minReadySeconds) }, lead);
+  const serving = podAt(obs, ordinal)?.serving;
+  const toDrain = ahead && serving !== false;
+  const toServe = !ahead && serving === false && podsToServe(obs).some((p) => p.ordinal === ordinal);
+  if ((toDrain || toServe) && fromWatch) return ASK_THE_API_SERVER;
+  const target = drainTarget(obs, ordinal);
+  if (toServe && target) await setServing(deps.kube, ref.namespace, target, true);
+  if (toDrain && target) await drainPod(deps, ref, target, { phase: words.phase, what: words.next, event: drainEvent([target], 'it restarts') });
+  if (minReady && !ahead && hold.lookAgainAt !== undefined) return { hold: { ...hold, lookAgainAt: hold.lookAgainAt - lead } };
+  return { hold };
 }
 
 export interface RestartWords {
@@ -155,6 +192,7 @@ export function gateActivities(deps: ActivityDeps) {
         const pod = obs.pods.find((p) => p.ordinal === ordinal && !p.terminating);
         if (!pod) return { done: null };
         const hold = await stopHold(deps, qc, obs, ordinal, words, { fromWatch: look.fromWatch });
+        if (hold && words.drainAhead) return drainAheadOrHold(deps, ref, qc, obs, ordinal, hold, words, look.fromWatch);
         if (hold) return { hold };
         if (look.fromWatch) return ASK_THE_API_SERVER;
         return { done: { ordinal, podName: pod.name, podUid: pod.uid, why: 'leader' } };

@@ -20,7 +20,7 @@ import { ASK_THE_API_SERVER, brokerToken, holdUntil, loadCluster, observeCluster
 import { gateOptions, recordProbe, stallMemory, stopHold } from './gate.ts';
 import { applyObject, deleteOwnedNetworkPolicy, getStatefulSet, listPods, patchClusterStatus, rawRequest } from './kube.ts';
 import { brokerBase, podObservation } from './observe.ts';
-import { drainPod, drainTarget, labelServing, serveAgainExcept } from './drain.ts';
+import { DRAIN_LEAD_MS, drainPod, drainTarget, labelServing, serveAgainExcept } from './drain.ts';
 import { CONTAINER, clusterObjects, imageRef, imageTag, keptShape, names, networkPolicy, peersFor, podTemplate, SERVING_LABEL, specHash, statefulSet } from './resources.ts';
 import { podVersion } from './status.ts';
 
@@ -78,9 +78,6 @@ export function versionsText(obs: Observation): string {
   const parts = [...byVersion.entries()].map(([v, ords]) => `${podsText(ords.sort((a, b) => a - b))} ${ords.length === 1 ? 'runs' : 'run'} ${v}`);
   return listText(parts);
 }
-
-/** What a drain takes beyond --drain-wait: the pod leaving the client Services' endpoints. */
-const DRAIN_LEAD_MS = 1500;
 
 /**
  * With spec.upgrade.approval Manual, the leader waits for a person: the queenmq.com/approve

@@ -44,7 +44,7 @@ export async function growVolumes(input: OperationInput): Promise<string> {
           }
           case 'restart': {
             const pick = await yielding.run(() =>
-              step(`wait until pod ${s.ordinal} may stop`, 'wait').awaitStopGate(ref, s.ordinal, { phase: 'Resizing', next: s.next, growing: true }),
+              step(`wait until pod ${s.ordinal} may stop`, 'wait').awaitStopGate(ref, s.ordinal, { phase: 'Resizing', next: s.next, growing: true, drainAhead: true }),
             );
             if (pick === YIELDED) return yielded();
             if (pick) await CancellationScope.nonCancellable(() => step(s.message, 'wait').restartPod(ref, pick, { phase: 'Resizing', message: s.message }));
