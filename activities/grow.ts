@@ -15,14 +15,17 @@ const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 
 export function growActivities(deps: ActivityDeps) {
   return {
-    /** Waits until there is a step to take towards volumes of spec.storage.size (read again each time). */
-    async awaitVolumeStep(ref: ClusterRef): Promise<ActionableVolumeStep> {
+    /**
+     * Waits until there is a step to take towards volumes of spec.storage.size (read again each
+     * time); `restarted`, the pods the grow restarted, are Ready again before it is done.
+     */
+    async awaitVolumeStep(ref: ClusterRef, restarted: number[] = []): Promise<ActionableVolumeStep> {
       return holdUntil<ActionableVolumeStep>(deps, ref, async () => {
         const qc = await loadCluster(deps, ref);
         const spec = withDefaults(qc.spec);
         const obs = await observeCluster(deps, qc);
         const template = obs.statefulSet?.claimTemplateSize ? parseQuantity(obs.statefulSet.claimTemplateSize) : Infinity;
-        const s = nextVolumeStep(obs, spec.storage.size, parseQuantity(spec.storage.size), template);
+        const s = nextVolumeStep(obs, spec.storage.size, parseQuantity(spec.storage.size), template, restarted);
         if (s.kind === 'wait') return { hold: { phase: s.phase ?? 'Resizing', message: s.message, gate: s.gate } };
         return { done: s };
       });

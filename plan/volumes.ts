@@ -32,7 +32,11 @@ export interface ClaimToExpand {
  */
 export const ONLINE_EXPANSION_MS = 20_000;
 
-export function nextVolumeStep(obs: Observation, size: string, sizeBytes: number, templateBytes: number): VolumeStep {
+/**
+ * `restarted`: the pods this grow restarted; it ends once they are Ready again, as an upgrade ends
+ * with its voters back (the StatefulSet's re-creation does not wait for them).
+ */
+export function nextVolumeStep(obs: Observation, size: string, sizeBytes: number, templateBytes: number, restarted: readonly number[] = []): VolumeStep {
   const sts = obs.statefulSet;
   if (!sts || sts.terminating) {
     return { kind: 'wait', message: `the StatefulSet ${obs.name} is gone: the cluster has to be formed again`, gate: 'statefulset-present' };
@@ -82,6 +86,18 @@ export function nextVolumeStep(obs: Observation, size: string, sizeBytes: number
   }
   if (templateBytes < sizeBytes) {
     return { kind: 'recreate', pods: sts.replicas, size, message: `recreating the StatefulSet with ${size} volumes; its pods keep running` };
+  }
+  const starting = [...new Set(restarted)].filter((o) => {
+    const pod = podAt(obs, o);
+    return !pod || pod.terminating || !pod.ready;
+  });
+  if (starting.length > 0) {
+    const several = starting.length > 1;
+    return {
+      kind: 'wait',
+      message: `${podsText(starting.sort((a, b) => a - b))} ${several ? 'are' : 'is'} not Ready yet after ${several ? 'their restarts' : 'its restart'}`,
+      gate: 'pod-ready',
+    };
   }
   return { kind: 'done', size };
 }

@@ -23,8 +23,10 @@ export async function growVolumes(input: OperationInput): Promise<string> {
       failed: `growing the volumes to ${size} failed`,
     },
     async () => {
+      // The pods this run restarted: it ends once they are Ready again.
+      const restarted: number[] = [];
       for (;;) {
-        const s = await yielding.run(() => step('wait for the next step towards the volume size wanted', 'wait').awaitVolumeStep(ref));
+        const s = await yielding.run(() => step('wait for the next step towards the volume size wanted', 'wait').awaitVolumeStep(ref, restarted));
         if (s === YIELDED) return yielded();
         // Steps recorded before they carried a size (older runs) work towards the first size.
         if ('size' in s && s.size) size = s.size;
@@ -47,7 +49,10 @@ export async function growVolumes(input: OperationInput): Promise<string> {
               step(`wait until pod ${s.ordinal} may stop`, 'wait').awaitStopGate(ref, s.ordinal, { phase: 'Resizing', next: s.next, growing: true, drainAhead: true }),
             );
             if (pick === YIELDED) return yielded();
-            if (pick) await CancellationScope.nonCancellable(() => step(s.message, 'wait').restartPod(ref, pick, { phase: 'Resizing', message: s.message }));
+            if (pick) {
+              const r = await CancellationScope.nonCancellable(() => step(s.message, 'wait').restartPod(ref, pick, { phase: 'Resizing', message: s.message }));
+              if (r.restarted && !restarted.includes(s.ordinal)) restarted.push(s.ordinal);
+            }
             break;
           }
           case 'recreate':

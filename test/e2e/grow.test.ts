@@ -30,6 +30,11 @@ it.each([
   const watch = await monitor(s);
   await patchSpec(s, { storage: { size: '2Gi' } });
   await waitForCluster(s, 'every volume 2Gi', (q) => q.status?.lastOperation?.type === 'GrowVolumes' && q.status?.phase === 'Ready', 300_000);
+  // The grow ended with the pods it restarted Ready again.
+  const pods = (await s.core.listNamespacedPod({ namespace: s.ns, labelSelector: 'app.kubernetes.io/name=queen' })).items;
+  const notReady = pods.filter((p) => !p.metadata?.deletionTimestamp && !p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
+  expect(notReady.map((p) => p.metadata?.name)).toEqual([]);
+  expect(pods.filter((p) => !p.metadata?.deletionTimestamp)).toHaveLength(3);
   await sleep(2000);
   await watch.stop();
   await expectEveryPushFirstTry(s, load, share ? 'grow with restarts' : 'grow online');

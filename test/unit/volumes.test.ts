@@ -51,6 +51,24 @@ describe('volumes grow before the StatefulSet takes the new size (S11)', () => {
   });
 });
 
+describe('a grow that restarted pods ends with them Ready again', () => {
+  it('waits for the pods it restarted, not for others, and not before the StatefulSet is made again', () => {
+    const obs = cluster(3, 3, 3);
+    for (const c of obs.claims) Object.assign(c, { request: '100Gi', requestBytes: 100 * GI, capacityBytes: 100 * GI });
+    Object.assign(obs.pods[2]!, { uid: 'successor', ready: false, readySince: null });
+    Object.assign(obs.pods[1]!, { ready: false, readySince: null });
+    // The StatefulSet still has the old claim template: it is made again while pod 2 starts.
+    expect(nextVolumeStep(obs, '100Gi', 100 * GI, 50 * GI, [0, 2])).toMatchObject({ kind: 'recreate' });
+    expect(nextVolumeStep(obs, '100Gi', 100 * GI, 100 * GI, [0, 2])).toEqual({ kind: 'wait', message: 'pod 2 is not Ready yet after its restart', gate: 'pod-ready' });
+    obs.pods[0]!.terminating = true;
+    expect(nextVolumeStep(obs, '100Gi', 100 * GI, 100 * GI, [2, 0])).toEqual({ kind: 'wait', message: 'pods 0 and 2 are not Ready yet after their restarts', gate: 'pod-ready' });
+    obs.pods[0]!.terminating = false;
+    obs.pods[2]!.ready = true;
+    // Pod 1 was not restarted by this grow: not waited for.
+    expect(nextVolumeStep(obs, '100Gi', 100 * GI, 100 * GI, [0, 2])).toEqual({ kind: 'done', size: '100Gi' });
+  });
+});
+
 describe('a second raise during a grow retargets it (issue 8, item 10)', () => {
   it('every step carries the size the spec asks for now, and the re-creation the pod count of the StatefulSet', () => {
     const obs = cluster(3, 3, 3);
