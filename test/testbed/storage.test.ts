@@ -38,6 +38,19 @@ async function boundClaim(ns: string, name: string): Promise<any> {
   }, 30_000);
 }
 
+/** A pod named user that mounts the claim `data`. */
+const userPod = (graceSeconds = 1) => `
+apiVersion: v1
+kind: Pod
+metadata: { name: user }
+spec:
+  terminationGracePeriodSeconds: ${graceSeconds}
+  containers:
+    - name: main
+      image: busybox:1.36
+      volumeMounts: [{ name: data, mountPath: /data }]
+  volumes: [{ name: data, persistentVolumeClaim: { claimName: data } }]
+`;
 const pvcPath = (ns: string, name: string) => `/api/v1/namespaces/${ns}/persistentvolumeclaims/${name}`;
 const grow = (ns: string, name: string, size: string) =>
   client.kubectl(['-n', ns, 'patch', 'pvc', name, '-p', JSON.stringify({ spec: { resources: { requests: { storage: size } } } })]);
@@ -83,19 +96,7 @@ it('a growth that needs the node leaves FileSystemResizePending until a pod moun
   expect(pending.status.allocatedResources.storage).toBe('2Gi');
   expect((await client.kube().get<any>(`/api/v1/persistentvolumes/${pending.spec.volumeName}`)).spec.capacity.storage).toBe('2Gi');
 
-  const pod = `
-apiVersion: v1
-kind: Pod
-metadata: { name: user }
-spec:
-  terminationGracePeriodSeconds: 1
-  containers:
-    - name: main
-      image: busybox:1.36
-      volumeMounts: [{ name: data, mountPath: /data }]
-  volumes: [{ name: data, persistentVolumeClaim: { claimName: data } }]
-`;
-  expect((await client.applyManifest(pod, ns)).code).toBe(0);
+  expect((await client.applyManifest(userPod(), ns)).code).toBe(0);
   const done = await until('the claim at 2Gi once the pod started', async () => {
     const pvc = await client.kube().get<any>(pvcPath(ns, 'data'));
     return pvc.status?.capacity?.storage === '2Gi' ? pvc : undefined;
@@ -115,19 +116,7 @@ it('a mounted volume whose file system waits for its pod: the node says it canno
   await client.control.setResizePendingShare(1, ns);
   expect((await client.applyManifest(claim('data', '1Gi'), ns)).code).toBe(0);
   await boundClaim(ns, 'data');
-  const pod = `
-apiVersion: v1
-kind: Pod
-metadata: { name: user }
-spec:
-  terminationGracePeriodSeconds: 1
-  containers:
-    - name: main
-      image: busybox:1.36
-      volumeMounts: [{ name: data, mountPath: /data }]
-  volumes: [{ name: data, persistentVolumeClaim: { claimName: data } }]
-`;
-  expect((await client.applyManifest(pod, ns)).code).toBe(0);
+  expect((await client.applyManifest(userPod(), ns)).code).toBe(0);
   await until('the pod Running', async () => (await client.kube().get<any>(`/api/v1/namespaces/${ns}/pods/user`)).status?.phase === 'Running', 30_000);
   expect((await grow(ns, 'data', '2Gi')).code).toBe(0);
   const failed = await until('NodeResizeError beside FileSystemResizePending', async () => {
@@ -145,7 +134,7 @@ spec:
   expect(warnings[0].type).toBe('Warning');
 
   expect((await client.kubectl(['-n', ns, 'delete', 'pod', 'user', '--wait=true'])).code).toBe(0);
-  expect((await client.applyManifest(pod, ns)).code).toBe(0);
+  expect((await client.applyManifest(userPod(), ns)).code).toBe(0);
   const done = await until('the claim at 2Gi once the pod started again', async () => {
     const pvc = await client.kube().get<any>(pvcPath(ns, 'data'));
     return pvc.status?.capacity?.storage === '2Gi' ? pvc : undefined;
@@ -160,19 +149,7 @@ it('a claim outlives its pod until pvc-protection lets it go; deleting it delete
   const pv = await client.kube().get<any>(`/api/v1/persistentvolumes/${pvc.spec.volumeName}`);
   const folder: string = pv.spec.csi.volumeAttributes.path;
   expect(existsSync(folder)).toBe(true);
-  const pod = `
-apiVersion: v1
-kind: Pod
-metadata: { name: user }
-spec:
-  terminationGracePeriodSeconds: 2
-  containers:
-    - name: main
-      image: busybox:1.36
-      volumeMounts: [{ name: data, mountPath: /data }]
-  volumes: [{ name: data, persistentVolumeClaim: { claimName: data } }]
-`;
-  expect((await client.applyManifest(pod, ns)).code).toBe(0);
+  expect((await client.applyManifest(userPod(2), ns)).code).toBe(0);
   await until('the pod Running', async () => (await client.kube().get<any>(`/api/v1/namespaces/${ns}/pods/user`)).status?.phase === 'Running', 30_000);
   const info = await client.control.pod(ns, 'user');
   expect(info.volumes.data).toBe(folder);
