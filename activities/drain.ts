@@ -232,10 +232,10 @@ async function leaderHolds(deps: ActivityDeps, qc: QueenCluster, pods: DrainTarg
   return out;
 }
 
-/** The pod of an ordinal as drainPod takes it, from an observation. */
 /** What a drain takes beyond --drain-wait: the pod leaving the client Services' endpoints. */
 export const DRAIN_LEAD_MS = 1500;
 
+/** The pod of an ordinal as drainPod takes it, from an observation. */
 export function drainTarget(obs: Observation, ordinal: number): DrainTarget | null {
   const p = podAt(obs, ordinal);
   return p && !p.terminating ? { ordinal, name: p.name, uid: p.uid, ip: p.ip } : null;
