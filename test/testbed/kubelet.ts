@@ -354,6 +354,18 @@ export class Kubelet {
     this.#reportInUse(node);
   }
 
+  /**
+   * The address a pod had before this kubelet started (a test bed started again on its folder),
+   * kept as long as no other pod shows it: its status and its Endpoints stay true.
+   */
+  #keptIp(rt: PodRuntime): string | null {
+    const ip = rt.pod.status?.podIP as string | undefined;
+    if (!ip || !ip.startsWith(`127.${this.#o.ipOctet ?? 1}.`)) return null;
+    if ([...this.#runtimes.values()].some((r) => r !== rt && r.ip === ip)) return null;
+    const others = this.#o.pods.list().filter((p) => p.metadata.uid !== rt.uid && p.status?.podIP === ip && !p.metadata.deletionTimestamp);
+    return others.length === 0 ? ip : null;
+  }
+
   #allocateIp(): string {
     // 127.N.0.2 .. 127.N.255.254 (N the test bed's range), never reused while the test bed runs
     // (until it wraps), nor while a pod object still shows it: a test bed started again on its
@@ -427,7 +439,7 @@ export class Kubelet {
         };
       });
     }
-    if (!rt.ip) rt.ip = this.#allocateIp();
+    if (!rt.ip) rt.ip = this.#keptIp(rt) ?? this.#allocateIp();
     for (const c of rt.containers) {
       if (c.proc && !c.proc.exit) continue;
       if (c.hold || c.restartTimer || c.killing || c.starting) continue;

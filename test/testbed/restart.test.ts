@@ -1,8 +1,13 @@
 // The control API's /processes (for the chaos tests): the API server and the Temporal server killed
-// (SIGKILL) and started again come back on their data, at the same addresses. In a test bed of its
-// own: killing the shared one's control plane would fail the scenarios running beside it.
+// (SIGKILL) and started again come back on their data, at the same addresses. And a whole test bed
+// started again on its folder (what `npm start` does the second time). In test beds of their own:
+// killing the shared one's control plane would fail the scenarios running beside it.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { expect, it } from 'vitest';
+import { until } from './checks.ts';
 import { connect } from './client.ts';
 import { liveProcesses } from './procs.ts';
 import { startTestbed } from './testbed.ts';
@@ -53,5 +58,43 @@ it('kube-apiserver and temporal killed and started again: the same addresses, th
     await kube.close();
   } finally {
     await tb.stop();
+  }
+});
+
+it('a test bed started again on its folder: its pods run again on the addresses their status shows, and a new pod gets another', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'tb-again-'));
+  const sleeper = (name: string) => ({ apiVersion: 'v1', kind: 'Pod', metadata: { name }, spec: { containers: [{ name: 'c', image: 'example/sleeper' }] } });
+  const podPath = (name: string) => `/api/v1/namespaces/default/pods/${name}`;
+  let tb = await startTestbed({ dir, timeFactor: 0.2, handleSignals: false });
+  try {
+    let client = connect(tb.info);
+    await client.kube().create('/api/v1/namespaces/default/pods', sleeper('kept'));
+    const before = await until('pod kept running', async () => {
+      const info = await client.control.pod('default', 'kept').catch(() => undefined);
+      return info?.running ? info : undefined;
+    }, 60_000);
+    expect((await client.kube().get<any>(podPath('kept'))).status.podIP).toBe(before.ip);
+    await tb.stop();
+
+    tb = await startTestbed({ dir, timeFactor: 0.2, handleSignals: false });
+    client = connect(tb.info);
+    const after = await until('pod kept running again', async () => {
+      const info = await client.control.pod('default', 'kept').catch(() => undefined);
+      return info?.running ? info : undefined;
+    }, 60_000);
+    expect(after.uid).toBe(before.uid);
+    expect(after.pid).not.toBe(before.pid);
+    expect(after.ip).toBe(before.ip);
+    expect((await client.kube().get<any>(podPath('kept'))).status.podIP).toBe(after.ip);
+
+    await client.kube().create('/api/v1/namespaces/default/pods', sleeper('fresh'));
+    const fresh = await until('pod fresh running', async () => {
+      const info = await client.control.pod('default', 'fresh').catch(() => undefined);
+      return info?.running ? info : undefined;
+    }, 60_000);
+    expect(fresh.ip).not.toBe(after.ip);
+  } finally {
+    await tb.stop();
+    rmSync(dir, { recursive: true, force: true });
   }
 });
