@@ -10,7 +10,7 @@ import { ANNOTATIONS, type Phase, type QueenCluster } from '../crd/schema.ts';
 import { idsText, lagText } from '../plan/format.ts';
 import { stopGate, voterNodeDownProblem } from '../plan/gates.ts';
 import { memberOf, type Observation, podAt } from '../plan/observation.ts';
-import { catchUpLookAgainAt, holdsOldData } from '../plan/voters.ts';
+import { catchUpLookAgainAt, changeInFlightLookAgainAt, holdsOldData } from '../plan/voters.ts';
 import { addLearner, promote, refusalAdvice, removeMember, type ChangeResult } from './broker.ts';
 import { brokerToken, holdUntil, loadCluster, observeCluster, opLogger, stepEvent, type ActivityDeps, type ClusterRef, type Hold } from './common.ts';
 import { drainEvent, drainPods, drainTarget, leavingPods, nodesLeave, setServing, type DrainTarget } from './drain.ts';
@@ -44,7 +44,9 @@ export async function changeThroughLeader(
   // A change waits for a quorum of the voters: one on a node that stopped is named (a soak found a
   // learner's addition held three minutes by "busy" while a voter's node was off, and nothing said so).
   const down = voterNodeDownProblem(obs, nodeId);
-  return { hold: { phase, message: `${what}: ${answered}${down ? ` (${down})` : ''}`, gate: 'membership-change' } };
+  // Another change is committing: it is done within a heartbeat or two.
+  const lookAgainAt = r.code === 'in_flight' ? changeInFlightLookAgainAt(Date.now()) : undefined;
+  return { hold: { phase, message: `${what}: ${answered}${down ? ` (${down})` : ''}`, gate: 'membership-change', lookAgainAt } };
 }
 
 /**
@@ -133,7 +135,7 @@ export function membershipActivities(deps: ActivityDeps) {
             return { hold: { phase, message: `learner ${id} is catching up${lagText(member?.lag)}`, gate: 'learner-caught-up', lookAgainAt } };
           }
         }
-        if (m.changeInFlight || m.joint) return { hold: { phase, message: `${what}: a membership change is in flight`, gate: 'no-change-in-flight' } };
+        if (m.changeInFlight || m.joint) return { hold: { phase, message: `${what}: a membership change is in flight`, gate: 'no-change-in-flight', lookAgainAt: changeInFlightLookAgainAt(Date.now()) } };
         sent = true;
         const c = await changeThroughLeader(deps, qc, obs, phase, what, pending[0]!, (base, token) => promote(base, pending, token));
         if ('hold' in c) return c;
@@ -219,7 +221,7 @@ export async function leaveAfterDrain<R>(deps: ActivityDeps, ref: ClusterRef, ru
       }
       const exit = rules.exits(qc, obs, m);
       if (exit !== null) return { done: { result: exit } };
-      if (m.changeInFlight || m.joint) return { hold: { phase, message: `${what}: a membership change is in flight`, gate: 'no-change-in-flight' } };
+      if (m.changeInFlight || m.joint) return { hold: { phase, message: `${what}: a membership change is in flight`, gate: 'no-change-in-flight', lookAgainAt: changeInFlightLookAgainAt(Date.now()) } };
       const gated = await rules.gate(qc, obs);
       if (gated) {
         await undrain();

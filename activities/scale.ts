@@ -4,7 +4,7 @@
 // data of a node that left the membership.
 import { ApplicationFailure } from '@temporalio/common';
 import { withDefaults } from '../crd/defaults.ts';
-import { catchUpLookAgainAt, nextVoterStep, type VoterStep } from '../plan/voters.ts';
+import { catchUpLookAgainAt, changeInFlightLookAgainAt, nextVoterStep, type VoterStep } from '../plan/voters.ts';
 import { holdUntil, loadCluster, observeCluster, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
 import { drainPod, serveAgain } from './drain.ts';
 import { applyObject, deleteClaimByUid, deletePodByUid, getPod, getStatefulSet } from './kube.ts';
@@ -26,7 +26,8 @@ export function scaleActivities(deps: ActivityDeps) {
         await serveAgain(deps, ref, obs, wanted);
         const s = nextVoterStep(obs, wanted);
         if (s.kind === 'wait') {
-          const lookAgainAt = s.gate === 'learner-caught-up' ? catchUpLookAgainAt(obs.membership, Date.now()) : undefined;
+          const lookAgainAt =
+            s.gate === 'learner-caught-up' ? catchUpLookAgainAt(obs.membership, Date.now()) : s.gate === 'no-change-in-flight' ? changeInFlightLookAgainAt(Date.now()) : undefined;
           return { hold: { phase: 'Scaling', message: s.message, gate: s.gate, lookAgainAt } };
         }
         if (s.kind === 'remove-member') {

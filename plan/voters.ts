@@ -124,6 +124,17 @@ export function learnerNearlyCaughtUp(m: MembershipObservation | null, ids?: num
   return m.members.some((x) => !x.voter && (!ids || ids.includes(x.nodeId)) && x.live && x.lag !== null && x.lag <= 10 * m.promoteMaxLag);
 }
 
+/**
+ * How soon a wait held by a membership change in flight looks again: the change commits within a
+ * heartbeat or two, and nothing the process watches (no Kubernetes object) says when.
+ */
+export const CHANGE_IN_FLIGHT_LOOK_MS = 150;
+
+/** When a wait held by a membership change in flight looks again (a hold's lookAgainAt). */
+export function changeInFlightLookAgainAt(now: number): number {
+  return now + CHANGE_IN_FLIGHT_LOOK_MS;
+}
+
 /** When a wait on learners catching up looks again, if sooner than its poll (a hold's lookAgainAt). */
 export function catchUpLookAgainAt(m: MembershipObservation | null, now: number, ids?: number[]): number | undefined {
   return learnerNearlyCaughtUp(m, ids) ? now + NEAR_CAUGHT_UP_LOOK_MS : undefined;
