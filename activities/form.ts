@@ -21,7 +21,7 @@ import { labelServing } from './drain.ts';
 import { applyObject, deleteOwnedNetworkPolicy, getStatefulSet, listPods, patchClusterStatus, readObject } from './kube.ts';
 import { clusterObjects, keptShape, names, networkPolicy, parseOrdinal, statefulSet } from './resources.ts';
 import { observedStatus } from './status.ts';
-import { changeInFlightLookAgainAt } from '../plan/voters.ts';
+import { inFlightLookAgainAt } from './membership.ts';
 
 /** An object of ours must carry a controller reference to this QueenCluster; anything else is someone else's. */
 function foreign(obj: KubernetesObject | null, qc: QueenCluster): boolean {
@@ -136,7 +136,7 @@ export function formActivities(deps: ActivityDeps) {
         statefulSetStays(obs, ref);
         const m = obs.membership;
         if (!m) return { hold: { phase: 'Forming', message: 'waiting for the pods to start and elect a leader', gate: 'leader-known' } };
-        if (m.changeInFlight || m.joint) return { hold: { phase: 'Forming', message: 'a membership change is in flight', gate: 'no-change-in-flight', lookAgainAt: changeInFlightLookAgainAt(Date.now()) } };
+        if (m.changeInFlight || m.joint) return { hold: { phase: 'Forming', message: 'a membership change is in flight', gate: 'no-change-in-flight', lookAgainAt: inFlightLookAgainAt(qc.metadata.uid ?? '', m) } };
         for (const id of m.voters) {
           const member = memberOf(m, id);
           if (!member?.live) return { hold: { phase: 'Forming', message: `waiting for the voters: the leader has not heard from node ${id}`, gate: 'voter-live' } };

@@ -9,8 +9,8 @@ import { withDefaults } from '../crd/defaults.ts';
 import { ANNOTATIONS, type Phase, type QueenCluster } from '../crd/schema.ts';
 import { idsText, lagText } from '../plan/format.ts';
 import { stopGate, voterNodeDownProblem } from '../plan/gates.ts';
-import { memberOf, type Observation, podAt } from '../plan/observation.ts';
-import { catchUpLookAgainAt, changeInFlightLookAgainAt, holdsOldData } from '../plan/voters.ts';
+import { memberOf, type MembershipObservation, type Observation, podAt } from '../plan/observation.ts';
+import { catchUpLookAgainAt, CHANGE_IN_FLIGHT_FAST_MS, changeInFlightLookAgainAt, holdsOldData } from '../plan/voters.ts';
 import { addLearner, promote, refusalAdvice, removeMember, type ChangeResult } from './broker.ts';
 import { brokerToken, holdUntil, loadCluster, observeCluster, opLogger, stepEvent, type ActivityDeps, type ClusterRef, type Hold } from './common.ts';
 import { drainEvent, drainPods, drainTarget, leavingPods, nodesLeave, setServing, type DrainTarget } from './drain.ts';
@@ -21,6 +21,20 @@ import { patchClusterStatus } from './kube.ts';
 import { observedStatus } from './status.ts';
 
 /** Sends a membership change to the leader's pod; the words say what was refused and why. */
+/** The membership change in flight each cluster's waits saw first in this process (its entry's index), and when. */
+const inFlightSeen = new Map<string, { index: number | null; since: number }>();
+
+/**
+ * When a wait held by the membership change in flight of `m` looks again: soon while the change is
+ * young (changeInFlightLookAgainAt), at its poll after.
+ */
+export function inFlightLookAgainAt(clusterUid: string, m: MembershipObservation, now = Date.now()): number | undefined {
+  for (const [uid, seen] of inFlightSeen) if (now - seen.since > 10 * CHANGE_IN_FLIGHT_FAST_MS) inFlightSeen.delete(uid);
+  let seen = inFlightSeen.get(clusterUid);
+  if (!seen || seen.index !== m.membershipIndex) inFlightSeen.set(clusterUid, (seen = { index: m.membershipIndex, since: now }));
+  return changeInFlightLookAgainAt(now, seen.since);
+}
+
 export async function changeThroughLeader(
   deps: ActivityDeps,
   qc: QueenCluster,
@@ -45,7 +59,7 @@ export async function changeThroughLeader(
   // learner's addition held three minutes by "busy" while a voter's node was off, and nothing said so).
   const down = voterNodeDownProblem(obs, nodeId);
   // Another change is committing: it is done within a heartbeat or two.
-  const lookAgainAt = r.code === 'in_flight' ? changeInFlightLookAgainAt(Date.now()) : undefined;
+  const lookAgainAt = r.code === 'in_flight' && obs.membership ? inFlightLookAgainAt(qc.metadata.uid ?? '', obs.membership) : undefined;
   return { hold: { phase, message: `${what}: ${answered}${down ? ` (${down})` : ''}`, gate: 'membership-change', lookAgainAt } };
 }
 
@@ -135,7 +149,7 @@ export function membershipActivities(deps: ActivityDeps) {
             return { hold: { phase, message: `learner ${id} is catching up${lagText(member?.lag)}`, gate: 'learner-caught-up', lookAgainAt } };
           }
         }
-        if (m.changeInFlight || m.joint) return { hold: { phase, message: `${what}: a membership change is in flight`, gate: 'no-change-in-flight', lookAgainAt: changeInFlightLookAgainAt(Date.now()) } };
+        if (m.changeInFlight || m.joint) return { hold: { phase, message: `${what}: a membership change is in flight`, gate: 'no-change-in-flight', lookAgainAt: inFlightLookAgainAt(qc.metadata.uid ?? '', m) } };
         sent = true;
         const c = await changeThroughLeader(deps, qc, obs, phase, what, pending[0]!, (base, token) => promote(base, pending, token));
         if ('hold' in c) return c;
@@ -221,7 +235,7 @@ export async function leaveAfterDrain<R>(deps: ActivityDeps, ref: ClusterRef, ru
       }
       const exit = rules.exits(qc, obs, m);
       if (exit !== null) return { done: { result: exit } };
-      if (m.changeInFlight || m.joint) return { hold: { phase, message: `${what}: a membership change is in flight`, gate: 'no-change-in-flight', lookAgainAt: changeInFlightLookAgainAt(Date.now()) } };
+      if (m.changeInFlight || m.joint) return { hold: { phase, message: `${what}: a membership change is in flight`, gate: 'no-change-in-flight', lookAgainAt: inFlightLookAgainAt(qc.metadata.uid ?? '', m) } };
       const gated = await rules.gate(qc, obs);
       if (gated) {
         await undrain();

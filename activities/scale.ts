@@ -4,11 +4,11 @@
 // data of a node that left the membership.
 import { ApplicationFailure } from '@temporalio/common';
 import { withDefaults } from '../crd/defaults.ts';
-import { catchUpLookAgainAt, changeInFlightLookAgainAt, nextVoterStep, type VoterStep } from '../plan/voters.ts';
+import { catchUpLookAgainAt, nextVoterStep, type VoterStep } from '../plan/voters.ts';
 import { holdUntil, loadCluster, observeCluster, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
 import { drainPod, serveAgain } from './drain.ts';
 import { applyObject, deleteClaimByUid, deletePodByUid, getPod, getStatefulSet } from './kube.ts';
-import { removalHold } from './membership.ts';
+import { inFlightLookAgainAt, removalHold } from './membership.ts';
 import { keptShape, names, parseOrdinal, statefulSet } from './resources.ts';
 
 export type ActionableVoterStep = Exclude<VoterStep, { kind: 'wait' }>;
@@ -27,7 +27,7 @@ export function scaleActivities(deps: ActivityDeps) {
         const s = nextVoterStep(obs, wanted);
         if (s.kind === 'wait') {
           const lookAgainAt =
-            s.gate === 'learner-caught-up' ? catchUpLookAgainAt(obs.membership, Date.now()) : s.gate === 'no-change-in-flight' ? changeInFlightLookAgainAt(Date.now()) : undefined;
+            s.gate === 'learner-caught-up' ? catchUpLookAgainAt(obs.membership, Date.now()) : s.gate === 'no-change-in-flight' && obs.membership ? inFlightLookAgainAt(qc.metadata.uid ?? '', obs.membership) : undefined;
           return { hold: { phase: 'Scaling', message: s.message, gate: s.gate, lookAgainAt } };
         }
         if (s.kind === 'remove-member') {

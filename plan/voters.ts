@@ -126,13 +126,16 @@ export function learnerNearlyCaughtUp(m: MembershipObservation | null, ids?: num
 
 /**
  * How soon a wait held by a membership change in flight looks again: the change commits within a
- * heartbeat or two, and nothing the process watches (no Kubernetes object) says when.
+ * heartbeat or two, and nothing the process watches (no Kubernetes object) says when. Only for
+ * CHANGE_IN_FLIGHT_FAST_MS after the change was first seen: one that does not commit (no quorum, a
+ * joint configuration left behind) is looked at at the wait's poll, not seven times a second.
  */
 export const CHANGE_IN_FLIGHT_LOOK_MS = 150;
+export const CHANGE_IN_FLIGHT_FAST_MS = 3000;
 
-/** When a wait held by a membership change in flight looks again (a hold's lookAgainAt). */
-export function changeInFlightLookAgainAt(now: number): number {
-  return now + CHANGE_IN_FLIGHT_LOOK_MS;
+/** When a wait held by a membership change in flight, first seen at `since`, looks again (a hold's lookAgainAt). */
+export function changeInFlightLookAgainAt(now: number, since: number): number | undefined {
+  return now - since < CHANGE_IN_FLIGHT_FAST_MS ? now + CHANGE_IN_FLIGHT_LOOK_MS : undefined;
 }
 
 /** When a wait on learners catching up looks again, if sooner than its poll (a hold's lookAgainAt). */
