@@ -32,7 +32,7 @@ import {
   type ClusterRef,
   type Hold,
 } from './common.ts';
-import { DRAIN_LEAD_MS, drainEvent, drainPod, drainPods, drainTarget, leavingPods, nodesLeave, setServing, type DrainTarget } from './drain.ts';
+import { DRAIN_LEAD_MS, drainEvent, drainPod, drainPods, drainTarget, leavingPods, nodesLeave, serveAgainExcept, setServing, type DrainTarget } from './drain.ts';
 import { budgetsSelecting, deletePodByUid, evictPodByUid, getPod, getStatefulSet, patchClusterStatus, type Kube } from './kube.ts';
 import { nodeDown, podObservation, readNodeAtMostEvery } from './observe.ts';
 import { names } from './resources.ts';
@@ -123,34 +123,39 @@ export async function stopHold(
 }
 
 /**
- * A stop held only by the other voters' minimum Ready time, with less than a drain's length left:
- * the pod goes out of the client Services now (restartPod then finds it drained), and the hold is
- * reported as it is. Held longer, or by another gate, a pod drained ahead takes clients again, and
- * the wait looks again when the drain may begin. Which pods serve is decided on the API server's
- * word: a look from the watches that would change it hands over to the API server.
+ * The drain of a pod that stops through the stop gate, in the last seconds of the other voters'
+ * minimum Ready time: with less than a drain's length of that wait left (and no other gate
+ * holding), the pod goes out of the client Services now, so its restart follows the gate at once
+ * (restartPod then finds it drained); held longer, the wait looks again when the drain may begin.
+ * Every other pod that should serve takes clients again, and so does this one unless it is drained
+ * ahead or the gate is open. Which pods serve is decided on the API server's word: a look from the
+ * watches that would drain a pod or put one back, or that finds the gate open, hands over to it.
+ * Null when the gate is open and the pod may stop.
  */
-async function drainAheadOrHold(
+export async function drainAheadOrHold(
   deps: ActivityDeps,
   ref: ClusterRef,
   qc: QueenCluster,
   obs: Observation,
   ordinal: number,
-  hold: Hold,
-  words: GateWords,
+  hold: Hold | null,
+  words: Pick<GateWords, 'phase' | 'next'>,
   fromWatch: boolean,
-): Promise<{ hold: Hold } | typeof ASK_THE_API_SERVER> {
+): Promise<{ hold: Hold } | typeof ASK_THE_API_SERVER | null> {
   const lead = deps.settings.drainMs + DRAIN_LEAD_MS;
-  const minReady = hold.gate === 'pod-ready-for-min-ready-seconds';
+  const minReady = hold?.gate === 'pod-ready-for-min-ready-seconds';
   const ahead = minReady && drainAhead({ obs, memory: stallMemory(qc, obs), target: ordinal, opts: gateOptions(deps, obs, obs.minReadySeconds) }, lead);
-  const serving = podAt(obs, ordinal)?.serving;
-  const toDrain = ahead && serving !== false;
-  const toServe = !ahead && serving === false && podsToServe(obs).some((p) => p.ordinal === ordinal);
-  if ((toDrain || toServe) && fromWatch) return ASK_THE_API_SERVER;
-  const target = drainTarget(obs, ordinal);
-  if (toServe && target) await setServing(deps.kube, ref.namespace, target, true);
-  if (toDrain && target) await drainPod(deps, ref, target, { phase: words.phase, what: words.next, event: drainEvent([target], 'it restarts') });
-  if (minReady && !ahead && hold.lookAgainAt !== undefined) return { hold: { ...hold, lookAgainAt: hold.lookAgainAt - lead } };
-  return { hold };
+  // A pod drained at an earlier look stays so: the looks that follow, until the gate lifts, need
+  // nothing of the API server.
+  const except = ahead || !hold ? ordinal : null;
+  const toServe = podsToServe(obs).some((p) => p.ordinal !== except);
+  const toDrain = ahead && podAt(obs, ordinal)?.serving !== false;
+  if (fromWatch && (!hold || toDrain || toServe)) return ASK_THE_API_SERVER;
+  if (toServe) await serveAgainExcept(deps, ref, obs, except);
+  const target = toDrain ? drainTarget(obs, ordinal) : null;
+  if (target) await drainPod(deps, ref, target, { phase: words.phase, what: words.next, event: drainEvent([target], 'it restarts') });
+  if (hold && minReady && !ahead && hold.lookAgainAt !== undefined) return { hold: { ...hold, lookAgainAt: hold.lookAgainAt - lead } };
+  return hold ? { hold } : null;
 }
 
 export interface RestartWords {
@@ -192,9 +197,8 @@ export function gateActivities(deps: ActivityDeps) {
         const pod = obs.pods.find((p) => p.ordinal === ordinal && !p.terminating);
         if (!pod) return { done: null };
         const hold = await stopHold(deps, qc, obs, ordinal, words, { fromWatch: look.fromWatch });
-        if (hold && words.drainAhead) return drainAheadOrHold(deps, ref, qc, obs, ordinal, hold, words, look.fromWatch);
-        if (hold) return { hold };
-        if (look.fromWatch) return ASK_THE_API_SERVER;
+        const held = words.drainAhead ? await drainAheadOrHold(deps, ref, qc, obs, ordinal, hold, words, look.fromWatch) : hold ? { hold } : look.fromWatch ? ASK_THE_API_SERVER : null;
+        if (held) return held;
         return { done: { ordinal, podName: pod.name, podUid: pod.uid, why: 'leader' } };
       });
     },

@@ -26,8 +26,10 @@ export function scaleActivities(deps: ActivityDeps) {
         await serveAgain(deps, ref, obs, wanted);
         const s = nextVoterStep(obs, wanted);
         if (s.kind === 'wait') {
-          const lookAgainAt =
-            s.gate === 'learner-caught-up' ? catchUpLookAgainAt(obs.membership, Date.now()) : s.gate === 'no-change-in-flight' && obs.membership ? inFlightLookAgainAt(qc.metadata.uid ?? '', obs.membership) : undefined;
+          const m = obs.membership;
+          let lookAgainAt: number | undefined;
+          if (s.gate === 'learner-caught-up') lookAgainAt = catchUpLookAgainAt(m, Date.now());
+          if (s.gate === 'no-change-in-flight' && m) lookAgainAt = inFlightLookAgainAt(qc.metadata.uid ?? '', m);
           return { hold: { phase: 'Scaling', message: s.message, gate: s.gate, lookAgainAt } };
         }
         if (s.kind === 'remove-member') {

@@ -10,17 +10,16 @@ import { withDefaults } from '../crd/defaults.ts';
 import { readAnnotations } from '../crd/annotations.ts';
 import { ANNOTATIONS, type QueenCluster, type StoredSpec, type UpgradeStatus } from '../crd/schema.ts';
 import { goDuration, listText, podsText } from '../plan/format.ts';
-import { drainAhead, stopGate } from '../plan/gates.ts';
+import { stopGate } from '../plan/gates.ts';
 import { podAt, type Observation, type PodObservation } from '../plan/observation.ts';
 import { canaryProblem, canaryUp, newVersionFailure, readyAndLive, timeLeftText, type CanaryStart, type ProgressWatch } from '../plan/progress.ts';
 import { nextRestart, outdatedPods, type RestartPick } from '../plan/restarts.ts';
-import { podsToServe } from '../plan/serving.ts';
 import { probeWrite } from './broker.ts';
 import { ASK_THE_API_SERVER, brokerToken, holdUntil, loadCluster, observeCluster, probeThrough, stepEvent, type ActivityDeps, type ClusterRef, type Hold } from './common.ts';
-import { gateOptions, recordProbe, stallMemory, stopHold } from './gate.ts';
+import { drainAheadOrHold, gateOptions, recordProbe, stallMemory, stopHold } from './gate.ts';
 import { applyObject, deleteOwnedNetworkPolicy, getStatefulSet, listPods, patchClusterStatus, rawRequest } from './kube.ts';
 import { brokerBase, podObservation } from './observe.ts';
-import { DRAIN_LEAD_MS, drainPod, drainTarget, labelServing, serveAgainExcept } from './drain.ts';
+import { labelServing } from './drain.ts';
 import { CONTAINER, clusterObjects, imageRef, imageTag, keptShape, names, networkPolicy, peersFor, podTemplate, SERVING_LABEL, specHash, statefulSet } from './resources.ts';
 import { podVersion } from './status.ts';
 
@@ -250,24 +249,8 @@ export function upgradeActivities(deps: ActivityDeps) {
         // The pick's drain runs in the last seconds of the other voters' minimum Ready time, so
         // its restart follows the gate at once; a pod drained ahead for a pick that changed, or
         // whose gate closed again, takes clients again.
-        const lead = deps.settings.drainMs + DRAIN_LEAD_MS;
-        const ahead =
-          hold?.gate === 'pod-ready-for-min-ready-seconds' &&
-          drainAhead({ obs, memory: stallMemory(qc, obs), target: pick.ordinal, opts: gateOptions(deps, obs, obs.minReadySeconds) }, lead);
-        // Which pods serve clients is decided on the API server's word: a look from the watches
-        // that would drain a pod or put one back hands over to it (holdUntil looks again). A pick
-        // drained at an earlier look stays so (restartPod drains it again, to the endpoints, before
-        // it stops): the looks that follow, until the gate lifts, need nothing of the API server.
-        const except = ahead || !hold ? pick.ordinal : null;
-        const toServe = podsToServe(obs).some((p) => p.ordinal !== except);
-        const toDrain = ahead && podAt(obs, pick.ordinal)?.serving !== false;
-        if (look.fromWatch && (!hold || toDrain || toServe)) return ASK_THE_API_SERVER;
-        if (toServe) await serveAgainExcept(deps, ref, obs, except);
-        const target = toDrain ? drainTarget(obs, pick.ordinal) : null;
-        if (target) await drainPod(deps, ref, target, { phase: 'Upgrading', what: `pod ${pick.ordinal} is next`, event: `taking pod ${pick.ordinal} out of the client Service before it restarts` });
-        // Not drained yet: looked at again when the drain may begin, the gate's last seconds.
-        if (hold && !ahead && hold.gate === 'pod-ready-for-min-ready-seconds' && hold.lookAgainAt !== undefined) return { hold: { ...hold, lookAgainAt: hold.lookAgainAt - lead } };
-        if (hold) return { hold };
+        const held = await drainAheadOrHold(deps, ref, qc, obs, pick.ordinal, hold, { phase: 'Upgrading', next: `pod ${pick.ordinal} is next` }, look.fromWatch);
+        if (held) return held;
         const first = !obs.pods.some((p) => !p.terminating && p.hash === obs.wantedHash);
         const canary = first && spec.upgrade.canarySeconds > 0 ? { canarySeconds: spec.upgrade.canarySeconds } : {};
         return { done: { kind: 'restart', pick, specHash: wanted, ...canary } };

@@ -336,22 +336,16 @@ export class Storage {
         },
       });
       this.#event(pvc, 'Normal', 'FileSystemResizeRequired', 'Require file system resize of volume on node', 'resizer');
-      if (online) {
-        // The node expands a mounted volume's file system while the pod runs, a moment later.
-        this.#log(`storage: ${pvName} grown to ${wantStr}; the node expands its file system online`);
-        const claim = pvc.metadata.name;
+      // A moment later the node, while a pod mounts the volume, expands its file system (the
+      // online class), or tries to and says it cannot (NodeResizeError), unless it is silent.
+      const claim = pvc.metadata.name;
+      const silent = this.nodeSilent || this.nodeSilentNamespaces.has(ns);
+      this.#log(`storage: ${pvName} grown to ${wantStr}; ${online ? 'the node expands its file system online' : 'file system resize pending until a pod starts'}`);
+      const nodeStep = online ? () => this.finishNodeResize(ns, claim) : silent ? null : () => this.#failOnlineGrowth(ns, claim);
+      if (nodeStep) {
         setTimeout(() => {
-          if (this.isMounted?.(ns, claim)) this.#enqueue(`pvc/${pvc.metadata.uid}`, () => this.finishNodeResize(ns, claim));
+          if (this.isMounted?.(ns, claim)) this.#enqueue(`pvc/${pvc.metadata.uid}`, nodeStep);
         }, Math.max(100, this.onlineExpandSeconds * 1000 * this.timeFactor)).unref();
-      } else {
-        this.#log(`storage: ${pvName} grown to ${wantStr}; file system resize pending until a pod starts`);
-        // The node tries to grow the mounted file system and says it cannot, a moment later.
-        const claim = pvc.metadata.name;
-        if (!this.nodeSilent && !this.nodeSilentNamespaces.has(ns)) {
-          setTimeout(() => {
-            if (this.isMounted?.(ns, claim)) this.#enqueue(`pvc/${pvc.metadata.uid}`, () => this.#failOnlineGrowth(ns, claim));
-          }, Math.max(100, this.onlineExpandSeconds * 1000 * this.timeFactor)).unref();
-        }
       }
     } else {
       await this.#kube.mergePatch(path, {
