@@ -1,7 +1,7 @@
 // Test harness for the Queen node simulator: starts simulated nodes on distinct loopback addresses
-// of one random 127.X.Y.0/24 (so parallel test files never clash), peers as literal IPs, data dirs
-// in a temp folder, fast timings. Restarts a node on the same data dir (optionally wiped), sends
-// SIGTERM/SIGKILL, reads exit codes. Every node is killed at the end, and when the test process
+// of one random 127.X.Y.0/24 that a lock file keeps for it (so parallel test files never clash),
+// peers as literal IPs, data dirs in a temp folder, fast timings. Restarts a node on the same data
+// dir (optionally wiped), sends SIGTERM/SIGKILL, reads exit codes. Every node is killed at the end, and when the test process
 // exits for any reason.
 //
 // QUEEN_SIM_MODE picks how nodes run: `process` (default), one OS process per node (main.ts), or
@@ -14,6 +14,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { pidAlive } from '../../identity.ts';
 import { FLEET_MAIN, SimFleet, type FleetNode } from './fleet-client.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -58,6 +59,7 @@ function installExitHook(): void {
   if (exitHookInstalled) return;
   exitHookInstalled = true;
   process.on('exit', () => {
+    for (const subnet of heldSubnets) releaseSubnet(subnet);
     for (const c of live) {
       try {
         c.kill('SIGKILL');
@@ -266,10 +268,41 @@ export class MiniDns {
   }
 }
 
-function randomSubnet(): string {
-  const x = 100 + Math.floor(Math.random() * 150);
-  const y = Math.floor(Math.random() * 256);
-  return `127.${x}.${y}`;
+/** Where the simulated clusters of this machine's test processes hold their subnets. */
+const SUBNET_LOCKS = path.join(os.tmpdir(), 'queen-sim-subnets');
+/** The subnets this process holds, released when it exits. */
+const heldSubnets = new Set<string>();
+
+/**
+ * A random 127.X.Y (X 100-249: test beds take 127.1-99) that no other live test process holds: a
+ * lock file per subnet names its owner, and one whose owner is gone is taken over. Two clusters on
+ * one subnet would bind each other's ports, and one test would talk to the other's nodes.
+ */
+function claimSubnet(): string {
+  fs.mkdirSync(SUBNET_LOCKS, { recursive: true });
+  for (let tries = 0; tries < 1000; tries++) {
+    const subnet = `127.${100 + Math.floor(Math.random() * 150)}.${Math.floor(Math.random() * 256)}`;
+    const lock = path.join(SUBNET_LOCKS, subnet);
+    try {
+      fs.writeFileSync(lock, `${process.pid}\n`, { flag: 'wx' });
+      heldSubnets.add(subnet);
+      return subnet;
+    } catch {
+      let owner = 0;
+      try {
+        owner = Number(fs.readFileSync(lock, 'utf8').trim());
+      } catch {
+        continue; // just released
+      }
+      if (owner > 0 && owner !== process.pid && !pidAlive(owner)) fs.rmSync(lock, { force: true }); // taken over on a later try
+    }
+  }
+  throw new Error(`no free simulator subnet (${SUBNET_LOCKS})`);
+}
+
+function releaseSubnet(subnet: string): void {
+  if (!heldSubnets.delete(subnet)) return;
+  fs.rmSync(path.join(SUBNET_LOCKS, subnet), { force: true });
 }
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -305,7 +338,7 @@ export class SimCluster {
 
   constructor(opts: ClusterOptions = {}) {
     installExitHook();
-    this.subnet = randomSubnet();
+    this.subnet = claimSubnet();
     this.root = fs.mkdtempSync(path.join(os.tmpdir(), 'queen-sim-'));
     this.size = opts.size ?? 3;
     this.token = opts.token === undefined ? `tok-${Math.random().toString(36).slice(2)}` : opts.token;
@@ -562,6 +595,7 @@ export class SimCluster {
     await Promise.all(waits);
     this.dns?.close();
     fs.rmSync(this.root, { recursive: true, force: true });
+    releaseSubnet(this.subnet);
   }
 }
 
