@@ -73,7 +73,8 @@ it('a test bed started again on its folder: its pods run again on the addresses 
       const info = await client.control.pod('default', 'kept').catch(() => undefined);
       return info?.running ? info : undefined;
     }, 60_000);
-    expect((await client.kube().get<any>(podPath('kept'))).status.podIP).toBe(before.ip);
+    // The kubelet writes the pod's status a moment after it started the process.
+    expect(await until('pod kept shows its IP', async () => (await client.kube().get<any>(podPath('kept'))).status?.podIP, 30_000)).toBe(before.ip);
     await tb.stop();
 
     tb = await startTestbed({ dir, timeFactor: 0.2, handleSignals: false });
@@ -85,7 +86,7 @@ it('a test bed started again on its folder: its pods run again on the addresses 
     expect(after.uid).toBe(before.uid);
     expect(after.pid).not.toBe(before.pid);
     expect(after.ip).toBe(before.ip);
-    expect((await client.kube().get<any>(podPath('kept'))).status.podIP).toBe(after.ip);
+    expect((await client.kube().get<any>(podPath('kept'))).status?.podIP).toBe(after.ip);
 
     await client.kube().create('/api/v1/namespaces/default/pods', sleeper('fresh'));
     const fresh = await until('pod fresh running', async () => {
