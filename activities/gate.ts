@@ -10,7 +10,7 @@ import { withDefaults } from '../crd/defaults.ts';
 import type { Phase, QueenCluster } from '../crd/schema.ts';
 import { ANNOTATIONS } from '../crd/schema.ts';
 import { drainAhead, nodeDownProblem, stopGate, type GateOptions } from '../plan/gates.ts';
-import { podAt, type Observation } from '../plan/observation.ts';
+import { livePodAt, podAt, type Observation } from '../plan/observation.ts';
 import type { RestartPick } from '../plan/restarts.ts';
 import { podsToServe } from '../plan/serving.ts';
 import { answeringNodes, stallMemoryFromStatus, trackStalls, type StallMemory } from '../plan/stalls.ts';
@@ -194,7 +194,7 @@ export function gateActivities(deps: ActivityDeps) {
         const qc = await look.cluster();
         if (whileAnnotated !== undefined && readAnnotations(qc.metadata.annotations).replacePod !== whileAnnotated) return { done: null };
         const obs = await look.observe(qc);
-        const pod = obs.pods.find((p) => p.ordinal === ordinal && !p.terminating);
+        const pod = livePodAt(obs, ordinal);
         if (!pod) return { done: null };
         const hold = await stopHold(deps, qc, obs, ordinal, words, { fromWatch: look.fromWatch });
         const held = words.drainAhead ? await drainAheadOrHold(deps, ref, qc, obs, ordinal, hold, words, look.fromWatch) : hold ? { hold } : look.fromWatch ? ASK_THE_API_SERVER : null;

@@ -170,6 +170,8 @@ export interface Observation {
 
 /** The pod of an ordinal, Terminating or not. */
 export const podAt = (obs: Observation, ordinal: number) => obs.pods.find((p) => p.ordinal === ordinal);
+/** The pod of an ordinal that is not Terminating. */
+export const livePodAt = (obs: Observation, ordinal: number) => obs.pods.find((p) => p.ordinal === ordinal && !p.terminating);
 /** The claim of an ordinal, being deleted or not. */
 export const claimAt = (obs: Observation, ordinal: number) => obs.claims.find((c) => c.ordinal === ordinal);
 /** The claim of an ordinal that is not being deleted: the one its pod mounts next. */

@@ -8,7 +8,7 @@ import type { StoredSpec } from '../crd/schema.ts';
 import { neededOperation, type ClusterView, type Need, type OperationType } from './decide.ts';
 import { goDuration, parseQuantity } from './format.ts';
 import { STOP_GATES, type GateName } from './gates.ts';
-import { memberOf, podAt, type Observation } from './observation.ts';
+import { claimAt, memberOf, podAt, type Observation } from './observation.ts';
 import { nextRestart } from './restarts.ts';
 import { nextVoterStep } from './voters.ts';
 import { nextVolumeStep } from './volumes.ts';
@@ -141,7 +141,7 @@ function voterSteps({ obs, spec }: PlanInput): PlannedStep[] {
           sim.pods.push({ ...structuredClone(sim.pods[0]!), ordinal: o, name: `${sim.name}-${o}`, uid: `planned-${o}`, running: true, ready: false, hash: sim.wantedHash });
           // A new pod starts on an empty volume: it has applied nothing yet.
           sim.health[o] = { ...structuredClone(Object.values(sim.health)[0]!), role: 'learner', applied: 0, commit: 0 };
-          if (!sim.claims.some((c) => c.ordinal === o)) sim.claims.push({ ...structuredClone(sim.claims[0]!), ordinal: o, name: `data-${sim.name}-${o}`, uid: `planned-claim-${o}` });
+          if (!claimAt(sim, o)) sim.claims.push({ ...structuredClone(sim.claims[0]!), ordinal: o, name: `data-${sim.name}-${o}`, uid: `planned-claim-${o}` });
         }
         break;
       }
@@ -216,7 +216,7 @@ function volumeSteps({ obs, spec }: PlanInput): PlannedStep[] {
       }
     } else if (s.kind === 'restart') {
       steps.push({ step: s.message, gates: [...STOP_GATE_NAMES] });
-      const c = sim.claims.find((x) => x.ordinal === s.ordinal)!;
+      const c = claimAt(sim, s.ordinal)!;
       Object.assign(c, { capacityBytes: sizeBytes, resizePending: false });
     } else {
       steps.push({ step: s.message, gates: ['statefulset-deleted'] });

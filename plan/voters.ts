@@ -88,7 +88,7 @@ export function nextVoterStep(obs: Observation, wanted: number): VoterStep {
   // The claims of pods that are gone for good (above the StatefulSet's count), once their pods are.
   for (const claim of obs.claims) {
     if (claim.ordinal < pods || claim.terminating) continue;
-    if (obs.pods.some((p) => p.ordinal === claim.ordinal)) {
+    if (podAt(obs, claim.ordinal)) {
       return { kind: 'wait', message: `waiting for pod ${claim.ordinal} to go before its volume claim is deleted`, gate: 'pod-gone' };
     }
     return { kind: 'delete-claim', ordinal: claim.ordinal, claimName: claim.name, claimUid: claim.uid, message: `deleting the volume claim of pod ${claim.ordinal}` };
@@ -102,7 +102,7 @@ export function nextVoterStep(obs: Observation, wanted: number): VoterStep {
  * early) and may not come back with that data; an empty node applies nothing until it is added.
  */
 export function holdsOldData(obs: Observation, nodeId: number): boolean {
-  if (obs.membership?.members.some((x) => x.nodeId === nodeId)) return false;
+  if (memberOf(obs.membership, nodeId)) return false;
   const h = obs.health[nodeId - 1];
   return !!h && h.applied > 0;
 }
