@@ -7,7 +7,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { dumpLogsIfFailed, node24, REPO_ROOT, SimCluster, simFleet, sleep, statusOf, waitFor } from './harness.ts';
+import { claimSubnet, dumpLogsIfFailed, node24, releaseSubnet, REPO_ROOT, SimCluster, simFleet, sleep, statusOf, waitFor } from './harness.ts';
 import { FLEET_MAIN, SimFleet } from './fleet-client.ts';
 
 let c: SimCluster | null = null;
@@ -115,9 +115,10 @@ describe('broker fleet', () => {
       process.exit(0);
     `;
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'queen-fleet-'));
-    // An address of its own (as the harness gives its nodes), so no server of another test or of a
-    // test bed on this machine holds the ports.
-    const ip = `127.${100 + Math.floor(Math.random() * 150)}.${Math.floor(Math.random() * 256)}.${1 + Math.floor(Math.random() * 250)}`;
+    // An address of its own (a subnet held as the harness holds its clusters'), so no server of
+    // another test or of a test bed on this machine holds the ports.
+    const subnet = claimSubnet();
+    const ip = `${subnet}.1`;
     const httpPort = 6632;
     try {
       const parent = spawn(node24(), ['--input-type=module', '-e', script, String(httpPort), String(httpPort + 1), dir, ip], { stdio: ['ignore', 'pipe', 'inherit'] });
@@ -132,6 +133,7 @@ describe('broker fleet', () => {
       expect(refused).toBe(true);
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
+      releaseSubnet(subnet);
     }
   });
 });

@@ -278,7 +278,7 @@ const heldSubnets = new Set<string>();
  * lock file per subnet names its owner, and one whose owner is gone is taken over. Two clusters on
  * one subnet would bind each other's ports, and one test would talk to the other's nodes.
  */
-function claimSubnet(): string {
+export function claimSubnet(): string {
   fs.mkdirSync(SUBNET_LOCKS, { recursive: true });
   for (let tries = 0; tries < 1000; tries++) {
     const subnet = `127.${100 + Math.floor(Math.random() * 150)}.${Math.floor(Math.random() * 256)}`;
@@ -300,7 +300,7 @@ function claimSubnet(): string {
   throw new Error(`no free simulator subnet (${SUBNET_LOCKS})`);
 }
 
-function releaseSubnet(subnet: string): void {
+export function releaseSubnet(subnet: string): void {
   if (!heldSubnets.delete(subnet)) return;
   fs.rmSync(path.join(SUBNET_LOCKS, subnet), { force: true });
 }
