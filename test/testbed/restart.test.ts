@@ -1,7 +1,8 @@
 // The control API's /processes (for the chaos tests): the API server and the Temporal server killed
 // (SIGKILL) and started again come back on their data, at the same addresses. And a whole test bed
-// started again on its folder (what `npm start` does the second time). In test beds of their own:
-// killing the shared one's control plane would fail the scenarios running beside it.
+// started again on its folder (what `npm start` does the second time), a second one refused there
+// while the first runs. In test beds of their own: killing the shared one's control plane would
+// fail the scenarios running beside it.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -75,6 +76,12 @@ it('a test bed started again on its folder: its pods run again on the addresses 
     }, 60_000);
     // The kubelet writes the pod's status a moment after it started the process.
     expect(await until('pod kept shows its IP', async () => (await client.kube().get<any>(podPath('kept'))).status?.podIP, 30_000)).toBe(before.ip);
+    // A second test bed on a folder whose test bed runs (`npm start` in a second terminal) is
+    // refused, and says how to reach the one that runs; that one goes on.
+    await expect(startTestbed({ dir, timeFactor: 0.2, handleSignals: false })).rejects.toThrow(
+      new RegExp(`a test bed already runs in ${dir} \\(process ${process.pid}, this one\\).*export KUBECONFIG=${dir}/kubeconfig`),
+    );
+    expect((await client.kube().get<any>(podPath('kept'))).status?.podIP).toBe(before.ip);
     await tb.stop();
 
     tb = await startTestbed({ dir, timeFactor: 0.2, handleSignals: false });

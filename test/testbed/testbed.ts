@@ -146,6 +146,10 @@ export async function startTestbed(opts: TestbedOptions = {}): Promise<Testbed> 
   const ownDir = !opts.dir;
   const dir = opts.dir ?? mkdtempSync(join(tmpdir(), 'queen-testbed-'));
   const keep = opts.keep ?? process.env.QUEEN_TESTBED_KEEP === '1';
+  mkdirSync(dir, { recursive: true });
+  // One test bed at a time on a folder: a second (`npm start` run again in another terminal) would
+  // start another etcd and Temporal server on the first one's data.
+  const releaseDir = holdFolder(dir);
   for (const d of ['pki', 'logs', 'kubeconfigs', 'etcd']) mkdirSync(join(dir, d), { recursive: true });
   const logs = join(dir, 'logs');
 
@@ -176,6 +180,7 @@ export async function startTestbed(opts: TestbedOptions = {}): Promise<Testbed> 
         // gone
       }
     }
+    releaseDir();
     if (ownDir && !keepDir) rmSync(dir, { recursive: true, force: true });
   };
 
@@ -518,4 +523,46 @@ export async function startTestbed(opts: TestbedOptions = {}): Promise<Testbed> 
     await stopAll().catch(() => {});
     throw e;
   }
+}
+
+/** The file that says which process runs the test bed of a folder. */
+const OWNER_FILE = 'owner.pid';
+
+/**
+ * Takes a test bed's folder for this process, or says which live process runs a test bed on it
+ * (and how to reach that one). A folder whose owner is gone (a test bed ended abruptly) is taken
+ * over: starting again on it is how `npm start` resumes. Returns the release.
+ */
+function holdFolder(dir: string): () => void {
+  const path = join(dir, OWNER_FILE);
+  for (let tries = 0; tries < 3; tries++) {
+    try {
+      writeFileSync(path, `${process.pid}\n`, { flag: 'wx' });
+      let held = true;
+      const release = () => {
+        if (!held) return;
+        held = false;
+        process.off('exit', release);
+        rmSync(path, { force: true });
+      };
+      process.on('exit', release);
+      return release;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    }
+    let owner = 0;
+    try {
+      owner = Number(readFileSync(path, 'utf8').trim());
+    } catch {
+      continue; // released meanwhile
+    }
+    if (owner > 0 && isAlive(owner)) {
+      throw new Error(
+        `a test bed already runs in ${dir} (process ${owner}${owner === process.pid ? ', this one' : ''}): stop it first (Ctrl-C in its terminal, or kill ${owner}), ` +
+          `or use it: export KUBECONFIG=${join(dir, 'kubeconfig')}`,
+      );
+    }
+    rmSync(path, { force: true }); // its owner is gone
+  }
+  throw new Error(`could not take ${dir} for a test bed`);
 }
