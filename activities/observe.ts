@@ -18,7 +18,7 @@ import { freshestView, readHealth, readMembershipAnswer } from './broker.ts';
 import type { OwnedObjects } from './cluster-cache.ts';
 import { refusedWords, type BrokerCredentials } from './credentials.ts';
 import { getNode, getStatefulSet, listClaims, listPods, listServices, toMs, type Kube } from './kube.ts';
-import { CONTAINER, names, parseOrdinal, podHost, SERVING_LABEL, wantedTemplateHash } from './resources.ts';
+import { CONTAINER, imageRef, imageTag, names, parseOrdinal, podHost, SERVING_LABEL, wantedTemplateHash } from './resources.ts';
 
 /** How the operator reaches a pod's broker port. */
 export type BrokerAccessMode = 'dns' | 'pod-ip';
@@ -238,6 +238,7 @@ export async function observe(
     voters: spec.replicas,
     minReadySeconds: spec.minReadySeconds,
     wantedHash: wantedTemplateHash(qc),
+    wantedVersion: imageTag(imageRef(spec)),
     statefulSet: statefulSetObservation(qc, sts),
     servicesPresent: serviceNames.has(names.clientService(name)) && serviceNames.has(names.headlessService(name)),
     pods: podObs,

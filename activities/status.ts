@@ -19,23 +19,38 @@ export function podVersion(obs: Observation, ordinal: number): string | null {
 /**
  * status.version (the VERSION column): the version every pod reports. While the pods run two
  * versions, both, old to new, with how many pods run the new one (`2.6.0→2.6.1 (1/3)`); the new one
- * is the version of the pods on the wanted template. Empty while a pod is missing or silent and
- * no two versions can be told apart.
+ * is the version of the pods on the wanted template, or the spec's before any pod is on it. A pod
+ * silent while it restarts is named by its image's tag (podVersion), so the first and the last
+ * restart of an upgrade still show both (`2.6.0→2.6.1 (0/3)` while the first pod stops and its
+ * successor starts), but only the pods that answer are counted. Empty while a pod is silent and no
+ * two versions can be told apart.
  */
 export function commonVersion(obs: Observation, podCount: number): string {
-  const versions: (string | null)[] = [];
-  for (let i = 0; i < podCount; i++) versions.push(obs.health[i]?.version || null);
-  const known = versions.filter((v): v is string => v !== null);
+  const heard: (string | null)[] = [];
+  const named: string[] = [];
+  for (let i = 0; i < podCount; i++) {
+    heard.push(obs.health[i]?.version || null);
+    const v = podVersion(obs, i);
+    if (v) named.push(v);
+  }
+  const known = heard.filter((v): v is string => v !== null);
   const distinct = [...new Set(known)];
   if (distinct.length === 1 && known.length === podCount) return distinct[0]!;
-  if (distinct.length !== 2) return '';
-  // Which of the two is the new one: the one the pods of the wanted template report.
+  // Which is the new one: the one the pods of the wanted template run; before any pod does (the
+  // first pod of an upgrade stopping), the one the spec asks for.
   const onWanted = new Set(
-    obs.pods.filter((p) => p.ordinal < podCount && p.hash === obs.wantedHash && obs.health[p.ordinal]?.version).map((p) => obs.health[p.ordinal]!.version),
+    obs.pods.filter((p) => p.ordinal < podCount && p.hash === obs.wantedHash).map((p) => podVersion(obs, p.ordinal)).filter((v): v is string => !!v),
   );
-  const next = distinct.find((v) => onWanted.has(v) && onWanted.size === 1);
+  const upgrading = obs.pods.some((p) => p.ordinal < podCount && p.hash !== obs.wantedHash);
+  if (upgrading && onWanted.size === 0 && obs.wantedVersion) {
+    onWanted.add(obs.wantedVersion);
+    named.push(obs.wantedVersion);
+  }
+  const both = [...new Set(named)];
+  if (both.length !== 2) return '';
+  const next = both.find((v) => onWanted.has(v) && onWanted.size === 1);
   if (!next) return '';
-  const old = distinct.find((v) => v !== next)!;
+  const old = both.find((v) => v !== next)!;
   return `${old}→${next} (${known.filter((v) => v === next).length}/${podCount})`;
 }
 

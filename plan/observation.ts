@@ -146,6 +146,8 @@ export interface Observation {
   minReadySeconds: number;
   /** The template hash the pods should carry, from the spec as it is now. */
   wantedHash: string;
+  /** The tag of the image the spec asks for (none for an image pinned by digest alone). */
+  wantedVersion?: string | null;
   statefulSet: StatefulSetObservation | null;
   /** The client and headless Services exist (and are not being deleted). */
   servicesPresent: boolean;

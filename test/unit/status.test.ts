@@ -8,32 +8,60 @@ import { rolledOutGeneration, type ClusterView } from '../../plan/decide.ts';
 import { cluster } from './fixture.ts';
 
 describe('the VERSION column', () => {
+  /** Pod `o` on the new template (its image 2.6.1); answering 2.6.1, or silent while it starts. */
+  const moved = (obs: ReturnType<typeof cluster>, o: number, answers: boolean) => {
+    obs.wantedHash = 'next';
+    obs.pods[o]!.hash = 'next';
+    obs.pods[o]!.image = 'ghcr.io/queen-mq/queen:2.6.1';
+    if (answers) obs.health[o]!.version = '2.6.1';
+    else delete obs.health[o];
+  };
   it('one version on every pod: that version', () => {
     expect(commonVersion(cluster(3, 3, 1), 3)).toBe('2.6.0');
   });
   it('two versions: old to new, and how many pods run the new one', () => {
     const obs = cluster(3, 3, 1);
-    obs.wantedHash = 'next';
-    obs.pods[2]!.hash = 'next';
-    obs.health[2]!.version = '2.6.1';
+    moved(obs, 2, true);
     expect(commonVersion(obs, 3)).toBe('2.6.0→2.6.1 (1/3)');
-    obs.pods[1]!.hash = 'next';
-    obs.health[1]!.version = '2.6.1';
+    moved(obs, 1, true);
     expect(commonVersion(obs, 3)).toBe('2.6.0→2.6.1 (2/3)');
   });
   it('a pod silent while it restarts: still both, counting the pods that answer', () => {
     const obs = cluster(3, 3, 1);
-    obs.wantedHash = 'next';
-    obs.pods[2]!.hash = 'next';
-    obs.health[2]!.version = '2.6.1';
-    obs.pods[1]!.hash = 'next';
-    delete obs.health[1];
+    moved(obs, 2, true);
+    moved(obs, 1, false);
     expect(commonVersion(obs, 3)).toBe('2.6.0→2.6.1 (1/3)');
   });
-  it('one version but a pod silent, or versions it cannot order: empty', () => {
+  it('the first restart of an upgrade, its new pod silent: both, none on the new one yet', () => {
+    const obs = cluster(3, 3, 1);
+    moved(obs, 2, false);
+    expect(commonVersion(obs, 3)).toBe('2.6.0→2.6.1 (0/3)');
+  });
+  it('the first pod of an upgrade stopping, none on the new template yet: the new one is the spec\'s', () => {
+    const obs = cluster(3, 3, 1);
+    obs.wantedHash = 'next';
+    obs.wantedVersion = '2.6.1';
+    delete obs.health[2];
+    expect(commonVersion(obs, 3)).toBe('2.6.0→2.6.1 (0/3)');
+    // A change of the template alone (the same version): nothing to tell apart.
+    obs.wantedVersion = '2.6.0';
+    expect(commonVersion(obs, 3)).toBe('');
+  });
+  it('the last restart, the last old pod silent as it stops: both, named by its image', () => {
+    const obs = cluster(3, 3, 1);
+    moved(obs, 2, true);
+    moved(obs, 1, true);
+    delete obs.health[0];
+    expect(commonVersion(obs, 3)).toBe('2.6.0→2.6.1 (2/3)');
+  });
+  it('one version but a pod silent, an image without a tag, or versions it cannot order: empty', () => {
     const obs = cluster(3, 3, 1);
     delete obs.health[0];
     expect(commonVersion(obs, 3)).toBe('');
+    const digest = cluster(3, 3, 1);
+    moved(digest, 2, false);
+    digest.pods[2]!.image = 'ghcr.io/queen-mq/queen@sha256:' + 'a'.repeat(64);
+    expect(commonVersion(digest, 3)).toBe('');
     const three = cluster(3, 3, 1);
     three.health[1]!.version = '2.6.1';
     three.health[2]!.version = '2.6.2';
