@@ -14,7 +14,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { pidAlive } from '../../identity.ts';
+import { holdPidFile } from '../testbed/pid-file.ts';
 import { FLEET_MAIN, SimFleet, type FleetNode } from './fleet-client.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -59,7 +59,6 @@ function installExitHook(): void {
   if (exitHookInstalled) return;
   exitHookInstalled = true;
   process.on('exit', () => {
-    for (const subnet of heldSubnets) releaseSubnet(subnet);
     for (const c of live) {
       try {
         c.kill('SIGKILL');
@@ -270,8 +269,8 @@ export class MiniDns {
 
 /** Where the simulated clusters of this machine's test processes hold their subnets. */
 const SUBNET_LOCKS = path.join(os.tmpdir(), 'queen-sim-subnets');
-/** The subnets this process holds, released when it exits. */
-const heldSubnets = new Set<string>();
+/** The releases of the subnets this process holds. */
+const heldSubnets = new Map<string, () => void>();
 
 /**
  * A random 127.X.Y (X 100-249: test beds take 127.1-99) that no other live test process holds: a
@@ -282,27 +281,18 @@ export function claimSubnet(): string {
   fs.mkdirSync(SUBNET_LOCKS, { recursive: true });
   for (let tries = 0; tries < 1000; tries++) {
     const subnet = `127.${100 + Math.floor(Math.random() * 150)}.${Math.floor(Math.random() * 256)}`;
-    const lock = path.join(SUBNET_LOCKS, subnet);
-    try {
-      fs.writeFileSync(lock, `${process.pid}\n`, { flag: 'wx' });
-      heldSubnets.add(subnet);
+    const hold = holdPidFile(path.join(SUBNET_LOCKS, subnet));
+    if ('release' in hold) {
+      heldSubnets.set(subnet, hold.release);
       return subnet;
-    } catch {
-      let owner = 0;
-      try {
-        owner = Number(fs.readFileSync(lock, 'utf8').trim());
-      } catch {
-        continue; // just released
-      }
-      if (owner > 0 && owner !== process.pid && !pidAlive(owner)) fs.rmSync(lock, { force: true }); // taken over on a later try
     }
   }
   throw new Error(`no free simulator subnet (${SUBNET_LOCKS})`);
 }
 
 export function releaseSubnet(subnet: string): void {
-  if (!heldSubnets.delete(subnet)) return;
-  fs.rmSync(path.join(SUBNET_LOCKS, subnet), { force: true });
+  heldSubnets.get(subnet)?.();
+  heldSubnets.delete(subnet);
 }
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));

@@ -19,6 +19,7 @@ import { Informer, Kube, type KObject } from './kube.ts';
 import { serviceAccountKubeconfig as makeSaKubeconfig, writeKubeconfig } from './kubeconfig.ts';
 import { ImageStore } from './image.ts';
 import { claimIpRange } from './ip-range.ts';
+import { holdPidFile } from './pid-file.ts';
 import { Kubelet } from './kubelet.ts';
 import { startKubeletServer } from './kubelet-server.ts';
 import { NODES, Nodes } from './nodes.ts';
@@ -525,44 +526,17 @@ export async function startTestbed(opts: TestbedOptions = {}): Promise<Testbed> 
   }
 }
 
-/** The file that says which process runs the test bed of a folder. */
-const OWNER_FILE = 'owner.pid';
-
 /**
  * Takes a test bed's folder for this process, or says which live process runs a test bed on it
  * (and how to reach that one). A folder whose owner is gone (a test bed ended abruptly) is taken
  * over: starting again on it is how `npm start` resumes. Returns the release.
  */
 function holdFolder(dir: string): () => void {
-  const path = join(dir, OWNER_FILE);
-  for (let tries = 0; tries < 3; tries++) {
-    try {
-      writeFileSync(path, `${process.pid}\n`, { flag: 'wx' });
-      let held = true;
-      const release = () => {
-        if (!held) return;
-        held = false;
-        process.off('exit', release);
-        rmSync(path, { force: true });
-      };
-      process.on('exit', release);
-      return release;
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-    }
-    let owner = 0;
-    try {
-      owner = Number(readFileSync(path, 'utf8').trim());
-    } catch {
-      continue; // released meanwhile
-    }
-    if (owner > 0 && isAlive(owner)) {
-      throw new Error(
-        `a test bed already runs in ${dir} (process ${owner}${owner === process.pid ? ', this one' : ''}): stop it first (Ctrl-C in its terminal, or kill ${owner}), ` +
-          `or use it: export KUBECONFIG=${join(dir, 'kubeconfig')}`,
-      );
-    }
-    rmSync(path, { force: true }); // its owner is gone
-  }
-  throw new Error(`could not take ${dir} for a test bed`);
+  const hold = holdPidFile(join(dir, 'owner.pid'));
+  if ('release' in hold) return hold.release;
+  const owner = hold.heldBy;
+  throw new Error(
+    `a test bed already runs in ${dir} (process ${owner}${owner === process.pid ? ', this one' : ''}): stop it first (Ctrl-C in its terminal, or kill ${owner}), ` +
+      `or use it: export KUBECONFIG=${join(dir, 'kubeconfig')}`,
+  );
 }
