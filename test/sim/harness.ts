@@ -1,8 +1,8 @@
 // Test harness for the Queen node simulator: starts simulated nodes on distinct loopback addresses
 // of one random 127.X.Y.0/24 that a lock file keeps for it (so parallel test files never clash),
 // peers as literal IPs, data dirs in a temp folder, fast timings. Restarts a node on the same data
-// dir (optionally wiped), sends SIGTERM/SIGKILL, reads exit codes. Every node is killed at the end, and when the test process
-// exits for any reason.
+// dir (optionally wiped), sends SIGTERM/SIGKILL, reads exit codes. Every node is killed at the end,
+// and when the test process exits for any reason.
 //
 // QUEEN_SIM_MODE picks how nodes run: `process` (default), one OS process per node (main.ts), or
 // `fleet`, every node of the test process in one fleet process (fleet.ts), as a test bed with
