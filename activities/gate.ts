@@ -197,8 +197,14 @@ export function gateActivities(deps: ActivityDeps) {
         const pod = livePodAt(obs, ordinal);
         if (!pod) return { done: null };
         const hold = await stopHold(deps, qc, obs, ordinal, words, { fromWatch: look.fromWatch });
-        const held = words.drainAhead ? await drainAheadOrHold(deps, ref, qc, obs, ordinal, hold, words, look.fromWatch) : hold ? { hold } : look.fromWatch ? ASK_THE_API_SERVER : null;
-        if (held) return held;
+        if (words.drainAhead) {
+          const held = await drainAheadOrHold(deps, ref, qc, obs, ordinal, hold, words, look.fromWatch);
+          if (held) return held;
+        } else if (hold) {
+          return { hold };
+        } else if (look.fromWatch) {
+          return ASK_THE_API_SERVER;
+        }
         return { done: { ordinal, podName: pod.name, podUid: pod.uid, why: 'leader' } };
       });
     },

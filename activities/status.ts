@@ -26,14 +26,15 @@ export function podVersion(obs: Observation, ordinal: number): string | null {
  * two versions can be told apart.
  */
 export function commonVersion(obs: Observation, podCount: number): string {
-  const heard: (string | null)[] = [];
+  // What the brokers say, and each pod's version (a silent one's by its image).
+  const known: string[] = [];
   const named: string[] = [];
   for (let i = 0; i < podCount; i++) {
-    heard.push(obs.health[i]?.version || null);
+    const said = obs.health[i]?.version;
+    if (said) known.push(said);
     const v = podVersion(obs, i);
     if (v) named.push(v);
   }
-  const known = heard.filter((v): v is string => v !== null);
   const distinct = [...new Set(known)];
   if (distinct.length === 1 && known.length === podCount) return distinct[0]!;
   // Which is the new one: the one the pods of the wanted template run; before any pod does (the
