@@ -93,11 +93,10 @@ export const SIM_MAIN = join(here, '..', 'sim', 'main.ts');
 const SERVICE_CIDR = '10.96.0.0/16';
 const SA_ISSUER = 'https://kubernetes.default.svc.cluster.local';
 
-async function httpOk(url: string, opts: { token?: string; ca?: string; agent?: Agent } = {}): Promise<boolean> {
+async function httpOk(url: string, opts: { agent?: Agent } = {}): Promise<boolean> {
   try {
     const res = await request(url, {
       dispatcher: opts.agent,
-      headers: opts.token ? { authorization: `Bearer ${opts.token}` } : {},
       headersTimeout: 3000,
       bodyTimeout: 3000,
     });
@@ -116,12 +115,33 @@ function tail(path: string, lines = 15): string {
   }
 }
 
-async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs: number, proc?: Proc): Promise<void> {
+/**
+ * The API server's /readyz, verbose: ready or not, and when not, the checks that fail (a CI run
+ * once saw it unready for 50 s on a loaded machine with nothing in its log to say why).
+ */
+function apiserverReadiness(server: string, token: string, agent: Agent): { check: () => Promise<boolean>; why: () => string } {
+  let last = 'no answer yet';
+  const check = async () => {
+    try {
+      const res = await request(`${server}/readyz?verbose`, { dispatcher: agent, headers: { authorization: `Bearer ${token}` }, headersTimeout: 5000, bodyTimeout: 5000 });
+      const body = await res.body.text();
+      if (res.statusCode === 200) return true;
+      const failing = body.split('\n').filter((line) => line.startsWith('[-]'));
+      last = `HTTP ${res.statusCode}: ${failing.length ? failing.join('; ') : body.trim().slice(0, 300)}`;
+    } catch (err) {
+      last = (err as Error).message;
+    }
+    return false;
+  };
+  return { check, why: () => `its last /readyz said: ${last}` };
+}
+
+async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs: number, proc?: Proc, why?: () => string): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     if (await check()) return;
     if (proc?.exit) throw new Error(`${what} exited with code ${proc.exit.exitCode} while starting; the end of ${proc.logPath}:\n${tail(proc.logPath)}`);
-    if (Date.now() > deadline) throw new Error(`${what} was not ready within ${timeoutMs / 1000} s${proc ? `; the end of ${proc.logPath}:\n${tail(proc.logPath)}` : ''}`);
+    if (Date.now() > deadline) throw new Error(`${what} was not ready within ${timeoutMs / 1000} s${why ? `; ${why()}` : ''}${proc ? `; the end of ${proc.logPath}:\n${tail(proc.logPath)}` : ''}`);
     await new Promise((r) => setTimeout(r, 100));
   }
 }
@@ -262,19 +282,36 @@ export async function startTestbed(opts: TestbedOptions = {}): Promise<Testbed> 
       return p;
     };
     const apiserver = launchApiserver();
+    // The API server writes its self-signed certificate, then its key, into the cert dir, neither
+    // atomically: a certificate read as soon as its file exists can be empty or cut short, and a
+    // client that trusts it never connects (a CI run saw the API server up, and /readyz never
+    // answered for 50 s). Read it once its key is there too, and only whole.
     const caPath = join(certDir, 'apiserver.crt');
-    await waitFor('kube-apiserver (certificate)', async () => existsSync(caPath), 30_000, apiserver);
+    let ca = '';
+    await waitFor(
+      'kube-apiserver (certificate)',
+      async () => {
+        if (!existsSync(join(certDir, 'apiserver.key'))) return false;
+        ca = readFileSync(caPath, 'utf8');
+        const begins = ca.split('-----BEGIN CERTIFICATE-----').length - 1;
+        return begins > 0 && begins === ca.split('-----END CERTIFICATE-----').length - 1;
+      },
+      30_000,
+      apiserver,
+    );
     const server = `https://127.0.0.1:${apiPort}`;
-    const ca = readFileSync(caPath, 'utf8');
     const apiAgent = new Agent({ connect: { ca } });
     cleanups.push(() => apiAgent.close());
     const insecure = new Agent({ connect: { rejectUnauthorized: false } });
     cleanups.push(() => insecure.close());
-    await waitFor('kube-apiserver', () => httpOk(`${server}/readyz`, { token: tokens.admin, agent: apiAgent }), 60_000, apiserver);
+    // 120 s: on two cores shared with other test beds' operations, the API server's post-start
+    // hooks can take far longer than the 5 to 10 s they take alone.
+    const apiserverReady = apiserverReadiness(server, tokens.admin, apiAgent);
+    await waitFor('kube-apiserver', apiserverReady.check, 120_000, apiserver, apiserverReady.why);
     // The API server and the Temporal server can be killed and started again (control API /processes).
     const restartables = [
       restartable('kube-apiserver', apiserver, async () => launchApiserver(), (p) =>
-        waitFor('kube-apiserver (started again)', () => httpOk(`${server}/readyz`, { token: tokens.admin, agent: apiAgent }), 60_000, p),
+        waitFor('kube-apiserver (started again)', apiserverReady.check, 120_000, p, apiserverReady.why),
       ),
       restartable(
         'temporal',
