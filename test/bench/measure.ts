@@ -25,6 +25,8 @@ export interface Incarnation {
   seenAt: number;
   createdAt: number;
   deletingAt?: number;
+  /** Its container's process ran (state running), first seen: it held its volume. */
+  runningAt?: number;
   /** Its container started (the startup probe passed), first seen. */
   startedAt?: number;
   readyAt?: number;
@@ -89,6 +91,7 @@ export function record(s: Scenario, opts: { volumes?: boolean; membership?: bool
     if (o.metadata.deletionTimestamp) inc.deletingAt ??= now;
     if (pod) {
       const c = (o.status?.containerStatuses ?? [])[0];
+      if (c?.state?.running) inc.runningAt ??= now;
       if (c?.started) inc.startedAt ??= now;
       inc.restarts = Math.max(inc.restarts, c?.restartCount ?? 0);
       if (isReady(o) && !o.metadata.deletionTimestamp) inc.readyAt ??= now;
