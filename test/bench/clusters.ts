@@ -2,7 +2,7 @@
 // cluster-wide operator (deploy/install.yaml, its replicas set), the operator's pods measured from
 // the outside (resident memory and CPU from /proc, its /metrics scraped), and the Temporal
 // history of the resting clusters' observers counted over a window.
-import { readFileSync, writeFileSync, mkdirSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { AppsV1Api, CoreV1Api, CustomObjectsApi, makeInformer, PatchStrategy, setHeaderOptions, type KubeConfig, type KubernetesObject, type V1Pod } from '@kubernetes/client-node';
@@ -163,9 +163,46 @@ export interface PodSample {
   rssBytes: number;
   /** CPU time used so far (user + system), in seconds. */
   cpuSeconds: number;
+  /** The same, per kind of thread (THREAD_KINDS), in seconds. */
+  threadSeconds: Record<string, number>;
 }
 
 const TICKS = 100; // USER_HZ
+
+/**
+ * What the operator process's threads are, by their names: its JavaScript (the event loop; the
+ * workflows run in a worker thread of their own), V8's collector and compiler helpers, the
+ * Temporal SDK's core (Rust, tokio), libuv's pool (file system, the system's DNS lookups).
+ */
+const THREAD_KINDS: [RegExp, string][] = [
+  [/^(node|MainThread)$/, 'JavaScript'],
+  [/^(WorkerThread|workflow-)/, 'workflows'],
+  [/^V8 ?Worker|^DelayedTask/, 'V8 (collector)'],
+  [/^tokio|^temporal/, 'Temporal core'],
+  [/^libuv/, 'libuv pool'],
+];
+
+/** user + system CPU seconds of one /proc/.../stat line (the fields after the command's name). */
+function statSeconds(stat: string): number {
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / TICKS;
+}
+
+/** CPU seconds of a process's threads, summed per kind (THREAD_KINDS; "other" for the rest). */
+function threadSeconds(pid: number): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+      const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+      const kind = THREAD_KINDS.find(([re]) => re.test(comm))?.[1] ?? 'other';
+      out[kind] = (out[kind] ?? 0) + statSeconds(stat);
+    } catch {
+      // the thread just ended
+    }
+  }
+  return out;
+}
 
 /** Resident memory and CPU time of each operator pod's process, from /proc. */
 export async function samplePods(f: Fleet): Promise<PodSample[]> {
@@ -177,10 +214,8 @@ export async function samplePods(f: Fleet): Promise<PodSample[]> {
     try {
       const status = readFileSync(`/proc/${info.pid}/status`, 'utf8');
       const rss = Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1] ?? 0) * 1024;
-      const stat = readFileSync(`/proc/${info.pid}/stat`, 'utf8');
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      const cpu = (Number(fields[11]) + Number(fields[12])) / TICKS;
-      out.push({ pod: p.metadata!.name!, rssBytes: rss, cpuSeconds: cpu });
+      const cpu = statSeconds(readFileSync(`/proc/${info.pid}/stat`, 'utf8'));
+      out.push({ pod: p.metadata!.name!, rssBytes: rss, cpuSeconds: cpu, threadSeconds: threadSeconds(info.pid) });
     } catch {
       // the process just went
     }

@@ -77,10 +77,28 @@ function cpuShare(a: Awaited<ReturnType<typeof samplePods>>, b: Awaited<ReturnTy
   return (total(b) - total(a)) / (ms / 1000);
 }
 
+/** The same, per kind of thread of the operator process (JavaScript, the collector, Temporal's core, ...). */
+function cpuShareByThread(a: Awaited<ReturnType<typeof samplePods>>, b: Awaited<ReturnType<typeof samplePods>>, ms: number): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const p of b) {
+    const was = a.find((x) => x.pod === p.pod)?.threadSeconds ?? {};
+    for (const [kind, sec] of Object.entries(p.threadSeconds)) out[kind] = (out[kind] ?? 0) + (sec - (was[kind] ?? 0)) / (ms / 1000);
+  }
+  return out;
+}
+
+/** "JavaScript 6.0%, V8 (collector) 1.1%, ...": the largest first. */
+const sharesText = (shares: Record<string, number>) =>
+  Object.entries(shares)
+    .sort((x, y) => y[1] - x[1])
+    .map(([kind, v]) => `${kind} ${(v * 100).toFixed(1)}%`)
+    .join(', ');
+
 interface RestFigures {
   replicas: number;
   rssMb: number[];
   cpu: number;
+  cpuByThread: Record<string, number>;
   apiPerSecPerCluster: number;
   apiByVerb: Record<string, number>;
   watchesAtRest: number;
@@ -121,6 +139,7 @@ async function rest(fl: Fleet, replicas: number): Promise<RestFigures> {
     replicas,
     rssMb: after.map((p) => mb(p.rssBytes)),
     cpu: cpuShare(before, after, to - from),
+    cpuByThread: cpuShareByThread(before, after, to - from),
     apiPerSecPerCluster: requests / seconds / fl.clusters.length,
     apiByVerb,
     watchesAtRest: apiByVerb.watch!,
@@ -431,7 +450,7 @@ it(`scale: ${CLUSTERS} clusters of ${VOTERS} voters on one operator, then ${UPGR
   const lines = [
     `scale benchmark: ${CLUSTERS} clusters of ${VOTERS} voters, ${UPGRADES} upgrades at once, default intervals (observe 10s, probe 1m), rest window ${REST_MS / 1000} s`,
     `memory: ${emptyMb.toFixed(0)} MB with no cluster, ${r1.rssMb[0]!.toFixed(0)} MB at rest: ${perCluster.toFixed(2)} MB per resting cluster (goal: under 1 MB, under 500 MB in all)`,
-    `CPU at rest: ${(r1.cpu * 100).toFixed(1)}% of a core (goal: under 10%)`,
+    `CPU at rest: ${(r1.cpu * 100).toFixed(1)}% of a core (goal: under 10%); by thread: ${sharesText(r1.cpuByThread)}`,
     `API server requests at rest: ${r1.apiPerSecPerCluster.toFixed(4)} per second per cluster (goal: under 0.2); by verb ${JSON.stringify(r1.apiByVerb)}`,
     `history at rest: ${r1.eventsPerClusterDay.toFixed(0)} events per cluster per day, extrapolated from the ${REST_MS / 1000} s window (goal: under 2000); timers started: ${r1.timers}`,
     `activity slots held at rest: at most ${r1.slotsUsedMax}, with ${r1.rounds.reduce((a, b) => a + b, 0)} clusters observed`,
