@@ -304,8 +304,8 @@ export async function startTestbed(opts: TestbedOptions = {}): Promise<Testbed> 
     cleanups.push(() => apiAgent.close());
     const insecure = new Agent({ connect: { rejectUnauthorized: false } });
     cleanups.push(() => insecure.close());
-    // 120 s: on two cores shared with other test beds' operations, the API server's post-start
-    // hooks can take far longer than the 5 to 10 s they take alone.
+    // 120 s, where it takes 5 to 10 s alone: room for a machine whose two cores other test beds
+    // share (the wait ends as soon as it is ready).
     const apiserverReady = apiserverReadiness(server, tokens.admin, apiAgent);
     await waitFor('kube-apiserver', apiserverReady.check, 120_000, apiserver, apiserverReady.why);
     // The API server and the Temporal server can be killed and started again (control API /processes).
