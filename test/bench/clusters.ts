@@ -204,6 +204,16 @@ function threadSeconds(pid: number): Record<string, number> {
   return out;
 }
 
+/** A process's resident memory and CPU time so far, in all and per kind of thread, from /proc. */
+export function processUsage(pid: number): Omit<PodSample, 'pod'> {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  return {
+    rssBytes: Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1] ?? 0) * 1024,
+    cpuSeconds: statSeconds(readFileSync(`/proc/${pid}/stat`, 'utf8')),
+    threadSeconds: threadSeconds(pid),
+  };
+}
+
 /** Resident memory and CPU time of each operator pod's process, from /proc. */
 export async function samplePods(f: Fleet): Promise<PodSample[]> {
   const pods = (await f.core.listNamespacedPod({ namespace: OPERATOR_NS, labelSelector: OPERATOR_LABEL })).items.filter((p) => !p.metadata?.deletionTimestamp);
@@ -212,10 +222,7 @@ export async function samplePods(f: Fleet): Promise<PodSample[]> {
     const info = await control.pod(OPERATOR_NS, p.metadata!.name!).catch(() => null);
     if (!info?.pid) continue;
     try {
-      const status = readFileSync(`/proc/${info.pid}/status`, 'utf8');
-      const rss = Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1] ?? 0) * 1024;
-      const cpu = statSeconds(readFileSync(`/proc/${info.pid}/stat`, 'utf8'));
-      out.push({ pod: p.metadata!.name!, rssBytes: rss, cpuSeconds: cpu, threadSeconds: threadSeconds(info.pid) });
+      out.push({ pod: p.metadata!.name!, ...processUsage(info.pid) });
     } catch {
       // the process just went
     }

@@ -6,8 +6,8 @@
 // do not grow with the clusters (the same few watches for one cluster and for ten; the bench takes
 // 200). The timings (memory and CPU of the operator's pod, API requests per resting cluster) are
 // printed.
-import { readFileSync } from 'node:fs';
 import { afterAll, expect, it } from 'vitest';
+import { processUsage } from '../bench/clusters.ts';
 import { control } from '../testbed/client.ts';
 import { createCluster, formed, scenario, seedSpec, sleep, waitForCluster, type Scenario } from './harness.ts';
 import { historyEvents, workflowRuns } from './temporal.ts';
@@ -39,10 +39,8 @@ const total = (m: Map<string, number>, family: string, label = '') =>
 async function usage(): Promise<{ rssMb: number; cpuSeconds: number }> {
   const pod = (await s.installed!.pods(s.core)).find((p) => !p.metadata?.deletionTimestamp)!;
   const info = await control.pod(s.ns, pod.metadata!.name!);
-  const status = readFileSync(`/proc/${info.pid}/status`, 'utf8');
-  const stat = readFileSync(`/proc/${info.pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return { rssMb: Number(/VmRSS:\s+(\d+) kB/.exec(status)![1]) / 1024, cpuSeconds: (Number(fields[11]) + Number(fields[12])) / 100 };
+  const u = processUsage(info.pid!);
+  return { rssMb: u.rssBytes / 1024 / 1024, cpuSeconds: u.cpuSeconds };
 }
 
 /** Watches the operator opened, and observer activities and timers, over a rest window. */
