@@ -175,6 +175,8 @@ interface UpgradeFigures {
   apiByResource: [string, number][];
   /** The mean time of a request to the API server during the upgrades (ms), by verb: in all, and queued in the operator. */
   apiLatencyMs: Record<string, { all: number; queued: number }>;
+  /** Temporal's part during the upgrades (ms, mean), from the SDK's metrics: see temporalLatency. */
+  temporalMs: [string, { ms: number; n: number }][];
   seconds: number;
 }
 
@@ -334,6 +336,7 @@ async function upgradeAll(fl: Fleet, replicas: number, targets: Fleet['clusters'
     apiByVerb,
     apiByResource: requestsByResource(m0, m1),
     apiLatencyMs: requestLatency(m0, m1),
+    temporalMs: temporalLatency(m0, m1),
     perStep,
     perGate,
     seconds: (Date.now() - began) / 1000,
@@ -382,6 +385,24 @@ function requestLatency(m0: Scrapes, m1: Scrapes): Record<string, { all: number;
     };
   }
   return out;
+}
+
+/**
+ * Where a step's trip through Temporal goes, from the SDK's own metrics between two scrapes (ms,
+ * mean, and how many): "a workflow task of <type> in the worker" is the worker's time on one (from
+ * taking it to its completion sent), each other entry a call to the Temporal server as the
+ * operator waited for it (StartWorkflowExecution, RespondWorkflowTaskCompleted, ...); the most
+ * time in all first.
+ */
+function temporalLatency(m0: Scrapes, m1: Scrapes): [string, { ms: number; n: number }][] {
+  const out: [string, { ms: number; n: number }][] = [];
+  const mean = (family: string, keyOf: (labels: string) => string | null) => {
+    const sums = growthBy(m0, m1, `${family}_sum`, keyOf);
+    for (const [k, n] of growthBy(m0, m1, `${family}_count`, keyOf)) if (n > 0) out.push([k, { ms: ((sums.get(k) ?? 0) / n) * 1000, n }]);
+  };
+  mean('temporal_workflow_task_execution_latency', (l) => `a workflow task of ${labelOf(l, 'workflow_type')} in the worker`);
+  mean('temporal_request_latency', (l) => labelOf(l, 'operation') || null);
+  return out.sort((a, b) => b[1].ms * b[1].n - a[1].ms * a[1].n);
 }
 
 /** The operator pods' API server requests between two scrapes but watches, by verb and resource ("get pods"), the most first. */
@@ -468,6 +489,7 @@ it(`scale: ${CLUSTERS} clusters of ${VOTERS} voters on one operator, then ${UPGR
       `  per upgrade, held by each gate (s): ${u.perGate.map(([k, v]) => `${k} ${v.toFixed(1)}`).join(', ')}; alone: ${(alone?.perGate ?? []).map(([k, v]) => `${k} ${v.toFixed(1)}`).join(', ')}`,
       `  API server requests during the upgrades: ${(Object.entries(u.apiByVerb).reduce((t, [v, n]) => t + (v === 'watch' ? 0 : n), 0) / u.seconds / u.durationsMs.length).toFixed(1)} per second per upgrading cluster; by verb ${JSON.stringify(u.apiByVerb)} in ${u.seconds.toFixed(0)} s; per upgrade: ${u.apiByResource.map(([k, n]) => `${k} ${(n / u.durationsMs.length).toFixed(1)}`).join(', ')}`,
       `  a request to the API server took (ms, mean, queued in the operator in brackets): ${Object.entries(u.apiLatencyMs).map(([v, l]) => `${v} ${l.all.toFixed(0)} (${l.queued.toFixed(0)})`).join(', ')}; alone: ${Object.entries(alone?.apiLatencyMs ?? {}).map(([v, l]) => `${v} ${l.all.toFixed(0)} (${l.queued.toFixed(0)})`).join(', ')}`,
+      `  Temporal during the upgrades (ms, mean, how many in brackets): ${u.temporalMs.slice(0, 6).map(([k, t]) => `${k} ${t.ms.toFixed(0)} (${t.n})`).join(', ')}`,
       `  the first step's way, p50 / p99 of each part (s): ${FIRST_STEP_PARTS.map((p) => `${p} ${(quantile(u.firstStepParts[p], 0.5) / 1000).toFixed(2)} / ${(quantile(u.firstStepParts[p], 0.99) / 1000).toFixed(2)}`).join(', ')}`,
     );
   }
