@@ -18,7 +18,7 @@ import { readAnnotations } from '../crd/annotations.ts';
 import { ANNOTATIONS, type Phase, type QueenCluster } from '../crd/schema.ts';
 import type { OperationInput } from '../workflows/operation.ts';
 import { searchAttributesOf } from '../workflows/search-attributes.ts';
-import { decide, neededOperation, OPERATION_TYPES, type Decision, type OperationType, type RunningOperation } from '../plan/decide.ts';
+import { decide, neededOperation, OPERATION_TYPES, type Decision, type Need, type OperationType, type RunningOperation } from '../plan/decide.ts';
 import type { ClaimObservation, PodObservation } from '../plan/observation.ts';
 import { endedOutside, lostAttempts, noWorkerStatus, Runs, stuckRun, stuckStatus, waitingForWorker } from './runs.ts';
 import { heldByGoneProcess, PROCESS } from '../identity.ts';
@@ -121,6 +121,28 @@ export interface WatcherOptions {
    * queues it as usual.
    */
   eagerStart?: boolean;
+  /**
+   * While an operation runs, its steps write status at every move, and each write is an event
+   * here. What a decision rests on (the run recorded, the spec, the annotations, the operation
+   * the cluster needs, the last one's end) is mostly the same from one to the next: Temporal is
+   * then asked about the run at most this often, and once more this long after the last event
+   * it was not asked at. (50 upgrades at once were 1341 describes in 40 s, 27 an upgrade; with the
+   * gap 482, and the Temporal server, on the same cores, answered the steps' own calls 1.4 to 1.9
+   * times as fast.)
+   */
+  describeGapMs?: number;
+}
+
+/** What a decision of the watcher rests on, from the watches: when it is the same, so is the decision (but for Temporal's side). */
+function decisionInputs(qc: QueenCluster, need: Need | null): string {
+  const op = qc.status?.operation;
+  return JSON.stringify([
+    qc.metadata.generation,
+    qc.metadata.annotations ?? {},
+    op ? [op.type, op.runId, op.yieldTo ?? null] : null,
+    qc.status?.lastOperation ?? null,
+    need,
+  ]);
 }
 
 export class Watcher {
@@ -137,13 +159,26 @@ export class Watcher {
   private readonly noWorkerTold = new Set<string>();
   /** Runs said to be stuck (`<run id>/<kind>`): their Event once, their line again only when it changes. */
   private readonly stuckTold = new Set<string>();
+  /** The inputs of each cluster's last decision made with Temporal asked, and when (performance.now()). */
+  private readonly decided = new Map<string, { inputs: string; at: number }>();
+  /** Clusters with an evaluation due at the end of their describe gap. */
+  private readonly dueAfterGap = new Set<string>();
   private readonly runs: Runs;
   private resync: NodeJS.Timeout | null = null;
   private stopped = false;
 
   constructor(opts: WatcherOptions) {
     const resyncMs = opts.resyncMs ?? 30_000;
-    this.opts = { settleMs: 300, searchAttributes: false, noWorkerAfterMs: 10_000, eagerStart: false, ...opts, resyncMs, observerCheckMs: opts.observerCheckMs ?? resyncMs };
+    this.opts = {
+      settleMs: 300,
+      searchAttributes: false,
+      noWorkerAfterMs: 10_000,
+      eagerStart: false,
+      describeGapMs: 5000,
+      ...opts,
+      resyncMs,
+      observerCheckMs: opts.observerCheckMs ?? resyncMs,
+    };
     this.runs = new Runs(this.opts.temporal);
   }
 
@@ -212,16 +247,29 @@ export class Watcher {
     const log = this.opts.log.child({ namespace, name });
     try {
       const cached = this.opts.cache.cluster(namespace, name);
-      if (!cached) this.lastEvaluated.delete(key);
+      if (!cached) {
+        this.lastEvaluated.delete(key);
+        this.decided.delete(key);
+      }
       if (!cached || cached.metadata.deletionTimestamp) return;
       await this.ensureObserver(cached, log);
       // At rest (no operation recorded, none needed, nothing to cancel) there is nothing to ask
       // Temporal: whatever runs or not, nothing would be started, yielded or cancelled. Hundreds of
       // resting clusters then cost the watcher no call at their status writes and resyncs.
       const view = this.view(cached);
-      const needed = neededOperation(view) !== null;
+      const need = neededOperation(view);
+      const needed = need !== null;
       const cancel = readAnnotations(cached.metadata.annotations).cancel;
       if (!cached.status?.operation && !cancel && !needed) return;
+      // The same inputs as a decision made a moment ago (a step's status write): the same decision,
+      // so Temporal is not asked again until the gap is over, when this cluster is looked at again.
+      const inputs = decisionInputs(cached, need);
+      const last = this.decided.get(key);
+      if (last && last.inputs === inputs && performance.now() - last.at < this.opts.describeGapMs) {
+        this.evaluateAfterGap(namespace, name, last.at + this.opts.describeGapMs - performance.now());
+        return;
+      }
+      const asked = performance.now();
       // An operation may start (one is needed, none is recorded, no cancel to clear first): the
       // object as the API server has it now is asked for alongside Temporal, so the start waits for
       // one round trip, not two in a row (under load each takes up to a few hundred milliseconds).
@@ -247,12 +295,24 @@ export class Watcher {
         if (op?.yieldTo && op.runId === decision.running.runId) return;
       }
       await this.act(decision, log);
+      this.decided.set(key, { inputs, at: asked });
     } catch (err) {
       log.warn({ err: String(err) }, 'evaluating the cluster failed; trying again at the next event or resync');
     } finally {
       this.busy.delete(key);
       if (this.again.delete(key)) this.enqueue(namespace, name);
     }
+  }
+
+  /** Evaluates the cluster again once its describe gap is over (one such evaluation due at a time). */
+  private evaluateAfterGap(namespace: string, name: string, ms: number) {
+    const key = `${namespace}/${name}`;
+    if (this.dueAfterGap.has(key)) return;
+    this.dueAfterGap.add(key);
+    setTimeout(() => {
+      this.dueAfterGap.delete(key);
+      this.enqueue(namespace, name);
+    }, Math.max(0, ms) + 1).unref();
   }
 
   private view(qc: QueenCluster) {
