@@ -4,7 +4,8 @@
 // runs; it signals a running operation to yield to a more urgent one (once per run), and cancels
 // one when asked. It also keeps the cluster's observer running (one per object, by its uid), and
 // keeps status true about runs it did not see end: one ended from outside (terminated, reset) and
-// one no worker takes up (watcher/runs.ts). No broker calls, no step logic.
+// one no worker takes up (watcher/runs.ts). While an operation runs and only its steps' status
+// moves, Temporal is asked about it at most every describeGapMs. No broker calls, no step logic.
 import { Client, WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type WorkflowExecutionDescription } from '@temporalio/client';
 import type { Logger } from 'pino';
 import type { ClusterRef } from '../activities/common.ts';
