@@ -138,6 +138,7 @@ export interface WatcherOptions {
 function decisionInputs(qc: QueenCluster, need: Need | null): string {
   const op = qc.status?.operation;
   return JSON.stringify([
+    qc.metadata.uid,
     qc.metadata.generation,
     qc.metadata.annotations ?? {},
     op ? [op.type, op.runId, op.yieldTo ?? null] : null,
