@@ -260,9 +260,8 @@ export class Watcher {
       // resting clusters then cost the watcher no call at their status writes and resyncs.
       const view = this.view(cached);
       const need = neededOperation(view);
-      const needed = need !== null;
       const cancel = readAnnotations(cached.metadata.annotations).cancel;
-      if (!cached.status?.operation && !cancel && !needed) return;
+      if (!cached.status?.operation && !cancel && !need) return;
       // The same inputs as a decision made a moment ago (a step's status write): the same decision,
       // so Temporal is not asked again until the gap is over, when this cluster is looked at again.
       const inputs = decisionInputs(cached, need);
@@ -276,7 +275,7 @@ export class Watcher {
       // object as the API server has it now is asked for alongside Temporal, so the start waits for
       // one round trip, not two in a row (under load each takes up to a few hundred milliseconds).
       // Used only if nothing runs.
-      const early = needed && !cached.status?.operation && !cancel ? getCluster(this.opts.kube, namespace, name) : null;
+      const early = need && !cached.status?.operation && !cancel ? getCluster(this.opts.kube, namespace, name) : null;
       early?.catch(() => undefined); // unused when something runs; a failure is thrown where it is awaited
       const { running, description } = await this.runningOperation(namespace, name);
       if (description) await this.retryLost(description, log);
