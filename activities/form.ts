@@ -17,9 +17,9 @@ import {
   type ClusterRef,
 } from './common.ts';
 import { recordProbe } from './gate.ts';
-import { labelServing } from './drain.ts';
-import { applyObject, deleteOwnedNetworkPolicy, getStatefulSet, listPods, patchClusterStatus, readObject } from './kube.ts';
-import { clusterObjects, keptShape, names, networkPolicy, parseOrdinal, statefulSet } from './resources.ts';
+import { applyObjectsBesideStatefulSet } from './apply.ts';
+import { applyObject, getStatefulSet, listPods, patchClusterStatus, readObject } from './kube.ts';
+import { clusterObjects, keptShape, names, parseOrdinal, statefulSet } from './resources.ts';
 import { observedStatus } from './status.ts';
 import { inFlightLookAgainAt } from './membership.ts';
 
@@ -62,9 +62,15 @@ export function formActivities(deps: ActivityDeps) {
         const qc = await loadCluster(deps, ref);
         const spec = withDefaults(qc.spec);
         const wanted: KubernetesObject[] = clusterObjects(qc);
-        const existingSts = await getStatefulSet(deps.kube, ref.namespace, names.statefulSet(ref.name));
-        for (const obj of [...wanted, { kind: 'StatefulSet', metadata: { name: names.statefulSet(ref.name) } }]) {
-          const live = obj.kind === 'StatefulSet' ? existingSts : await readObject(deps.kube, obj.apiVersion!, obj.kind!, ref.namespace, obj.metadata!.name!);
+        const [existingSts, ...lives] = await Promise.all([
+          getStatefulSet(deps.kube, ref.namespace, names.statefulSet(ref.name)),
+          ...wanted.map((obj) => readObject(deps.kube, obj.apiVersion!, obj.kind!, ref.namespace, obj.metadata!.name!)),
+        ]);
+        const found: [KubernetesObject, KubernetesObject | null][] = [
+          ...wanted.map((obj, i): [KubernetesObject, KubernetesObject | null] => [obj, lives[i] ?? null]),
+          [{ kind: 'StatefulSet', metadata: { name: names.statefulSet(ref.name) } }, existingSts],
+        ];
+        for (const [obj, live] of found) {
           if (foreign(live, qc)) {
             return {
               hold: {
@@ -78,10 +84,7 @@ export function formActivities(deps: ActivityDeps) {
         if (existingSts?.metadata?.deletionTimestamp) {
           return { hold: { phase: 'Forming', gate: 'statefulset-deleted', message: `waiting for the old StatefulSet ${ref.name} to be deleted` } };
         }
-        // Pods made before the serving label get it before the client Services select on it.
-        await labelServing(deps, ref);
-        for (const obj of wanted) await applyObject(deps.kube, obj);
-        if (!networkPolicy(qc)) await deleteOwnedNetworkPolicy(deps.kube, qc, names.networkPolicy(ref.name));
+        await applyObjectsBesideStatefulSet(deps, ref, qc);
         const shape = existingSts
           ? keptShape(existingSts, spec)
           : { pods: podsAtCreation(qc, await listPods(deps.kube, ref.namespace, ref.name)), claimSize: spec.storage.size };

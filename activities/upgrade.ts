@@ -17,10 +17,10 @@ import { nextRestart, outdatedPods, type RestartPick } from '../plan/restarts.ts
 import { probeWrite } from './broker.ts';
 import { ASK_THE_API_SERVER, brokerToken, holdUntil, loadCluster, observeCluster, probeThrough, stepEvent, type ActivityDeps, type ClusterRef, type Hold } from './common.ts';
 import { drainAheadOrHold, gateOptions, recordProbe, stallMemory, stopHold } from './gate.ts';
-import { applyObject, deleteOwnedNetworkPolicy, getStatefulSet, listPods, patchClusterStatus, rawRequest } from './kube.ts';
+import { applyObject, getStatefulSet, listPods, patchClusterStatus, rawRequest } from './kube.ts';
 import { brokerBase, podObservation } from './observe.ts';
-import { labelServing } from './drain.ts';
-import { CONTAINER, clusterObjects, imageRef, imageTag, keptShape, names, networkPolicy, peersFor, podTemplate, SERVING_LABEL, specHash, statefulSet } from './resources.ts';
+import { applyObjectsBesideStatefulSet } from './apply.ts';
+import { CONTAINER, imageRef, imageTag, keptShape, names, peersFor, podTemplate, SERVING_LABEL, specHash, statefulSet } from './resources.ts';
 import { podVersion } from './status.ts';
 
 /** Where a rollback goes: the template recorded before the first pod moved. */
@@ -190,9 +190,8 @@ export function upgradeActivities(deps: ActivityDeps) {
      * rollback goes on.
      */
     async applyPodTemplate(ref: ClusterRef): Promise<AppliedTemplate> {
-      const qc = await loadCluster(deps, ref);
+      const [qc, live] = await Promise.all([loadCluster(deps, ref), rawStatefulSet(deps, ref)]);
       const spec = withDefaults(qc.spec);
-      const live = await rawStatefulSet(deps, ref);
       if (!live || live.metadata?.deletionTimestamp) {
         throw ApplicationFailure.nonRetryable(`the StatefulSet ${ref.name} is missing: the cluster has to be formed again`, 'NoStatefulSet');
       }
@@ -208,12 +207,9 @@ export function upgradeActivities(deps: ActivityDeps) {
       }
       // A rollback of another request is over: this one supersedes it.
       if (rollback) await patchUpgradeStatus(deps, ref, { rollback: null });
-      await recordPrevious(deps, ref, qc, live, hash);
       const before = live.spec?.template.metadata?.annotations?.[ANNOTATIONS.configHash];
-      // Pods made before the serving label get it before the client Services select on it.
-      await labelServing(deps, ref);
-      for (const obj of clusterObjects(qc)) await applyObject(deps.kube, obj);
-      if (!networkPolicy(qc)) await deleteOwnedNetworkPolicy(deps.kube, qc, names.networkPolicy(ref.name));
+      // The template every pod runs is recorded before the StatefulSet takes the new one.
+      await Promise.all([recordPrevious(deps, ref, qc, live, hash), applyObjectsBesideStatefulSet(deps, ref, qc)]);
       await applyObject(deps.kube, statefulSet(qc, shape));
       if (before !== hash) {
         await stepEvent(deps, qc, 'UpdateTemplate', `the pod template now runs ${imageRef(spec)}; pods restart one at a time`);
