@@ -66,20 +66,17 @@ export function formActivities(deps: ActivityDeps) {
           getStatefulSet(deps.kube, ref.namespace, names.statefulSet(ref.name)),
           ...wanted.map((obj) => readObject(deps.kube, obj.apiVersion!, obj.kind!, ref.namespace, obj.metadata!.name!)),
         ]);
-        const found: [KubernetesObject, KubernetesObject | null][] = [
-          ...wanted.map((obj, i): [KubernetesObject, KubernetesObject | null] => [obj, lives[i] ?? null]),
-          [{ kind: 'StatefulSet', metadata: { name: names.statefulSet(ref.name) } }, existingSts],
-        ];
-        for (const [obj, live] of found) {
-          if (foreign(live, qc)) {
-            return {
-              hold: {
-                phase: 'Blocked',
-                gate: 'objects-ours',
-                message: `a ${obj.kind} named ${obj.metadata!.name} already exists in namespace ${ref.namespace} and this operator did not create it: remove it, or give the QueenCluster another name`,
-              },
-            };
-          }
+        // The first object that is not ours is named: the ones beside the StatefulSet, then the StatefulSet.
+        const livesInOrder = [...lives, existingSts];
+        const theirs = [...wanted, { kind: 'StatefulSet', metadata: { name: names.statefulSet(ref.name) } }].find((obj, i) => foreign(livesInOrder[i] ?? null, qc));
+        if (theirs) {
+          return {
+            hold: {
+              phase: 'Blocked',
+              gate: 'objects-ours',
+              message: `a ${theirs.kind} named ${theirs.metadata!.name} already exists in namespace ${ref.namespace} and this operator did not create it: remove it, or give the QueenCluster another name`,
+            },
+          };
         }
         if (existingSts?.metadata?.deletionTimestamp) {
           return { hold: { phase: 'Forming', gate: 'statefulset-deleted', message: `waiting for the old StatefulSet ${ref.name} to be deleted` } };
