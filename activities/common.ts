@@ -345,6 +345,19 @@ function currentActivity(): object | null {
 }
 
 /**
+ * Adds to the time `gate` held the running activity: for a wait that looks again without holdUntil
+ * (restartPod's eviction while the disruption budget refuses it, its wait for a pod whose node is down).
+ */
+export function accountHeld(ref: Pick<ClusterRef, 'namespace' | 'name'>, gate: GateName, ms: number): void {
+  const activity = currentActivity();
+  if (!activity || ms <= 0) return;
+  const held = heldByGate.get(activity) ?? new Map<string, number>();
+  heldByGate.set(activity, held);
+  held.set(gate, (held.get(gate) ?? 0) + ms);
+  gateWait.inc({ namespace: ref.namespace, name: ref.name, gate }, ms / 1000);
+}
+
+/**
  * Which named gates held the activity that just ran, and how long each, in words
  * ("pod-ready-for-min-ready-seconds 25 s, write-commits 0.4 s"); null when none held it.
  */

@@ -10,6 +10,7 @@ import type { Phase, QueenCluster } from '../crd/schema.ts';
 import { podAt, type Observation } from '../plan/observation.ts';
 import { podsToServe } from '../plan/serving.ts';
 import { listText, podsText } from '../plan/format.ts';
+import type { DrainGate } from '../plan/steps.ts';
 import { withDefaults } from '../crd/defaults.ts';
 import { readHealth } from './broker.ts';
 import { holdUntil, loadCluster, observeCluster, opLogger, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
@@ -186,7 +187,7 @@ export async function drainPods(deps: ActivityDeps, ref: ClusterRef, pods: Drain
       const still: number[] = [];
       for (const pod of listed) if (await inEndpoints(deps.kube, ref.namespace, services, pod)) still.push(pod.ordinal);
       if (still.length === 0) return { done: true };
-      return { hold: { phase: words.phase, message: `${words.what}: waiting for ${podsText(still)} to leave the client Service's endpoints`, gate: 'pod-out-of-endpoints' } };
+      return { hold: { phase: words.phase, message: `${words.what}: waiting for ${podsText(still)} to leave the client Service's endpoints`, gate: 'pod-out-of-endpoints' satisfies DrainGate } };
     });
   }
   const out = Date.now();
@@ -207,13 +208,13 @@ export async function drainPods(deps: ActivityDeps, ref: ClusterRef, pods: Drain
           hold: {
             phase: words.phase,
             message: `${words.what}: letting the requests in flight on pod ${pod.ordinal} finish (${index - h.applied} entries to apply)`,
-            gate: 'requests-drained',
+            gate: 'requests-drained' satisfies DrainGate,
           },
         };
       }
     }
     if (now - out >= deps.settings.drainMs) return { done: true };
-    return { hold: { phase: words.phase, message: `${words.what}: letting the requests in flight on ${which} finish`, gate: 'requests-drained' } };
+    return { hold: { phase: words.phase, message: `${words.what}: letting the requests in flight on ${which} finish`, gate: 'requests-drained' satisfies DrainGate } };
   });
   return present;
 }

@@ -12,9 +12,11 @@ import { ANNOTATIONS } from '../crd/schema.ts';
 import { drainAhead, nodeDownProblem, stopGate, type GateOptions } from '../plan/gates.ts';
 import { livePodAt, podAt, type Observation } from '../plan/observation.ts';
 import type { RestartPick } from '../plan/restarts.ts';
+import { restartLine, type EvictionGate } from '../plan/steps.ts';
 import { podsToServe } from '../plan/serving.ts';
 import { answeringNodes, stallMemoryFromStatus, trackStalls, type StallMemory } from '../plan/stalls.ts';
 import {
+  accountHeld,
   ASK_THE_API_SERVER,
   beat,
   handOverIfStopping,
@@ -217,7 +219,7 @@ export function gateActivities(deps: ActivityDeps) {
     async restartPod(ref: ClusterRef, pick: RestartPick, words?: RestartWords): Promise<{ restarted: boolean; reason?: string }> {
       const qc = await loadCluster(deps, ref);
       const log = opLogger(deps, ref);
-      const said = words ?? { phase: 'Upgrading', message: `restarting pod ${pick.ordinal}` };
+      const said = words ?? { phase: 'Upgrading', message: restartLine(pick.ordinal) };
       const current = await getPod(deps.kube, ref.namespace, pick.podName);
       // A pod of a cluster of several voters is stopped through the Eviction API, which honours the
       // disruption budget and counts against it: a drain or an eviction of another pod at the same
@@ -281,7 +283,9 @@ export function gateActivities(deps: ActivityDeps) {
           await writeStep(deps, ref, { phase: said.phase, message: why, gate: 'disruption-budget' });
         }
         heartbeat({ gate: 'disruption-budget', message: why });
+        const refusedAt = performance.now();
         await pause(deps, deps.settings.pollMs);
+        accountHeld(ref, 'disruption-budget' satisfies EvictionGate, performance.now() - refusedAt);
       }
       // The StatefulSet controller makes the successor once the old pod is gone. Without the
       // QueenCluster (ClusterGone ends the operation) or the StatefulSet, or with a StatefulSet
@@ -293,7 +297,12 @@ export function gateActivities(deps: ActivityDeps) {
       // SUCCESSOR_ASK_MS, for what the watches may not show (the StatefulSet gone, a node down).
       // Right after the eviction it has nothing to say yet.
       let askedAt = Date.now();
+      // While the pod waits for its node (stuck), the time goes to the gate pod-gone.
+      let lookedAt = performance.now();
       return looksUntil<{ restarted: boolean; reason?: string }>(deps, ref, async () => {
+        const now = performance.now();
+        if (stuck) accountHeld(ref, 'pod-gone' satisfies EvictionGate, now - lookedAt);
+        lookedAt = now;
         const watched = watchedPod(deps, ref, pick.podName);
         const successorSeen = watched !== undefined && watched !== null && watched.metadata?.uid !== pick.podUid;
         if (watched === undefined || successorSeen || Date.now() - askedAt >= SUCCESSOR_ASK_MS) {

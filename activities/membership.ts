@@ -9,6 +9,7 @@ import { withDefaults } from '../crd/defaults.ts';
 import { ANNOTATIONS, type Phase, type QueenCluster } from '../crd/schema.ts';
 import { idsText, lagText } from '../plan/format.ts';
 import { stopGate, voterNodeDownProblem } from '../plan/gates.ts';
+import type { ChangeGate } from '../plan/steps.ts';
 import { memberOf, type MembershipObservation, type Observation, podAt } from '../plan/observation.ts';
 import { catchUpLookAgainAt, CHANGE_IN_FLIGHT_FAST_MS, changeInFlightLookAgainAt, holdsOldData } from '../plan/voters.ts';
 import { addLearner, promote, refusalAdvice, removeMember, type ChangeResult } from './broker.ts';
@@ -48,19 +49,19 @@ export async function changeThroughLeader(
   const leader = obs.membership?.leader;
   const pod = leader != null ? podAt(obs, leader - 1) : undefined;
   const base = pod ? brokerBase(deps.settings.brokerAccess, qc, spec, pod) : null;
-  if (!base) return { hold: { phase, message: `${what}: waiting for the leader's pod to answer`, gate: 'leader-known' } };
+  if (!base) return { hold: { phase, message: `${what}: waiting for the leader's pod to answer`, gate: 'leader-known' satisfies ChangeGate } };
   const r = await change(base, await brokerToken(deps, qc));
   if (r.ok) return { ok: true };
   const answered = r.code ? `the leader answered "${r.code}"` : r.error;
   if (r.kind === 'permanent') {
-    return { hold: { phase: 'Blocked', message: `${what}: ${answered}: ${refusalAdvice(r.code ?? '', nodeId)}`, gate: 'membership-change' } };
+    return { hold: { phase: 'Blocked', message: `${what}: ${answered}: ${refusalAdvice(r.code ?? '', nodeId)}`, gate: 'membership-change' satisfies ChangeGate } };
   }
   // A change waits for a quorum of the voters: one on a node that stopped is named (a soak found a
   // learner's addition held three minutes by "busy" while a voter's node was off, and nothing said so).
   const down = voterNodeDownProblem(obs, nodeId);
   // Another change is committing: it is done within a heartbeat or two.
   const lookAgainAt = r.code === 'in_flight' && obs.membership ? inFlightLookAgainAt(qc.metadata.uid ?? '', obs.membership) : undefined;
-  return { hold: { phase, message: `${what}: ${answered}${down ? ` (${down})` : ''}`, gate: 'membership-change', lookAgainAt } };
+  return { hold: { phase, message: `${what}: ${answered}${down ? ` (${down})` : ''}`, gate: 'membership-change' satisfies ChangeGate, lookAgainAt } };
 }
 
 /**
@@ -162,11 +163,13 @@ export function membershipActivities(deps: ActivityDeps) {
 
     /**
      * Takes a node that does not lead out of the membership; a no-op once it is not a member.
-     * `held` when the removal gate closed since the wait for it (the operation waits again).
+     * `held` when the removal gate closed since the wait for it (the operation waits again). An
+     * object, so that the gates that held the step are in its result (worker.ts timeSteps); runs
+     * recorded before answered the outcome alone (workflows/scale-voters.ts reads both).
      */
-    async removeNode(ref: ClusterRef, nodeId: number, phase: Phase): Promise<'removed' | 'leads' | 'held'> {
+    async removeNode(ref: ClusterRef, nodeId: number, phase: Phase): Promise<{ outcome: 'removed' | 'leads' | 'held' }> {
       const log = opLogger(deps, ref);
-      return leaveAfterDrain<'removed' | 'leads' | 'held'>(deps, ref, {
+      const outcome = await leaveAfterDrain<'removed' | 'leads' | 'held'>(deps, ref, {
         nodeId,
         phase,
         removed: 'removed',
@@ -182,6 +185,7 @@ export function membershipActivities(deps: ActivityDeps) {
         // hand leadership away first, and comes back serving).
         companions: (qc, obs) => leavingPods(qc, obs, nodeId),
       });
+      return { outcome };
     },
   };
 }

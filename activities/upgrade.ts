@@ -14,6 +14,7 @@ import { stopGate } from '../plan/gates.ts';
 import { podAt, type Observation, type PodObservation } from '../plan/observation.ts';
 import { canaryProblem, canaryUp, newVersionFailure, readyAndLive, timeLeftText, type CanaryStart, type ProgressWatch } from '../plan/progress.ts';
 import { nextRestart, outdatedPods, type RestartPick } from '../plan/restarts.ts';
+import { canaryLine, canarySecondsAfter, needsApproval, templateLine } from '../plan/steps.ts';
 import { probeWrite } from './broker.ts';
 import { ASK_THE_API_SERVER, brokerToken, holdUntil, loadCluster, observeCluster, probeThrough, stepEvent, type ActivityDeps, type ClusterRef, type Hold } from './common.ts';
 import { drainAheadOrHold, gateOptions, recordProbe, stallMemory, stopHold } from './gate.ts';
@@ -84,7 +85,7 @@ export function versionsText(obs: Observation): string {
  */
 export function approvalHold(qc: QueenCluster, pick: RestartPick): Hold | null {
   const spec = withDefaults(qc.spec);
-  if (pick.why !== 'leader' || spec.upgrade.approval !== 'Manual') return null;
+  if (!needsApproval(spec, pick)) return null;
   if (readAnnotations(qc.metadata.annotations).approve === spec.version) return null;
   const { namespace, name } = qc.metadata;
   return {
@@ -212,7 +213,7 @@ export function upgradeActivities(deps: ActivityDeps) {
       await Promise.all([recordPrevious(deps, ref, qc, live, hash), applyObjectsBesideStatefulSet(deps, ref, qc)]);
       await applyObject(deps.kube, statefulSet(qc, shape));
       if (before !== hash) {
-        await stepEvent(deps, qc, 'UpdateTemplate', `the pod template now runs ${imageRef(spec)}; pods restart one at a time`);
+        await stepEvent(deps, qc, 'UpdateTemplate', templateLine(imageRef(spec)));
       }
       return applied;
     },
@@ -247,8 +248,8 @@ export function upgradeActivities(deps: ActivityDeps) {
         // whose gate closed again, takes clients again.
         const held = await drainAheadOrHold(deps, ref, qc, obs, pick.ordinal, hold, { phase: 'Upgrading', next: `pod ${pick.ordinal} is next` }, look.fromWatch);
         if (held) return held;
-        const first = !obs.pods.some((p) => !p.terminating && p.hash === obs.wantedHash);
-        const canary = first && spec.upgrade.canarySeconds > 0 ? { canarySeconds: spec.upgrade.canarySeconds } : {};
+        const seconds = canarySecondsAfter(obs, spec);
+        const canary = seconds > 0 ? { canarySeconds: seconds } : {};
         return { done: { kind: 'restart', pick, specHash: wanted, ...canary } };
       });
     },
@@ -341,7 +342,7 @@ export function upgradeActivities(deps: ActivityDeps) {
           }
           start = { ordinal: o, uid: pod.uid, restarts: pod.restarts };
           soakUntil = Date.now() + c.seconds * 1000;
-          await stepEvent(deps, qc, 'Canary', `soaking pod ${o} on ${c.version} for ${goDuration(c.seconds * 1000)}`);
+          await stepEvent(deps, qc, 'Canary', canaryLine(o, c.version, c.seconds));
         }
         let problem = canaryProblem(obs, start, caughtUp);
         if (!problem) {

@@ -20,10 +20,18 @@ export type VoterStep =
   | { kind: 'wipe-claim'; nodeId: number; ordinal: number; claimName: string; claimUid: string; podName: string; podUid: string; message: string }
   | { kind: 'delete-claim'; ordinal: number; claimName: string; claimUid: string; message: string };
 
-export function nextVoterStep(obs: Observation, wanted: number): VoterStep {
+/**
+ * `checked`, when given, collects the gates this rule looked at on its way to the step it returns
+ * (each a wait it could have returned instead): what holds that step back before it runs, as a plan
+ * lists it (plan/steps.ts voterStep).
+ */
+export function nextVoterStep(obs: Observation, wanted: number, checked: GateName[] = []): VoterStep {
   const m = obs.membership;
+  checked.push('leader-known');
   if (!m) return { kind: 'wait', message: "waiting for a leader's view of the membership", gate: 'leader-known' };
+  checked.push('no-change-in-flight');
   if (m.changeInFlight || m.joint) return { kind: 'wait', message: 'a membership change is in flight', gate: 'no-change-in-flight' };
+  checked.push('statefulset-present');
   if (!obs.statefulSet || obs.statefulSet.terminating) {
     return { kind: 'wait', message: `the StatefulSet ${obs.name} is gone: the cluster has to be formed again`, gate: 'statefulset-present' };
   }
@@ -42,6 +50,7 @@ export function nextVoterStep(obs: Observation, wanted: number): VoterStep {
     if (member?.voter) continue;
     if (!member) {
       const pod = podAt(obs, id - 1);
+      checked.push('pod-running');
       if (!pod || pod.terminating || !pod.running || !obs.health[id - 1]) {
         const why = podStartProblem(pod);
         return { kind: 'wait', message: `waiting for pod ${id - 1} to start before node ${id} is added${why ? `: ${why}` : ''}`, gate: 'pod-running' };
@@ -65,6 +74,7 @@ export function nextVoterStep(obs: Observation, wanted: number): VoterStep {
     learners.push(member);
   }
   if (learners.length > 0) {
+    checked.push('learner-caught-up');
     for (const l of learners) {
       if (!l.live || l.lag === null || l.lag > m.promoteMaxLag) {
         return { kind: 'wait', message: `learner ${l.nodeId} is catching up${lagText(l.lag)}`, gate: 'learner-caught-up' };
@@ -88,6 +98,7 @@ export function nextVoterStep(obs: Observation, wanted: number): VoterStep {
   // The claims of pods that are gone for good (above the StatefulSet's count), once their pods are.
   for (const claim of obs.claims) {
     if (claim.ordinal < pods || claim.terminating) continue;
+    checked.push('pod-gone');
     if (podAt(obs, claim.ordinal)) {
       return { kind: 'wait', message: `waiting for pod ${claim.ordinal} to go before its volume claim is deleted`, gate: 'pod-gone' };
     }

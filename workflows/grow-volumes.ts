@@ -58,7 +58,7 @@ export async function growVolumes(input: OperationInput): Promise<string> {
           case 'recreate':
             // Between the delete and the create the cluster has no StatefulSet: both go together.
             await CancellationScope.nonCancellable(async () => {
-              const pods = await step('delete the StatefulSet, not its pods', 'wait').deleteStatefulSetOrphan(ref, s.message);
+              const pods = await step(s.message, 'wait').deleteStatefulSetOrphan(ref, s.message);
               await step('create the StatefulSet with the new size').createStatefulSet(ref, s.pods ?? pods);
             });
             break;

@@ -107,3 +107,26 @@ export async function activityResults(s: Scenario, run: Pick<Run, 'workflowId' |
   }
   return out;
 }
+
+/**
+ * A run's completed activities in the order they were scheduled: the step line each carried as its
+ * summary (what the Web UI shows), and the named gates that held it, read from the `held` of its
+ * result ("pod-ready-for-min-ready-seconds 25 s, write-commits 0.4 s", worker.ts timeSteps).
+ */
+export async function heldSteps(s: Scenario, run: Pick<Run, 'workflowId' | 'runId'>): Promise<{ type: string; summary: string; held: string[] }[]> {
+  const events = await historyEvents(s, run);
+  const scheduled = new Map<string, { type: string; summary: string }>();
+  const out: { id: number; type: string; summary: string; held: string[] }[] = [];
+  const text = (p: { data?: Uint8Array | null } | null | undefined) => (p?.data?.length ? JSON.parse(Buffer.from(p.data).toString('utf8')) : undefined);
+  for (const e of events) {
+    const a = e.activityTaskScheduledEventAttributes;
+    if (a) scheduled.set(String(e.eventId), { type: a.activityType?.name ?? '', summary: String(text(e.userMetadata?.summary) ?? '') });
+    const done = e.activityTaskCompletedEventAttributes;
+    if (done) {
+      const result = text(done.result?.payloads?.[0]) as { held?: string } | undefined;
+      const held = typeof result?.held === 'string' ? result.held.split(', ').map((x) => x.replace(/ [\d.]+ s$/, '')) : [];
+      out.push({ id: Number(done.scheduledEventId), ...scheduled.get(String(done.scheduledEventId))!, held });
+    }
+  }
+  return out.sort((a, b) => a.id - b.id).map(({ type, summary, held }) => ({ type, summary, held }));
+}
