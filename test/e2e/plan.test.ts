@@ -55,14 +55,14 @@ async function planned(sc: Scenario, operation: string, change: () => Promise<vo
 /**
  * The gates that held the last run's steps and that its plan does not name. Each activity belongs to
  * the plan step whose line is its summary; a wait (a summary of its own) to the step it comes before,
- * and what runs after the last step to the last step. Returns the gates seen, to show that some held.
+ * and what runs after the last of them to that one. Returns the gates seen, to show that some held.
  */
 async function heldOutsidePlan(sc: Scenario, plan: PlanStatus): Promise<{ outside: string[]; seen: string[] }> {
   const run = (await settledRuns(sc, `queencluster/${sc.ns}/queen`)).at(-1)!;
   const steps = plan.steps ?? [];
   const outside: string[] = [];
   const seen: string[] = [];
-  let next = 0;
+  let last = -1;
   let pending: Awaited<ReturnType<typeof heldSteps>> = [];
   const check = (acts: typeof pending, step: (typeof steps)[number]) => {
     for (const a of acts) {
@@ -72,16 +72,18 @@ async function heldOutsidePlan(sc: Scenario, plan: PlanStatus): Promise<{ outsid
       }
     }
   };
+  // (A step may run before its plan's place says: a leader's replacement first asks it to leave,
+  // hears that it leads, and stops it once before it asks again.)
   for (const a of await heldSteps(sc, run)) {
-    const at = steps.findIndex((x, i) => i >= next && x.step === a.summary);
+    const at = steps.findIndex((x) => x.step === a.summary);
     pending.push(a);
     if (at < 0) continue;
     check(pending, steps[at]!);
     pending = [];
-    next = at + 1;
+    last = at;
   }
-  if (next === 0) outside.push(`no activity of run ${run.runId} carried a planned step's line`);
-  else check(pending, steps[next - 1]!);
+  if (last < 0) outside.push(`no activity of run ${run.runId} carried a planned step's line`);
+  else check(pending, steps[last]!);
   console.log(`held, by planned step:\n  ${seen.join('\n  ') || 'nothing'}`);
   return { outside, seen };
 }
