@@ -3,12 +3,15 @@
 // QueenCluster through a watch, the leader's membership view through the broker's HTTP API every
 // 100 ms), the Temporal history of the run, and the table and JSON rows each benchmark prints.
 // Nothing here is asserted: timings depend on the machine.
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
+import { DEFAULT_SETTINGS } from '../../activities/settings.ts';
+import { followMembership, type ChangeTime, type MembershipLog } from '../chaos/membership.ts';
 import { getCluster, patchSpec, sleep, voterIps, type Scenario } from '../e2e/harness.ts';
-import { eventTimeMs, historyEvents } from '../e2e/temporal.ts';
+import { eventTimeMs, heldSteps, historyEvents } from '../e2e/temporal.ts';
 import { Informer, Kube, type KObject } from '../testbed/kube.ts';
 import { authOf, verifyAcknowledged, type Load } from '../testbed/load.ts';
 import type { QueenClusterSpec } from '../../crd/schema.ts';
@@ -63,6 +66,9 @@ export interface Recorder {
   promoteMaxLag: number;
   /** When each run of the cluster's operations first showed in status.operation (the watch). */
   operationSeen: Map<string, { at: number; type: string }>;
+  /** The brokers' Raft logs, read from their volumes (with `raft`), and their last index when the recording began. */
+  raft: MembershipLog | null;
+  raftBefore: number;
   /** Resolves once the watch has listed the cluster: a change made after it is seen. */
   ready: Promise<void>;
   stop(): Promise<void>;
@@ -75,9 +81,20 @@ const ms = (t: unknown) => (t ? Date.parse(String(t)) : NaN);
  * Starts sampling: the pods every 50 ms; the claims and the StatefulSets too with `volumes`; the
  * leader's membership view every 100 ms with `membership`; the QueenCluster always, through a watch.
  */
-export function record(s: Scenario, opts: { volumes?: boolean; membership?: boolean } = {}, name = 'queen'): Recorder {
+export function record(s: Scenario, opts: { volumes?: boolean; membership?: boolean; raft?: boolean } = {}, name = 'queen'): Recorder {
   const kube = new Kube(authOf(s.kc));
-  const rec: Recorder = { pods: new Map(), claims: new Map(), statefulSets: [], members: new Map(), promoteMaxLag: 1000, operationSeen: new Map(), ready: Promise.resolve(), stop: async () => undefined };
+  const rec: Recorder = {
+    pods: new Map(),
+    claims: new Map(),
+    statefulSets: [],
+    members: new Map(),
+    promoteMaxLag: 1000,
+    operationSeen: new Map(),
+    raft: null,
+    raftBefore: 0,
+    ready: Promise.resolve(),
+    stop: async () => undefined,
+  };
   let running = true;
   let podIps: string[] = [];
 
@@ -192,11 +209,23 @@ export function record(s: Scenario, opts: { volumes?: boolean; membership?: bool
   };
   qcs.on({ add: note, update: note });
   const synced = qcs.start();
-  rec.ready = synced;
+  // The brokers' Raft logs (their configuration entries carry the leader's clock): each membership
+  // change's own time, which no floor counts and the overhead leaves out.
+  const raft = opts.raft
+    ? followMembership(s.ns, name, 500).then((log) => {
+        rec.raft = log;
+        rec.raftBefore = log.lastIndex();
+      })
+    : Promise.resolve();
+  rec.ready = Promise.all([synced, raft]).then(() => undefined);
 
   rec.stop = async () => {
     running = false;
     qcs.stop();
+    if (rec.raft) {
+      await rec.raft.poll();
+      rec.raft.stop();
+    }
     await Promise.all([objects, membership]);
     await kube.close();
   };
@@ -368,6 +397,62 @@ export async function pushesOf(s: Scenario, load: Load): Promise<Pushes> {
   return { pushes: r.acknowledged, failed: r.failedAttempts.length, firstTry: r.acknowledgedFirstTry, unanswered: r.unacknowledged.length, lost };
 }
 
+// ---- the operator's overhead ---------------------------------------------------------------------
+
+/**
+ * What an operation spent beyond its floor that is the operator's: its total, less the floor, less
+ * the waits it was configured to run (--drain-wait for each drain that ran in series with the
+ * steps, and minReadySeconds where the floor does not count it), less the membership changes' own
+ * times as the leader's Raft log tells them. The goal: at most 1 s, or 10% of the floor if that is
+ * more.
+ */
+export interface Overhead {
+  /** The drains that ran in series (a step held by requests-drained; a drain in the last seconds of a minReadySeconds wait runs beside the floor). */
+  drains: number;
+  drainWaitMs: number;
+  /** minReadySeconds that held the steps beyond what the floor counts. */
+  minReadyMs: number;
+  /** Each membership change, with its own time. */
+  changes: ChangeTime[];
+  overheadMs: number;
+  goalMs: number;
+}
+
+/** The steps whose drain runs beside a minReadySeconds wait the floor counts (drainAhead). */
+const DRAINS_AHEAD = ['awaitNextRestart', 'awaitStopGate'];
+
+export async function overheadOf(s: Scenario, rec: Recorder, run: RunFigures, row: { totalMs: number; floorMs: number; floorMinReadyMs?: number }): Promise<Overhead> {
+  const steps = await heldSteps(s, { workflowId: `queencluster/${s.ns}/queen`, runId: run.runId });
+  const drainWaitMs = DEFAULT_SETTINGS.drainMs;
+  const drains = steps.filter((st) => st.held.includes('requests-drained') && !DRAINS_AHEAD.includes(st.type)).length;
+  const minReadyHeld = steps.reduce((t, st) => t + (st.heldMs['pod-ready-for-min-ready-seconds'] ?? 0), 0);
+  const minReadyMs = Math.max(0, minReadyHeld - (row.floorMinReadyMs ?? 0));
+  const changes = rec.raft ? rec.raft.changeTimes(rec.raftBefore) : [];
+  const changesMs = changes.reduce((t, c) => t + (c.ms ?? 0), 0);
+  return {
+    drains,
+    drainWaitMs,
+    minReadyMs,
+    changes,
+    overheadMs: row.totalMs - row.floorMs - drains * drainWaitMs - minReadyMs - changesMs,
+    goalMs: Math.max(1000, row.floorMs * 0.1),
+  };
+}
+
+/** The overhead in words, what it is made of, and whether it meets its goal. */
+function overheadText(r: Row): string {
+  const o = r.overhead!;
+  const changesMs = o.changes.reduce((t, c) => t + (c.ms ?? 0), 0);
+  const parts = [
+    `total ${sec(r.totalMs)}`,
+    `floor ${sec(r.floorMs)}`,
+    ...(o.drains ? [`${o.drains} drain wait${o.drains > 1 ? 's' : ''} × ${sec(o.drainWaitMs)}`] : []),
+    ...(o.minReadyMs ? [`minReadySeconds outside the floor ${sec(o.minReadyMs)}`] : []),
+    `the membership changes ${(changesMs / 1000).toFixed(2)}s (${o.changes.map((c) => `${c.changes.join(' and ')} ${c.ms === null ? '?' : `${Math.round(c.ms)} ms`}`).join(', ') || 'none'})`,
+  ];
+  return `${r.operation}: overhead ${sec(o.overheadMs)} = ${parts.join(' − ')}; goal at most ${sec(o.goalMs)} (1 s, or 10% of the floor): ${o.overheadMs <= o.goalMs ? 'met' : 'not met'}`;
+}
+
 // ---- the table -------------------------------------------------------------------------------
 
 export interface Row {
@@ -380,6 +465,8 @@ export interface Row {
   run: RunFigures;
   /** The drains' time (see drains()), outside the floor: the operator's deliberate waits for the clients. */
   drainMs?: number;
+  /** The operator's overhead (overheadOf). */
+  overhead?: Overhead;
   notes?: string;
   /** What was seen, in seconds from the change (JSON only): see timeline(). */
   timeline?: Record<string, unknown>;
@@ -410,14 +497,30 @@ export const median = (xs: number[]) => {
 const sec = (x: number) => `${(x / 1000).toFixed(1)}s`;
 const msText = (x: number | null) => (x === null || Number.isNaN(x) ? '—' : `${Math.round(x)} ms`);
 
+/** The commit the benchmark runs on, and whether files were changed and not committed: a figure names it. */
+export function commitText(): string {
+  const git = (...args: string[]) => {
+    try {
+      return execFileSync('git', args, { cwd: fileURLToPath(new URL('../..', import.meta.url)), encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    } catch {
+      return '';
+    }
+  };
+  const commit = git('rev-parse', '--short=12', 'HEAD');
+  if (!commit) return 'no git checkout';
+  return `commit ${commit}${git('status', '--porcelain', '--untracked-files=no') ? ' with uncommitted changes' : ''}`;
+}
+
 /** Prints the rows as a table (with the goals) and writes them as JSON to .cache/bench-<name>-<time>.json. */
 export function report(name: string, rows: Row[]): string {
-  const header = ['operation', 'total', 'floor', 'ratio', 'failed pushes / pushes', 'lost', 'history events / step', 'first step: watch / history'];
+  const commit = commitText();
+  const header = ['operation', 'total', 'floor', 'ratio', 'overhead (goal)', 'failed pushes / pushes', 'lost', 'history events / step', 'first step: watch / history'];
   const cells = rows.map((r) => [
     r.operation,
     sec(r.totalMs),
     sec(r.floorMs),
     (r.totalMs / r.floorMs).toFixed(2),
+    r.overhead ? `${sec(r.overhead.overheadMs)} (${sec(r.overhead.goalMs)})` : '—',
     `${r.pushes.failed} / ${r.pushes.pushes}`,
     String(r.pushes.lost),
     `${r.run.events} / ${r.run.activities} = ${(r.run.events / r.run.activities).toFixed(1)}`,
@@ -428,7 +531,7 @@ export function report(name: string, rows: Row[]): string {
   const watch = median(rows.map((r) => r.run.firstStepWatchMs ?? NaN).filter((x) => !Number.isNaN(x)));
   const history = median(rows.map((r) => r.run.firstStepHistoryMs ?? NaN).filter((x) => !Number.isNaN(x)));
   const text = [
-    `${name} benchmark at ${BENCH_RATE} pushes a second (goals: ratio within 1.10, 0 failed pushes, first step under 1 s at the median)`,
+    `${name} benchmark on ${commit}, at ${BENCH_RATE} pushes a second (goals: ratio within 1.10, or where the floor is under 10 s an overhead of at most 1 s or 10% of the floor; 0 failed pushes; first step under 1 s at the median)`,
     line(header),
     ...cells.map(line),
     `floors: ${rows.map((r) => `${r.operation} = ${Object.entries(r.floorParts).map(([k, v]) => `${k} ${sec(v)}`).join(' + ')}`).join('; ')}`,
@@ -436,13 +539,14 @@ export function report(name: string, rows: Row[]): string {
       .filter((r) => r.drainMs)
       .map((r) => `${r.operation}: the drains took ${sec(r.drainMs!)} (out of the client Service until the pod stopped or its node left; not in the floor; without them the ratio is ${((r.totalMs - r.drainMs!) / r.floorMs).toFixed(2)})`),
     ...rows.filter((r) => r.notes).map((r) => `${r.operation}: ${r.notes}`),
+    ...rows.filter((r) => r.overhead).map(overheadText),
     `first step at the median: ${msText(watch)} (status.operation seen through a watch), ${msText(history)} (the run's first activity started, from its history)`,
   ].join('\n');
   console.log(text);
   const dir = fileURLToPath(new URL('../../.cache/', import.meta.url));
   mkdirSync(dir, { recursive: true });
   const file = join(dir, `bench-${name}-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
-  writeFileSync(file, JSON.stringify({ bench: name, rate: BENCH_RATE, at: new Date().toISOString(), rows }, null, 1));
+  writeFileSync(file, JSON.stringify({ bench: name, commit, rate: BENCH_RATE, at: new Date().toISOString(), rows }, null, 1));
   console.log(`rows written to ${file}`);
   return text;
 }

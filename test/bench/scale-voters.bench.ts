@@ -10,7 +10,7 @@
 import { afterEach, it } from 'vitest';
 import { startLoad } from '../testbed/load.ts';
 import { BIG_STORE, BIG_STORE_MESSAGES, buildStore, formed, getCluster, scenario, seedSpec, sleep, waitForCluster, type Scenario } from '../e2e/harness.ts';
-import { BENCH_RATE, catchUp, change, drainTime, operationRun, pushesOf, record, report, timeline, successors, type Recorder, type Row } from './measure.ts';
+import { BENCH_RATE, catchUp, change, drainTime, operationRun, overheadOf, pushesOf, record, report, timeline, successors, type Recorder, type Row } from './measure.ts';
 
 const MIN_READY_SECONDS = 5;
 let s: Scenario | null = null;
@@ -26,7 +26,7 @@ const range = (from: number, to: number) => Array.from({ length: to - from + 1 }
 async function step(sc: Scenario, from: number, to: number): Promise<Omit<Row, 'pushes'>> {
   const before = await getCluster(sc);
   const leader = before.status?.leader ?? null;
-  const rec = record(sc, { membership: true });
+  const rec = record(sc, { membership: true, raft: true });
   await rec.ready;
   await sleep(1000);
   const since = await change(sc, { replicas: to as 1 | 3 | 5 });
@@ -45,7 +45,8 @@ async function step(sc: Scenario, from: number, to: number): Promise<Omit<Row, '
         ? `node ${handedOff[0]}, removed, led: it was restarted once to hand leadership away`
         : `nodes ${handedOff.join(' and ')}, removed, led in turn: each was restarted once to hand leadership away (the floor counts node ${leader}'s)`;
   const drainMs = drainTime(rec, since);
-  return { operation: `scale ${from}→${to}`, totalMs: run.totalMs, floorMs, floorParts: parts, run, drainMs, notes, timeline: timeline(rec, since) };
+  const overhead = await overheadOf(sc, rec, run, { totalMs: run.totalMs, floorMs });
+  return { operation: `scale ${from}→${to}`, totalMs: run.totalMs, floorMs, floorParts: parts, run, drainMs, overhead, notes, timeline: timeline(rec, since) };
 }
 
 function upFloor(rec: Recorder, ids: number[], since: number): Record<string, number> {

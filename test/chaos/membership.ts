@@ -20,10 +20,26 @@ interface Config {
 interface ConfigEntry {
   index: number;
   term: number;
+  /** The leader's clock when it proposed the entry (ms since the epoch). */
+  ts: number | null;
   config: Config;
 }
 
 export type ChangeKind = 'learner' | 'promote' | 'demote' | 'remove';
+
+/**
+ * A membership change's own time as the leader's log tells it: from its first configuration entry
+ * proposed (the joint one, for a change of voters) to the entry proposed right after its last one
+ * (the leader holds its writes while a change commits, and proposes the next as soon as it is done).
+ */
+export interface ChangeTime {
+  /** The index of its last configuration entry. */
+  index: number;
+  /** The changes it made ("remove 5"). */
+  changes: string[];
+  /** Null when no entry followed it yet. */
+  ms: number | null;
+}
 
 export interface MembershipChange {
   /** The index of the configuration entry that made it. */
@@ -50,12 +66,14 @@ export interface MembershipLog {
   changes(after?: number, upTo?: number): MembershipChange[];
   /** A configuration entry left joint at the end of the log (a voter change not finished). */
   jointAtEnd(): string | null;
+  /** Each membership change after index `after`, with its own time as the leader's log tells it. */
+  changeTimes(after?: number): ChangeTime[];
   /** Volumes that could not be read (for a note). */
   problems: string[];
   stop(): void;
 }
 
-const HEAD = /^\{"index":(\d+),"term":(\d+),/;
+const HEAD = /^\{"index":(\d+),"term":(\d+),(?:"ts":(\d+),)?/;
 
 /** Reads the Raft logs (log.jsonl) of some volume folders, each from where the last read ended. */
 export class MembershipReader {
@@ -66,6 +84,8 @@ export class MembershipReader {
   private termAt = new Map<number, number>();
   private configs = new Map<string, ConfigEntry>();
   private maxIndex = 0;
+  /** The leader's clock on the entry right after each configuration entry, by that entry's index. */
+  private nextTs = new Map<number, number>();
 
   /** Reads what each folder's log appended since the last read. */
   read(): void {
@@ -113,14 +133,16 @@ export class MembershipReader {
     if (!m) return; // the header ({purgedIndex, purgedTerm})
     const index = Number(m[1]);
     const term = Number(m[2]);
+    const ts = m[3] === undefined ? null : Number(m[3]);
     this.termAt.set(index, Math.max(this.termAt.get(index) ?? -1, term));
     this.maxIndex = Math.max(this.maxIndex, index);
+    if (ts !== null && this.configs.has(`${index - 1}:${term}`) && !this.nextTs.has(index - 1)) this.nextTs.set(index - 1, ts);
     if (!line.includes('"kind":"membership"')) return;
     const key = `${index}:${term}`;
     if (this.configs.has(key)) return;
     const e = JSON.parse(line) as { kind?: string; membership?: Config };
     if (e.kind === 'membership' && e.membership) {
-      this.configs.set(key, { index, term, config: { voters: e.membership.voters, joint: e.membership.joint, learners: e.membership.learners } });
+      this.configs.set(key, { index, term, ts, config: { voters: e.membership.voters, joint: e.membership.joint, learners: e.membership.learners } });
     }
   }
 
@@ -149,6 +171,24 @@ export class MembershipReader {
         }
       }
       prev = e;
+    }
+    return out;
+  }
+
+  /** Each membership change after index `after`, with its own time as the leader's log tells it (ChangeTime). */
+  changeTimes(after = 0): ChangeTime[] {
+    const out: ChangeTime[] = [];
+    let began: number | null = null;
+    for (const e of this.chain()) {
+      if (e.index <= after) continue;
+      if (e.config.joint) {
+        began ??= e.ts;
+        continue;
+      }
+      const first = began ?? e.ts;
+      const next = this.nextTs.get(e.index);
+      out.push({ index: e.index, changes: this.changes(e.index - 1, e.index).map(changeKey), ms: first !== null && next !== undefined ? next - first : null });
+      began = null;
     }
     return out;
   }
@@ -182,6 +222,7 @@ export async function followMembership(namespace: string, name = 'queen', pollMs
     problems: reader.problems,
     changes: (after, upTo) => reader.changes(after, upTo),
     jointAtEnd: () => reader.jointAtEnd(),
+    changeTimes: (after) => reader.changeTimes(after),
     stop: () => clearInterval(timer),
   };
 }

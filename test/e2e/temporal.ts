@@ -113,10 +113,10 @@ export async function activityResults(s: Scenario, run: Pick<Run, 'workflowId' |
  * summary (what the Web UI shows), and the named gates that held it, read from the `held` of its
  * result ("pod-ready-for-min-ready-seconds 25 s, write-commits 0.4 s", worker.ts timeSteps).
  */
-export async function heldSteps(s: Scenario, run: Pick<Run, 'workflowId' | 'runId'>): Promise<{ type: string; summary: string; held: string[] }[]> {
+export async function heldSteps(s: Scenario, run: Pick<Run, 'workflowId' | 'runId'>): Promise<HeldStep[]> {
   const events = await historyEvents(s, run);
   const scheduled = new Map<string, { type: string; summary: string }>();
-  const out: { id: number; type: string; summary: string; held: string[] }[] = [];
+  const out: (HeldStep & { id: number })[] = [];
   const text = (p: { data?: Uint8Array | null } | null | undefined) => (p?.data?.length ? JSON.parse(Buffer.from(p.data).toString('utf8')) : undefined);
   for (const e of events) {
     const a = e.activityTaskScheduledEventAttributes;
@@ -124,9 +124,22 @@ export async function heldSteps(s: Scenario, run: Pick<Run, 'workflowId' | 'runI
     const done = e.activityTaskCompletedEventAttributes;
     if (done) {
       const result = text(done.result?.payloads?.[0]) as { held?: string } | undefined;
-      const held = typeof result?.held === 'string' ? result.held.split(', ').map((x) => x.replace(/ [\d.]+ s$/, '')) : [];
-      out.push({ id: Number(done.scheduledEventId), ...scheduled.get(String(done.scheduledEventId))!, held });
+      const heldMs: Record<string, number> = {};
+      for (const part of typeof result?.held === 'string' ? result.held.split(', ') : []) {
+        const m = /^(\S+) ([\d.]+) s$/.exec(part);
+        if (m) heldMs[m[1]!] = Number(m[2]) * 1000;
+      }
+      out.push({ id: Number(done.scheduledEventId), ...scheduled.get(String(done.scheduledEventId))!, held: Object.keys(heldMs), heldMs });
     }
   }
-  return out.sort((a, b) => a.id - b.id).map(({ type, summary, held }) => ({ type, summary, held }));
+  return out.sort((a, b) => a.id - b.id).map(({ id: _id, ...step }) => step);
+}
+
+export interface HeldStep {
+  type: string;
+  summary: string;
+  /** The gates that held it, in the order of its result's `held`. */
+  held: string[];
+  /** How long each held it (ms, as `held` says it: tenths of a second below 10 s, whole seconds above). */
+  heldMs: Record<string, number>;
 }
