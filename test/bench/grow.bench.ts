@@ -13,7 +13,7 @@ import { afterEach, it } from 'vitest';
 import { control } from '../testbed/client.ts';
 import { startLoad } from '../testbed/load.ts';
 import { formed, scenario, seedSpec, sleep, type Scenario } from '../e2e/harness.ts';
-import { BENCH_RATE, change, claimGrowth, drainTime, operationRun, overheadOf, pushesOf, record, report, restarts, timeline, type Row } from './measure.ts';
+import { BENCH_RATE, change, claimGrowth, drainTime, operationRun, overheadOf, stepTimes, pushesOf, record, report, restarts, timeline, type Row } from './measure.ts';
 
 const MIN_READY_SECONDS = 5;
 let s: Scenario | null = null;
@@ -47,8 +47,9 @@ async function grow(sc: Scenario, operation: string, storage: { size: string; st
   const floorMs = Object.values(parts).reduce((a, b) => a + b, 0);
   await sleep(MIN_READY_SECONDS * 1000 + 1000);
   const drainMs = drainTime(rec, since);
+  const steps = await stepTimes(sc, run, since);
   const overhead = await overheadOf(sc, rec, run, { totalMs: run.totalMs, floorMs, floorMinReadyMs: parts['minReadySeconds between restarts'] ?? 0 });
-  return { operation, totalMs: run.totalMs, floorMs, floorParts: parts, pushes, run, drainMs, overhead, timeline: timeline(rec, since) };
+  return { operation, totalMs: run.totalMs, floorMs, floorParts: parts, pushes, run, drainMs, overhead, steps, timeline: timeline(rec, since) };
 }
 
 it('grow: at once, with file-system restarts, online; total time against the floor, failed pushes, history events per step, first-step latency', async () => {

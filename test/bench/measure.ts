@@ -418,6 +418,41 @@ export interface Overhead {
   goalMs: number;
 }
 
+/** A step of a run as its history has it, in seconds from the change: scheduled, started, ended, and the gates that held it. */
+export interface StepTime {
+  step: string;
+  type: string;
+  scheduled: number;
+  started: number | null;
+  ended: number | null;
+  held: string;
+}
+
+/** The steps of a run from its history, in seconds from `since`: where an operation's time went. */
+export async function stepTimes(s: Scenario, run: RunFigures, since: number): Promise<StepTime[]> {
+  const events = await historyEvents(s, { workflowId: `queencluster/${s.ns}/queen`, runId: run.runId });
+  const text = (p: { data?: Uint8Array | null } | null | undefined) => (p?.data?.length ? JSON.parse(Buffer.from(p.data).toString('utf8')) : undefined);
+  const rel = (e: { eventTime?: { seconds?: unknown; nanos?: unknown } | null }) => Math.round(eventTimeMs(e.eventTime) - since) / 1000;
+  const steps = new Map<string, StepTime>();
+  for (const e of events) {
+    const a = e.activityTaskScheduledEventAttributes;
+    if (a) steps.set(String(e.eventId), { step: String(text(e.userMetadata?.summary) ?? ''), type: a.activityType?.name ?? '', scheduled: rel(e), started: null, ended: null, held: '' });
+    const st = e.activityTaskStartedEventAttributes;
+    if (st) steps.get(String(st.scheduledEventId))!.started = rel(e);
+    const done = e.activityTaskCompletedEventAttributes;
+    if (done) {
+      const step = steps.get(String(done.scheduledEventId))!;
+      step.ended = rel(e);
+      step.held = (text(done.result?.payloads?.[0]) as { held?: string } | undefined)?.held ?? '';
+    }
+  }
+  return [...steps.values()];
+}
+
+/** "0.2–0.4 beginOperation; 0.5–3.4 removeNode (requests-drained 2.0 s) ...": a run's steps on one line. */
+export const stepsText = (steps: StepTime[]) =>
+  steps.map((x) => `${x.started ?? x.scheduled}–${x.ended ?? '?'} ${x.type}${x.held ? ` (${x.held})` : ''}`).join('; ');
+
 /** The steps whose drain runs beside a minReadySeconds wait the floor counts (drainAhead). */
 const DRAINS_AHEAD = ['awaitNextRestart', 'awaitStopGate'];
 
@@ -467,6 +502,8 @@ export interface Row {
   drainMs?: number;
   /** The operator's overhead (overheadOf). */
   overhead?: Overhead;
+  /** The run's steps from its history (stepTimes). */
+  steps?: StepTime[];
   notes?: string;
   /** What was seen, in seconds from the change (JSON only): see timeline(). */
   timeline?: Record<string, unknown>;
@@ -540,6 +577,7 @@ export function report(name: string, rows: Row[]): string {
       .map((r) => `${r.operation}: the drains took ${sec(r.drainMs!)} (out of the client Service until the pod stopped or its node left; not in the floor; without them the ratio is ${((r.totalMs - r.drainMs!) / r.floorMs).toFixed(2)})`),
     ...rows.filter((r) => r.notes).map((r) => `${r.operation}: ${r.notes}`),
     ...rows.filter((r) => r.overhead).map(overheadText),
+    ...rows.filter((r) => r.steps).map((r) => `${r.operation}, its steps (s from the change): ${stepsText(r.steps!)}`),
     `first step at the median: ${msText(watch)} (status.operation seen through a watch), ${msText(history)} (the run's first activity started, from its history)`,
   ].join('\n');
   console.log(text);
