@@ -5,7 +5,7 @@ import { activityInfo } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure, CompleteAsyncError } from '@temporalio/common';
 import { apiErrorMessage, apiServerReady, describeKubeError, getCluster, patchClusterStatus, statusCode } from './kube.ts';
 import { keepAlive, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
-import { idsText } from '../plan/format.ts';
+import { idsText, podsText } from '../plan/format.ts';
 
 /**
  * Answers of the API server that a retry of the same request cannot change: a bad request, a
@@ -55,6 +55,10 @@ const WORDS: Record<string, (args: unknown[]) => string> = {
   awaitVoterStep: () => 'waiting for the next step towards the voters wanted',
   scalePods: (a) => arg<string>(a, 2),
   deleteClaim: (a) => arg<string>(a, 3),
+  deleteClaims: (a) => {
+    const claims = arg<{ ordinal: number }[]>(a, 1) ?? [];
+    return claims.length === 1 ? `deleting the volume claim of pod ${claims[0]!.ordinal}` : `deleting the volume claims of ${podsText(claims.map((c) => c.ordinal))}`;
+  },
   wipeClaim: (a) => arg<{ message: string }>(a, 1)?.message,
   awaitVolumeStep: () => 'waiting for the next step towards the volume size wanted',
   expandClaim: (a) => arg<string>(a, 5),

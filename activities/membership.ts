@@ -11,7 +11,7 @@ import { idsText, lagText } from '../plan/format.ts';
 import { stopGate, voterNodeDownProblem } from '../plan/gates.ts';
 import type { ChangeGate } from '../plan/steps.ts';
 import { memberOf, type MembershipObservation, type Observation, podAt } from '../plan/observation.ts';
-import { catchUpLookAgainAt, CHANGE_IN_FLIGHT_FAST_MS, changeInFlightLookAgainAt, holdsOldData } from '../plan/voters.ts';
+import { catchUpLookAgainAt, CHANGE_IN_FLIGHT_FAST_MS, changeInFlightLookAgainAt, handsOffBeforeLeaving, holdsOldData } from '../plan/voters.ts';
 import { addLearner, promote, refusalAdvice, removeMember, type ChangeResult } from './broker.ts';
 import { brokerToken, holdUntil, loadCluster, observeCluster, opLogger, stepEvent, type ActivityDeps, type ClusterRef, type Hold } from './common.ts';
 import { drainEvent, drainPods, drainTarget, leavingPods, nodesLeave, setServing, type DrainTarget } from './drain.ts';
@@ -173,7 +173,7 @@ export function membershipActivities(deps: ActivityDeps) {
         nodeId,
         phase,
         removed: 'removed',
-        exits: (_qc, _obs, m) => (m.leader === nodeId ? 'leads' : null),
+        exits: (_qc, _obs, m) => (handsOffBeforeLeaving(m, nodeId) ? 'leads' : null),
         gate: async (qc, obs) => {
           const held = removalHeld(deps, qc, obs, nodeId);
           if (!held) return null;

@@ -12,6 +12,7 @@ import { names, nodeIdOf } from './resources.ts';
 import { liveClaimAt, memberOf, podAt } from '../plan/observation.ts';
 import { podStartProblem } from '../plan/assess.ts';
 import { replaceLines } from '../plan/steps.ts';
+import { handsOffBeforeLeaving } from '../plan/voters.ts';
 
 export interface Replacement {
   pod: string;
@@ -64,7 +65,7 @@ export function replaceActivities(deps: ActivityDeps) {
         nodeId: r.nodeId,
         phase: 'Replacing',
         removed: 'left',
-        exits: (qc, _obs, m) => (!stillAsked(qc, r.pod) ? 'abandoned' : m.leader === r.nodeId ? 'handOff' : null),
+        exits: (qc, _obs, m) => (!stillAsked(qc, r.pod) ? 'abandoned' : handsOffBeforeLeaving(m, r.nodeId) ? 'handOff' : null),
         // The voters that stay must carry the cluster: the stop gate, the node's own stall excepted.
         gate: async (qc, obs) => removalHold(deps, qc, obs, r.nodeId, 'Replacing').then((hold) => (hold ? { hold } : null)),
       });

@@ -4,7 +4,7 @@
 // data of a node that left the membership.
 import { ApplicationFailure } from '@temporalio/common';
 import { withDefaults } from '../crd/defaults.ts';
-import { catchUpLookAgainAt, nextVoterStep, type VoterStep } from '../plan/voters.ts';
+import { catchUpLookAgainAt, nextVoterStep, type ClaimToDelete, type VoterStep } from '../plan/voters.ts';
 import { holdUntil, loadCluster, observeCluster, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
 import { drainPod, serveAgain } from './drain.ts';
 import { applyObject, deleteClaimByUid, deletePodByUid, getPod, getStatefulSet } from './kube.ts';
@@ -73,6 +73,16 @@ export function scaleActivities(deps: ActivityDeps) {
     async deleteClaim(ref: ClusterRef, claimName: string, claimUid: string, message: string): Promise<void> {
       const qc = await loadCluster(deps, ref);
       if (await deleteClaimByUid(deps.kube, ref.namespace, claimName, claimUid)) await stepEvent(deps, qc, 'DeleteClaim', message);
+    },
+
+    /** Deletes the claims of pods that are gone for good, each if it is still the one observed (UID precondition), each with its Event. */
+    async deleteClaims(ref: ClusterRef, claims: ClaimToDelete[]): Promise<void> {
+      const qc = await loadCluster(deps, ref);
+      await Promise.all(
+        claims.map(async (c) => {
+          if (await deleteClaimByUid(deps.kube, ref.namespace, c.claimName, c.claimUid)) await stepEvent(deps, qc, 'DeleteClaim', c.message);
+        }),
+      );
     },
   };
 }

@@ -12,7 +12,7 @@ import type { GateName } from './gates.ts';
 import { claimAt, memberOf, podAt, type Observation } from './observation.ts';
 import { nextRestart } from './restarts.ts';
 import { canaryStep, canarySecondsAfter, firstOnNewTemplate, formSteps, replaceSteps, restartStep, templateLine, voterStep, volumeStep, type PlannedStep } from './steps.ts';
-import { nextVoterStep } from './voters.ts';
+import { handsOffBeforeLeaving, nextVoterStep } from './voters.ts';
 import { nextVolumeStep } from './volumes.ts';
 
 export type { PlannedStep };
@@ -120,12 +120,17 @@ function voterSteps({ obs, spec }: PlanInput): PlannedStep[] {
         m.leader = m.voters.find((id) => id !== s.nodeId && id <= spec.replicas) ?? m.voters.find((id) => id !== s.nodeId) ?? null;
         break;
       case 'remove-member':
+        // A leader of two leaves directly: the voter left leads.
+        if (m.leader === s.nodeId) m.leader = m.voters.find((id) => id !== s.nodeId) ?? null;
         m.members = m.members.filter((x) => x.nodeId !== s.nodeId);
         m.voters = m.voters.filter((id) => id !== s.nodeId);
         m.learners = m.learners.filter((id) => id !== s.nodeId);
         break;
       case 'delete-claim':
         sim.claims = sim.claims.filter((c) => c.uid !== s.claimUid);
+        break;
+      case 'delete-claims':
+        sim.claims = sim.claims.filter((c) => !s.claims.some((x) => x.claimUid === c.uid));
         break;
     }
   }
@@ -136,7 +141,7 @@ function voterSteps({ obs, spec }: PlanInput): PlannedStep[] {
 function replacement({ view, obs }: PlanInput): PlannedStep[] {
   const r = replaceRequest(view.qc, obs.statefulSet?.replicas ?? null);
   if (!r || !('ordinal' in r)) return [];
-  return replaceSteps(r.ordinal, r.nodeId, obs.membership?.leader === r.nodeId);
+  return replaceSteps(r.ordinal, r.nodeId, !!obs.membership && handsOffBeforeLeaving(obs.membership, r.nodeId));
 }
 
 /** nextVolumeStep on the cluster as each step leaves it (a volume that grows, grows online). */

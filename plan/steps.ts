@@ -123,6 +123,7 @@ function voterStepGates(s: VoterAction): readonly GateName[] {
   switch (s.kind) {
     case 'scale-pods':
     case 'delete-claim':
+    case 'delete-claims':
       return [];
     case 'add-learner':
       return CHANGE_GATES;

@@ -5,7 +5,7 @@
 // A node that left the membership never comes back with its old data (the broker forbids it):
 // a pod whose node is not a member but holds data gets an empty volume before it is added.
 import { podStartProblem } from './assess.ts';
-import { idsText, lagText } from './format.ts';
+import { idsText, lagText, podsText } from './format.ts';
 import { liveClaimAt, memberOf, type MembershipObservation, type Observation, podAt } from './observation.ts';
 import type { GateName } from './gates.ts';
 
@@ -18,7 +18,17 @@ export type VoterStep =
   | { kind: 'hand-off'; nodeId: number; message: string }
   | { kind: 'remove-member'; nodeId: number; message: string }
   | { kind: 'wipe-claim'; nodeId: number; ordinal: number; claimName: string; claimUid: string; podName: string; podUid: string; message: string }
-  | { kind: 'delete-claim'; ordinal: number; claimName: string; claimUid: string; message: string };
+  // One claim a step, as runs before 'delete-claims' recorded it: taken when such a history replays.
+  | { kind: 'delete-claim'; ordinal: number; claimName: string; claimUid: string; message: string }
+  | { kind: 'delete-claims'; claims: ClaimToDelete[]; message: string };
+
+/** A claim of a pod gone for good, with its own line (and Event). */
+export interface ClaimToDelete {
+  ordinal: number;
+  claimName: string;
+  claimUid: string;
+  message: string;
+}
 
 /**
  * `checked`, when given, collects the gates this rule looked at on its way to the step it returns
@@ -41,8 +51,12 @@ export function nextVoterStep(obs: Observation, wanted: number, checked: GateNam
 
   // Never fewer pods than the members that need them (a StatefulSet scaled down by hand included).
   if (pods < top) return { kind: 'scale-pods', pods: top, message: `adding pods for ${top} voters` };
-  // A pod above every member takes requests it can no longer commit: it goes at once.
-  if (pods > top) return { kind: 'scale-pods', pods: top, message: `removing the pods above node ${top}` };
+  // A pod above every member takes requests it can no longer commit: it goes at once, unless nodes
+  // above the voters wanted are still to leave. Those leave first, one change at a time, their pods
+  // (and those of the nodes that left) out of the client Services since the first of them left;
+  // then the pods above go together, so that they stop side by side.
+  const extra = memberIds.filter((id) => id > wanted).sort((a, b) => b - a);
+  if (pods > top && extra.length === 0) return { kind: 'scale-pods', pods: top, message: `removing the pods above node ${top}` };
 
   const learners = [];
   for (let id = 1; id <= wanted; id++) {
@@ -84,10 +98,9 @@ export function nextVoterStep(obs: Observation, wanted: number, checked: GateNam
     return { kind: 'promote', nodeIds: ids, message: `promoting ${idsText(ids)} to voters` };
   }
 
-  const extra = memberIds.filter((id) => id > wanted).sort((a, b) => b - a);
   if (extra.length > 0) {
     const id = extra[0]!;
-    if (m.leader === id) {
+    if (handsOffBeforeLeaving(m, id)) {
       const pod = podAt(obs, id - 1);
       if (!pod || pod.terminating) return { kind: 'wait', message: `node ${id} leads and is leaving: waiting for another leader`, gate: 'leader-known' };
       return { kind: 'hand-off', nodeId: id, message: `node ${id} leads: stopping its pod once so it hands leadership away before it is removed` };
@@ -95,16 +108,27 @@ export function nextVoterStep(obs: Observation, wanted: number, checked: GateNam
     return { kind: 'remove-member', nodeId: id, message: `removing node ${id} from the membership` };
   }
 
-  // The claims of pods that are gone for good (above the StatefulSet's count), once their pods are.
-  for (const claim of obs.claims) {
-    if (claim.ordinal < pods || claim.terminating) continue;
-    checked.push('pod-gone');
-    if (podAt(obs, claim.ordinal)) {
-      return { kind: 'wait', message: `waiting for pod ${claim.ordinal} to go before its volume claim is deleted`, gate: 'pod-gone' };
-    }
-    return { kind: 'delete-claim', ordinal: claim.ordinal, claimName: claim.name, claimUid: claim.uid, message: `deleting the volume claim of pod ${claim.ordinal}` };
-  }
-  return { kind: 'done' };
+  // The claims of pods that are gone for good (above the StatefulSet's count), once their pods are:
+  // all in one step.
+  const gone = obs.claims.filter((c) => c.ordinal >= pods && !c.terminating).sort((a, b) => a.ordinal - b.ordinal);
+  if (gone.length === 0) return { kind: 'done' };
+  checked.push('pod-gone');
+  const still = gone.find((c) => podAt(obs, c.ordinal));
+  if (still) return { kind: 'wait', message: `waiting for pod ${still.ordinal} to go before its volume claim is deleted`, gate: 'pod-gone' };
+  const claims = gone.map((c) => ({ ordinal: c.ordinal, claimName: c.name, claimUid: c.uid, message: `deleting the volume claim of pod ${c.ordinal}` }));
+  const message = claims.length === 1 ? claims[0]!.message : `deleting the volume claims of ${podsText(claims.map((c) => c.ordinal))}`;
+  return { kind: 'delete-claims', claims, message };
+}
+
+/**
+ * Whether node `nodeId` hands leadership away before it leaves the membership: it leads, and the
+ * voters that stay are enough to carry the cluster while its pod stops once (its SIGTERM hands
+ * leadership to another voter). With two voters they are not: the other one would lead a cluster
+ * that commits nothing until the stopped pod is back. The leader of two leaves directly instead;
+ * the broker steps it down once its removal commits, and the one voter left leads alone.
+ */
+export function handsOffBeforeLeaving(m: MembershipObservation, nodeId: number): boolean {
+  return m.leader === nodeId && m.voters.length > 2;
 }
 
 /**

@@ -57,7 +57,11 @@ export async function scaleVoters(input: OperationInput): Promise<string> {
               await step(s.message, 'wait').wipeClaim(ref, s);
               break;
             case 'delete-claim':
+              // One claim a step (a history recorded before the claims went together).
               await step(s.message).deleteClaim(ref, s.claimName, s.claimUid, s.message);
+              break;
+            case 'delete-claims':
+              await step(s.message).deleteClaims(ref, s.claims);
               break;
             case 'hand-off':
               break;

@@ -48,7 +48,7 @@ async function grow(sc: Scenario, operation: string, storage: { size: string; st
   await sleep(MIN_READY_SECONDS * 1000 + 1000);
   const drainMs = drainTime(rec, since);
   const steps = await stepTimes(sc, run, since);
-  const overhead = await overheadOf(sc, rec, run, { totalMs: run.totalMs, floorMs, floorMinReadyMs: parts['minReadySeconds between restarts'] ?? 0 });
+  const overhead = await overheadOf(sc, rec, run, { totalMs: run.totalMs, floorMs, since, floorMinReadyMs: parts['minReadySeconds between restarts'] ?? 0 });
   return { operation, totalMs: run.totalMs, floorMs, floorParts: parts, pushes, run, drainMs, overhead, steps, timeline: timeline(rec, since) };
 }
 

@@ -63,6 +63,8 @@ export interface Recorder {
   statefulSets: Incarnation[];
   /** Per node id, its samples in the leader's view; absent from the view: a sample with voter false, live false, lag null is not written, the gap shows as `gone`. */
   members: Map<number, (MemberSample | { at: number; gone: true })[]>;
+  /** The leader in the leader's view, each time it changed. */
+  leaders: { at: number; leader: number | null }[];
   promoteMaxLag: number;
   /** When each run of the cluster's operations first showed in status.operation (the watch). */
   operationSeen: Map<string, { at: number; type: string }>;
@@ -88,6 +90,7 @@ export function record(s: Scenario, opts: { volumes?: boolean; membership?: bool
     claims: new Map(),
     statefulSets: [],
     members: new Map(),
+    leaders: [],
     promoteMaxLag: 1000,
     operationSeen: new Map(),
     raft: null,
@@ -175,10 +178,13 @@ export function record(s: Scenario, opts: { volumes?: boolean; membership?: bool
       for (const ip of ips) {
         try {
           const res = await request(`http://${ip}:6632/api/v1/system/raft/membership?timeoutMs=1000`, { headersTimeout: 1000, bodyTimeout: 1000 });
-          const body = (await res.body.json()) as { membership?: { source?: string; promoteMaxLag?: number; members?: { nodeId: number; voter: boolean; live: boolean; lag: number | null }[] } };
+          const body = (await res.body.json()) as {
+            membership?: { source?: string; leader?: number | null; promoteMaxLag?: number; members?: { nodeId: number; voter: boolean; live: boolean; lag: number | null }[] };
+          };
           const m = body.membership;
           if (res.statusCode !== 200 || m?.source !== 'leader') continue;
           const now = Date.now();
+          if (rec.leaders.at(-1)?.leader !== (m.leader ?? null)) rec.leaders.push({ at: now, leader: m.leader ?? null });
           rec.promoteMaxLag = m.promoteMaxLag ?? rec.promoteMaxLag;
           const seen = new Set<number>();
           for (const x of m.members ?? []) {
@@ -309,6 +315,11 @@ export function catchUp(rec: Recorder, id: number, since: number): { from: numbe
   const from = l[i]!.at;
   const done = l.slice(i).find((x) => !('gone' in x) && ((x.live && x.lag !== null && x.lag <= rec.promoteMaxLag) || x.voter));
   return done ? { from, to: done.at } : null;
+}
+
+/** When a node other than `id` first led after `since`, in the leader's view. */
+export function otherLeader(rec: Recorder, id: number, since: number): number | null {
+  return rec.leaders.find((x) => x.at >= since && x.leader !== null && x.leader !== id)?.at ?? null;
 }
 
 /** When node `id` left the leader's view after `since`. */
@@ -456,13 +467,25 @@ export const stepsText = (steps: StepTime[]) =>
 /** The steps whose drain runs beside a minReadySeconds wait the floor counts (drainAhead). */
 const DRAINS_AHEAD = ['awaitNextRestart', 'awaitStopGate'];
 
-export async function overheadOf(s: Scenario, rec: Recorder, run: RunFigures, row: { totalMs: number; floorMs: number; floorMinReadyMs?: number }): Promise<Overhead> {
+/** The membership in the leader's view at `at` (the recorder's samples), for the first change a purged log no longer explains. */
+function membershipAt(rec: Recorder, at: number): { voters: number[]; learners: number[] } | undefined {
+  const voters: number[] = [];
+  const learners: number[] = [];
+  for (const [id, samples] of rec.members) {
+    const last = samples.filter((x) => x.at <= at).at(-1);
+    if (!last || 'gone' in last) continue;
+    (last.voter ? voters : learners).push(id);
+  }
+  return voters.length ? { voters: voters.sort((a, b) => a - b), learners: learners.sort((a, b) => a - b) } : undefined;
+}
+
+export async function overheadOf(s: Scenario, rec: Recorder, run: RunFigures, row: { totalMs: number; floorMs: number; floorMinReadyMs?: number; since: number }): Promise<Overhead> {
   const steps = await heldSteps(s, { workflowId: `queencluster/${s.ns}/queen`, runId: run.runId });
   const drainWaitMs = DEFAULT_SETTINGS.drainMs;
   const drains = steps.filter((st) => st.held.includes('requests-drained') && !DRAINS_AHEAD.includes(st.type)).length;
   const minReadyHeld = steps.reduce((t, st) => t + (st.heldMs['pod-ready-for-min-ready-seconds'] ?? 0), 0);
   const minReadyMs = Math.max(0, minReadyHeld - (row.floorMinReadyMs ?? 0));
-  const changes = rec.raft ? rec.raft.changeTimes(rec.raftBefore) : [];
+  const changes = rec.raft ? rec.raft.changeTimes(rec.raftBefore, membershipAt(rec, row.since)) : [];
   const changesMs = changes.reduce((t, c) => t + (c.ms ?? 0), 0);
   return {
     drains,

@@ -60,7 +60,7 @@ async function measure(which: 'follower' | 'leader'): Promise<Row> {
   }
   const drainMs = drainTime(rec, since);
   const steps = await stepTimes(s, run, since);
-  const overhead = await overheadOf(s, rec, run, { totalMs: run.totalMs, floorMs });
+  const overhead = await overheadOf(s, rec, run, { totalMs: run.totalMs, floorMs, since });
   const row: Row = { operation: `replace the ${which}`, totalMs: run.totalMs, floorMs, floorParts: parts, pushes, run, drainMs, overhead, steps, notes, timeline: timeline(rec, since) };
   await s.close();
   s = null;

@@ -4,14 +4,14 @@
 // started; they start side by side) plus the learners' catch-up (in the leader's membership view,
 // from a node first shown as a learner until it is live within the broker's promotion limit; the
 // learners have a link each, so the longest counts); going down, the removed pods' stop (their
-// deletion until they are gone; the longest counts), plus the restart that hands leadership away
-// when a removed node leads. The drain before a node leaves and the membership changes are not in
+// deletion until they are gone; they stop side by side, the longest counts), plus, when a removed
+// node leads, its hand-off (its pod's deletion until another node leads, in the leader's view). The drain before a node leaves and the membership changes are not in
 // the floor. Printed and written under .cache/, not asserted. QUEEN_BENCH_SCALE_TO=1 runs 3→1→3 alone,
 // QUEEN_BENCH_SCALE_TO=5 3→5→3 alone.
 import { afterEach, it } from 'vitest';
 import { startLoad } from '../testbed/load.ts';
 import { BIG_STORE, BIG_STORE_MESSAGES, buildStore, formed, getCluster, scenario, seedSpec, sleep, waitForCluster, type Scenario } from '../e2e/harness.ts';
-import { BENCH_RATE, catchUp, change, drainTime, operationRun, overheadOf, stepTimes, pushesOf, record, report, timeline, successors, type Recorder, type Row } from './measure.ts';
+import { BENCH_RATE, catchUp, change, drainTime, operationRun, otherLeader, overheadOf, stepTimes, pushesOf, record, report, timeline, successors, type Recorder, type Row } from './measure.ts';
 
 const MIN_READY_SECONDS = 5;
 let s: Scenario | null = null;
@@ -47,7 +47,7 @@ async function step(sc: Scenario, from: number, to: number): Promise<Omit<Row, '
         : `nodes ${handedOff.join(' and ')}, removed, led in turn: each was restarted once to hand leadership away (the floor counts node ${leader}'s)`;
   const drainMs = drainTime(rec, since);
   const steps = await stepTimes(sc, run, since);
-  const overhead = await overheadOf(sc, rec, run, { totalMs: run.totalMs, floorMs });
+  const overhead = await overheadOf(sc, rec, run, { totalMs: run.totalMs, floorMs, since });
   return { operation: `scale ${from}→${to}`, totalMs: run.totalMs, floorMs, floorParts: parts, run, drainMs, overhead, steps, notes, timeline: timeline(rec, since) };
 }
 
@@ -72,10 +72,12 @@ function downFloor(rec: Recorder, ids: number[], since: number, leader: number |
   }
   const parts: Record<string, number> = { 'the removed pods stop': stop };
   if (leader !== null && ids.includes(leader)) {
-    // The leader hands leadership away as its pod stops: its first pod to stop since the change,
-    // until it was gone. (Its successor need not be Ready: its node leaves next.)
-    const first = (rec.pods.get(pod(leader)) ?? []).find((p) => p.deletingAt !== undefined && p.deletingAt >= since && p.goneAt !== undefined);
-    parts['the leader\'s pod stopping once'] = first ? first.goneAt! - first.deletingAt! : NaN;
+    // The leader hands leadership away as its pod stops: from its first pod to stop since the
+    // change until another node leads (its node leaves next; the rest of its stop and its successor
+    // run beside what follows).
+    const first = (rec.pods.get(pod(leader)) ?? []).find((p) => p.deletingAt !== undefined && p.deletingAt >= since);
+    const led = first ? otherLeader(rec, leader, first.deletingAt!) : null;
+    parts['the leader\'s hand-off'] = first && led !== null ? led - first.deletingAt! : NaN;
   }
   return parts;
 }

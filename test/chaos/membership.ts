@@ -66,14 +66,30 @@ export interface MembershipLog {
   changes(after?: number, upTo?: number): MembershipChange[];
   /** A configuration entry left joint at the end of the log (a voter change not finished). */
   jointAtEnd(): string | null;
-  /** Each membership change after index `after`, with its own time as the leader's log tells it. */
-  changeTimes(after?: number): ChangeTime[];
+  /** Each membership change after index `after`, with its own time as the leader's log tells it (`baseline`: the membership before it). */
+  changeTimes(after?: number, baseline?: { voters: number[]; learners: number[] }): ChangeTime[];
   /** Volumes that could not be read (for a note). */
   problems: string[];
   stop(): void;
 }
 
 const HEAD = /^\{"index":(\d+),"term":(\d+),(?:"ts":(\d+),)?/;
+
+/** What changed from one configuration to the next: nodes added as learners, promoted, demoted, removed. */
+function diff(prev: Pick<Config, 'voters' | 'learners'>, next: Pick<Config, 'voters' | 'learners'>): { kind: ChangeKind; node: number }[] {
+  const v0 = new Set(prev.voters);
+  const l0 = new Set(prev.learners);
+  const v1 = new Set(next.voters);
+  const l1 = new Set(next.learners);
+  const out: { kind: ChangeKind; node: number }[] = [];
+  for (const id of [...new Set([...v0, ...l0, ...v1, ...l1])].sort((a, b) => a - b)) {
+    const was = v0.has(id) ? 'voter' : l0.has(id) ? 'learner' : null;
+    const is = v1.has(id) ? 'voter' : l1.has(id) ? 'learner' : null;
+    const kind: ChangeKind | null = was === is ? null : is === 'learner' ? (was ? 'demote' : 'learner') : is === 'voter' ? 'promote' : 'remove';
+    if (kind) out.push({ kind, node: id });
+  }
+  return out;
+}
 
 /** Reads the Raft logs (log.jsonl) of some volume folders, each from where the last read ended. */
 export class MembershipReader {
@@ -157,38 +173,34 @@ export class MembershipReader {
     let prev: ConfigEntry | null = null;
     for (const e of this.chain()) {
       if (e.config.joint) continue;
-      if (prev && e.index > after && e.index <= upTo) {
-        const v0 = new Set(prev.config.voters);
-        const l0 = new Set(prev.config.learners);
-        const v1 = new Set(e.config.voters);
-        const l1 = new Set(e.config.learners);
-        for (const id of [...new Set([...v0, ...l0, ...v1, ...l1])].sort((a, b) => a - b)) {
-          const was = v0.has(id) ? 'voter' : l0.has(id) ? 'learner' : null;
-          const is = v1.has(id) ? 'voter' : l1.has(id) ? 'learner' : null;
-          const kind: ChangeKind | null =
-            was === is ? null : is === 'learner' ? (was ? 'demote' : 'learner') : is === 'voter' ? 'promote' : 'remove';
-          if (kind) out.push({ index: e.index, kind, node: id });
-        }
-      }
+      if (prev && e.index > after && e.index <= upTo) out.push(...diff(prev.config, e.config).map((c) => ({ index: e.index, ...c })));
       prev = e;
     }
     return out;
   }
 
-  /** Each membership change after index `after`, with its own time as the leader's log tells it (ChangeTime). */
-  changeTimes(after = 0): ChangeTime[] {
+  /**
+   * Each membership change after index `after`, with its own time as the leader's log tells it
+   * (ChangeTime). `baseline`: the membership before the first one, when the logs no longer hold the
+   * entry that made it (a snapshot or a purge took it).
+   */
+  changeTimes(after = 0, baseline?: Pick<Config, 'voters' | 'learners'>): ChangeTime[] {
     const out: ChangeTime[] = [];
     let began: number | null = null;
+    let prev: Pick<Config, 'voters' | 'learners'> | null = null;
     for (const e of this.chain()) {
-      if (e.index <= after) continue;
       if (e.config.joint) {
-        began ??= e.ts;
+        if (e.index > after) began ??= e.ts;
         continue;
       }
-      const first = began ?? e.ts;
-      const next = this.nextTs.get(e.index);
-      out.push({ index: e.index, changes: this.changes(e.index - 1, e.index).map(changeKey), ms: first !== null && next !== undefined ? next - first : null });
+      if (e.index > after) {
+        const from = prev ?? baseline;
+        const first = began ?? e.ts;
+        const next = this.nextTs.get(e.index);
+        out.push({ index: e.index, changes: from ? diff(from, e.config).map(changeKey) : [], ms: first !== null && next !== undefined ? next - first : null });
+      }
       began = null;
+      prev = e.config;
     }
     return out;
   }
@@ -222,7 +234,7 @@ export async function followMembership(namespace: string, name = 'queen', pollMs
     problems: reader.problems,
     changes: (after, upTo) => reader.changes(after, upTo),
     jointAtEnd: () => reader.jointAtEnd(),
-    changeTimes: (after) => reader.changeTimes(after),
+    changeTimes: (after, baseline) => reader.changeTimes(after, baseline),
     stop: () => clearInterval(timer),
   };
 }

@@ -100,18 +100,16 @@ describe('a plan', () => {
     expect(steps(p)).toEqual([
       'node 5 leads: stopping its pod once so it hands leadership away before it is removed',
       'removing node 5 from the membership',
-      'removing the pods above node 4',
       'removing node 4 from the membership',
       'removing the pods above node 3',
-      'deleting the volume claim of pod 3',
-      'deleting the volume claim of pod 4',
+      'deleting the volume claims of pods 3 and 4',
     ]);
     expect(p.steps[0]!.gates).toEqual(expect.arrayContaining([...RESTART_GATES]));
     // A voter leaves through the stop gate (issue 8, item 4), its pod drained first.
     expect(p.steps[1]!.gates).toEqual(expect.arrayContaining([...STOP_GATE_NAMES, ...LEAVE_GATES]));
     expect(p.steps[1]!.gates).toEqual(expect.arrayContaining(['not-paused', 'voter-not-stalled', 'write-commits', 'pod-out-of-endpoints', 'requests-drained', 'membership-change']));
     // A claim goes once its pod is gone.
-    expect(p.steps[5]!.gates).toContain('pod-gone');
+    expect(p.steps[4]!.gates).toContain('pod-gone');
   });
 
   it('of voters while a membership change is in flight: the wait, and no guess past it', () => {
