@@ -156,9 +156,10 @@ export async function drainPod(deps: ActivityDeps, ref: ClusterRef, pod: DrainTa
 /**
  * Drains pods side by side (drainPod, one wait for all): the pods of the nodes a scale-down
  * removes go out of the client Services together, so the next removal finds its pod drained
- * already. Returns the pods that were there to drain (the others are gone).
+ * already. Returns the pods that were there to drain (the others are gone); `waited` on the array
+ * says whether any was reachable by clients and so waited for (false: they were only labelled).
  */
-export async function drainPods(deps: ActivityDeps, ref: ClusterRef, pods: DrainTarget[], words: DrainWords): Promise<DrainTarget[]> {
+export async function drainPods(deps: ActivityDeps, ref: ClusterRef, pods: DrainTarget[], words: DrainWords): Promise<DrainTarget[] & { waited?: boolean }> {
   const log = opLogger(deps, ref);
   const qc = await loadCluster(deps, ref);
   const services = await servingServices(deps.kube, qc);
@@ -174,6 +175,7 @@ export async function drainPods(deps: ActivityDeps, ref: ClusterRef, pods: Drain
   }
   if (listed.length === 0) return present;
   await stepEvent(deps, qc, 'DrainPod', words.event);
+  Object.assign(present, { waited: true });
   log.info({ pods: listed.map((p) => p.name) }, words.event);
   const fast: ActivityDeps = { ...deps, settings: { ...deps.settings, pollMs: DRAIN_POLL_MS } };
   const which = podsText(listed.map((p) => p.ordinal));

@@ -44,14 +44,14 @@ export async function changeThroughLeader(
   what: string,
   nodeId: number,
   change: (base: string, token: string | null) => Promise<ChangeResult>,
-): Promise<{ ok: true } | { hold: Hold }> {
+): Promise<{ ok: true; membership: MembershipObservation } | { hold: Hold }> {
   const spec = withDefaults(qc.spec);
   const leader = obs.membership?.leader;
   const pod = leader != null ? podAt(obs, leader - 1) : undefined;
   const base = pod ? brokerBase(deps.settings.brokerAccess, qc, spec, pod) : null;
   if (!base) return { hold: { phase, message: `${what}: waiting for the leader's pod to answer`, gate: 'leader-known' satisfies ChangeGate } };
   const r = await change(base, await brokerToken(deps, qc));
-  if (r.ok) return { ok: true };
+  if (r.ok) return { ok: true, membership: r.membership };
   const answered = r.code ? `the leader answered "${r.code}"` : r.error;
   if (r.kind === 'permanent') {
     return { hold: { phase: 'Blocked', message: `${what}: ${answered}: ${refusalAdvice(r.code ?? '', nodeId)}`, gate: 'membership-change' satisfies ChangeGate } };
@@ -68,7 +68,8 @@ export async function changeThroughLeader(
  * Status follows a membership change at once (voters, learners, members, leader), not at the
  * observer's next look: a person, or a tool that counts the voters down, reads the membership
  * the cluster has. (After an operator restart the observer may be a minute away.) With `seen`,
- * an observation taken after the change, that one.
+ * an observation taken after the change, or the one taken before it with the membership the
+ * leader answered the change with (as it stands right after the change committed).
  */
 export async function mirrorMembership(deps: ActivityDeps, qc: QueenCluster, seen?: Observation): Promise<void> {
   try {
@@ -122,7 +123,7 @@ export function membershipActivities(deps: ActivityDeps) {
         );
         if ('hold' in c) return c;
         await stepEvent(deps, qc, 'AddLearner', what);
-        await mirrorMembership(deps, qc);
+        await mirrorMembership(deps, qc, { ...obs, membership: c.membership });
         return { done: true };
       });
     },
@@ -156,7 +157,7 @@ export function membershipActivities(deps: ActivityDeps) {
         if ('hold' in c) return c;
         sent = false;
         await stepEvent(deps, qc, 'Promote', what);
-        await mirrorMembership(deps, qc);
+        await mirrorMembership(deps, qc, { ...obs, membership: c.membership });
         return { done: true };
       });
     },
@@ -224,7 +225,17 @@ export async function leaveAfterDrain<R>(deps: ActivityDeps, ref: ClusterRef, ru
     drained = null;
     companions = [];
   };
-  type Look = { result: R } | { drain: DrainTarget; with: DrainTarget[] };
+  type Look = { result: R } | { drain: DrainTarget; with: DrainTarget[]; qc: QueenCluster; obs: Observation };
+  /** The change through the leader, on the cluster as a look has just seen it and let it go. */
+  const send = async (qc: QueenCluster, obs: Observation): Promise<{ done: { result: R } } | { hold: Hold }> => {
+    sent = true;
+    const c = await changeThroughLeader(deps, qc, obs, phase, what, nodeId, (base, token) => removeMember(base, nodeId, token));
+    if ('hold' in c) return c;
+    sent = false;
+    await stepEvent(deps, qc, 'RemoveMember', what);
+    await mirrorMembership(deps, qc, { ...obs, membership: c.membership });
+    return { done: { result: rules.removed } };
+  };
   for (;;) {
     const look = await holdUntil<Look>(deps, ref, async () => {
       const qc = await loadCluster(deps, ref);
@@ -246,14 +257,8 @@ export async function leaveAfterDrain<R>(deps: ActivityDeps, ref: ClusterRef, ru
         return 'done' in gated ? { done: { result: gated.done } } : gated;
       }
       const pod = drainTarget(obs, nodeId - 1);
-      if (pod && pod.uid !== drained?.uid) return { done: { drain: pod, with: rules.companions?.(qc, obs).filter((c) => c.uid !== pod.uid) ?? [] } };
-      sent = true;
-      const c = await changeThroughLeader(deps, qc, obs, phase, what, nodeId, (base, token) => removeMember(base, nodeId, token));
-      if ('hold' in c) return c;
-      sent = false;
-      await stepEvent(deps, qc, 'RemoveMember', what);
-      await mirrorMembership(deps, qc);
-      return { done: { result: rules.removed } };
+      if (pod && pod.uid !== drained?.uid) return { done: { drain: pod, with: rules.companions?.(qc, obs).filter((c) => c.uid !== pod.uid) ?? [], qc, obs } };
+      return send(qc, obs);
     });
     if ('drain' in look) {
       await undrain();
@@ -263,7 +268,15 @@ export async function leaveAfterDrain<R>(deps: ActivityDeps, ref: ClusterRef, ru
       const event = drainEvent(pods, `${nodesLeave(pods)} the membership`);
       const present = await drainPods(deps, ref, pods, { phase, what, event });
       companions = present.filter((p) => p.uid !== look.drain.uid);
-      if (present.some((p) => p.uid === look.drain.uid)) drained = look.drain;
+      if (!present.some((p) => p.uid === look.drain.uid)) continue;
+      drained = look.drain;
+      // A pod no client could reach (drained with the node that left before it) was only labelled:
+      // the look that let the removal go is a moment old, and the change goes now. After a drain
+      // wait the gate is looked at again first.
+      if (!present.waited) {
+        const now = await send(look.qc, look.obs);
+        if ('done' in now) return now.done.result;
+      }
       continue;
     }
     if (look.result !== rules.removed) await undrain();
