@@ -65,6 +65,7 @@ const WORDS: Record<string, (args: unknown[]) => string> = {
   expandClaims: (a) => arg<string>(a, 3),
   deleteStatefulSetOrphan: (a) => arg<string>(a, 1),
   createStatefulSet: (a) => `creating the StatefulSet again with ${arg<number>(a, 1)} pods`,
+  recreateStatefulSet: (a) => arg<string>(a, 1),
   observeClusterStatus: () => 'observing the cluster',
 };
 
