@@ -132,6 +132,17 @@ export function handsOffBeforeLeaving(m: MembershipObservation, nodeId: number):
 }
 
 /**
+ * Whether the leader, leaving in a scale-down to `wanted` voters, will be stopped once to hand
+ * leadership away when its turn comes: the nodes above it leave first, one at a time, and then
+ * handsOffBeforeLeaving decides. False when it stays, or when it will leave directly.
+ */
+export function leaderHandsOffAtItsTurn(m: MembershipObservation, wanted: number): boolean {
+  const leader = m.leader;
+  if (leader === null || leader <= wanted) return false;
+  return m.voters.filter((id) => id <= leader).length > 2;
+}
+
+/**
  * The pod of a node that is not a member holds data: it applied entries, which only a member
  * can have received. It was in the membership before (a scale-down or a replacement that ended
  * early) and may not come back with that data; an empty node applies nothing until it is added.

@@ -2,7 +2,7 @@
 // and S5 (3 to 1), and the gaps closed (G5: never fewer pods than members; G8: claims deleted).
 import { describe, expect, it } from 'vitest';
 import type { Observation } from '../../plan/observation.ts';
-import { learnerNearlyCaughtUp, nextVoterStep } from '../../plan/voters.ts';
+import { leaderHandsOffAtItsTurn, learnerNearlyCaughtUp, nextVoterStep } from '../../plan/voters.ts';
 import { cluster, member, pod, setMember } from './fixture.ts';
 
 function removeMember(obs: Observation, id: number) {
@@ -198,5 +198,18 @@ describe('without its StatefulSet, a scale waits for the cluster to be formed ag
     const obs = cluster(3, 3, 1);
     obs.statefulSet = null;
     expect(nextVoterStep(obs, 5)).toEqual({ kind: 'wait', message: 'the StatefulSet queen is gone: the cluster has to be formed again', gate: 'statefulset-present' });
+  });
+});
+
+describe('the leader of a scale-down: stopped once to hand off, or leaving directly when two voters are left at its turn', () => {
+  it('is told apart by the voters left when the nodes above it have gone', () => {
+    const obs = cluster(3, 3, 3);
+    expect(leaderHandsOffAtItsTurn(obs.membership!, 1)).toBe(true);
+    obs.membership!.leader = 2;
+    expect(leaderHandsOffAtItsTurn(obs.membership!, 1)).toBe(false);
+    obs.membership!.leader = 1;
+    expect(leaderHandsOffAtItsTurn(obs.membership!, 1)).toBe(false);
+    const five = cluster(5, 5, 4);
+    expect(leaderHandsOffAtItsTurn(five.membership!, 3)).toBe(true);
   });
 });
