@@ -167,10 +167,11 @@ export interface RestartWords {
   /** The step's line, in status and as the Event. */
   message: string;
   /**
-   * The pod's node leaves the membership after this restart (a scale-down's hand-off): the pods
-   * of the other nodes the scale-down removes go out of the client Services with it, in the same
-   * drain wait, and the removals after it find them drained already. The restart ends once
-   * another node leads: the node leaves next, and nothing waits for its pod's successor.
+   * The pod's node leaves the membership after this restart (a hand-off before a scale-down or a
+   * replacement removes it): the pods of the other nodes a scale-down removes go out of the client
+   * Services with it, in the same drain wait, and the removals after it find them drained
+   * already. The restart ends once another node leads: the node leaves next, and nothing waits for
+   * its pod's successor.
    */
   leaving?: boolean;
 }

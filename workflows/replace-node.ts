@@ -58,7 +58,8 @@ export async function replaceNode(input: OperationInput): Promise<string> {
         );
         if (pick === YIELDED) return yieldedBefore();
         if (pick) {
-          await CancellationScope.nonCancellable(() => step(line.handOff, 'wait').restartPod(ref, pick, { phase: 'Replacing', message: line.handOff }));
+          // Its node leaves next: the restart ends once another node leads.
+          await CancellationScope.nonCancellable(() => step(line.handOff, 'wait').restartPod(ref, pick, { phase: 'Replacing', message: line.handOff, leaving: true }));
         }
       }
       // Out of the membership: from here on the node is re-added whatever happens (a cancel waits
