@@ -75,14 +75,15 @@ export function scaleActivities(deps: ActivityDeps) {
       if (await deleteClaimByUid(deps.kube, ref.namespace, claimName, claimUid)) await stepEvent(deps, qc, 'DeleteClaim', message);
     },
 
-    /** Deletes the claims of pods that are gone for good, each if it is still the one observed (UID precondition), each with its Event. */
+    /**
+     * Deletes the claims of pods that are gone for good, each if it is still the one observed (UID
+     * precondition), each with its Event, in the order of their pods (kubectl describe lists them so).
+     */
     async deleteClaims(ref: ClusterRef, claims: ClaimToDelete[]): Promise<void> {
       const qc = await loadCluster(deps, ref);
-      await Promise.all(
-        claims.map(async (c) => {
-          if (await deleteClaimByUid(deps.kube, ref.namespace, c.claimName, c.claimUid)) await stepEvent(deps, qc, 'DeleteClaim', c.message);
-        }),
-      );
+      for (const c of claims) {
+        if (await deleteClaimByUid(deps.kube, ref.namespace, c.claimName, c.claimUid)) await stepEvent(deps, qc, 'DeleteClaim', c.message);
+      }
     },
   };
 }

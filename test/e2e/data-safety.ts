@@ -2,12 +2,9 @@
 // brokers' Raft logs followed from their volumes (test/chaos/membership.ts, as the chaos cells read
 // them), a change policy that refuses to delete volume claims, the claims' UIDs, and the step Events
 // said since a moment.
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import type { CoreV1Event } from '@kubernetes/client-node';
 import { changeKey, followMembership, type MembershipLog } from '../chaos/membership.ts';
-import { kubectl } from '../testbed/client.ts';
-import { clusterEvents, sleep, testbed, type Scenario } from './harness.ts';
+import { clusterEvents, refuseByPolicy, type Scenario } from './harness.ts';
 
 /** The Event reasons of the membership and volume steps. */
 export const DATA_STEPS = ['ReplaceStarted', 'RemoveMember', 'WipeVolume', 'AddLearner', 'Promote', 'ReplaceFinished', 'ScalePods', 'DeleteClaim', 'RestartPod'];
@@ -34,48 +31,9 @@ export async function claimUid(s: Scenario, ordinal: number): Promise<string | n
   }
 }
 
-/**
- * A change policy of the cluster that refuses to delete volume claims in the scenario's namespace
- * (a ValidatingAdmissionPolicy: the API server answers 403). Returns what lifts it.
- */
-export async function freezeClaimDeletes(s: Scenario): Promise<() => Promise<void>> {
-  const file = join(testbed().dir, `keep-claims-${s.ns}.yaml`);
-  writeFileSync(
-    file,
-    `apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingAdmissionPolicy
-metadata: { name: keep-claims-${s.ns} }
-spec:
-  failurePolicy: Fail
-  matchConstraints: { resourceRules: [{ apiGroups: [""], apiVersions: ["v1"], operations: ["DELETE"], resources: ["persistentvolumeclaims"] }] }
-  validations:
-    - expression: "false"
-      message: "volume claims are kept by the change policy"
-      reason: Forbidden
----
-apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingAdmissionPolicyBinding
-metadata: { name: keep-claims-${s.ns} }
-spec:
-  policyName: keep-claims-${s.ns}
-  validationActions: [Deny]
-  matchResources: { namespaceSelector: { matchLabels: { kubernetes.io/metadata.name: ${s.ns} } } }
-`,
-  );
-  const r = await kubectl(['apply', '-f', file]);
-  if (r.code !== 0) throw new Error(`the claim policy was not applied: ${r.stderr}`);
-  let lifted = false;
-  const lift = async () => {
-    if (lifted) return;
-    lifted = true;
-    await kubectl(['delete', '--ignore-not-found', '-f', file]);
-    // The API server drops (and loads) a policy within a few seconds.
-    await sleep(5000);
-  };
-  s.onClose(lift);
-  await sleep(3000);
-  return lift;
-}
+/** A change policy of the cluster that refuses to delete volume claims in the scenario's namespace (403). */
+export const freezeClaimDeletes = (s: Scenario) =>
+  refuseByPolicy(s, 'keep-claims', { apiGroup: '', operation: 'DELETE', resource: 'persistentvolumeclaims' }, 'volume claims are kept by the change policy');
 
 /** How often each step Event has been said until now (its count), to tell later ones apart. */
 export async function eventCounts(s: Scenario): Promise<Map<string, number>> {
