@@ -9,7 +9,6 @@ import type { V1EndpointSlice, V1Pod } from '@kubernetes/client-node';
 import type { Phase, QueenCluster } from '../crd/schema.ts';
 import { podAt, type Observation } from '../plan/observation.ts';
 import { podsToServe } from '../plan/serving.ts';
-import { leaderHandsOffAtItsTurn } from '../plan/voters.ts';
 import { listText, podsText } from '../plan/format.ts';
 import type { DrainGate } from '../plan/steps.ts';
 import { withDefaults } from '../crd/defaults.ts';
@@ -260,18 +259,14 @@ export function nodesLeave(pods: DrainTarget[]): string {
 
 /**
  * The pods of the nodes a scale-down removes (members above the voters wanted), highest first,
- * but `except`'s and the leader's if it will be stopped once to hand leadership away (it comes
- * back serving, and is drained for that stop): they are drained together with the first pod a
- * scale-down drains, so each later removal finds its pod out of the client Services already. A
- * leader that will leave directly (the leader of two) is drained with them.
+ * but the leader's and `except`'s: they are drained together with the first pod a scale-down
+ * drains, so each later removal finds its pod out of the client Services already.
  */
 export function leavingPods(qc: QueenCluster, obs: Observation, except: number): DrainTarget[] {
   const wanted = withDefaults(qc.spec).replicas;
-  const m = obs.membership;
-  const handsOff = !!m && leaderHandsOffAtItsTurn(m, wanted);
-  const ids = (m?.members ?? [])
-    .map((x) => x.nodeId)
-    .filter((id) => id > wanted && id !== except && !(handsOff && id === m?.leader))
+  const ids = (obs.membership?.members ?? [])
+    .map((m) => m.nodeId)
+    .filter((id) => id > wanted && id !== except && id !== obs.membership?.leader)
     .sort((a, b) => b - a);
   return ids.map((id) => drainTarget(obs, id - 1)).filter((t): t is DrainTarget => t !== null);
 }

@@ -120,8 +120,6 @@ function voterSteps({ obs, spec }: PlanInput): PlannedStep[] {
         m.leader = m.voters.find((id) => id !== s.nodeId && id <= spec.replicas) ?? m.voters.find((id) => id !== s.nodeId) ?? null;
         break;
       case 'remove-member':
-        // A leader of two leaves directly: the voter left leads.
-        if (m.leader === s.nodeId) m.leader = m.voters.find((id) => id !== s.nodeId) ?? null;
         m.members = m.members.filter((x) => x.nodeId !== s.nodeId);
         m.voters = m.voters.filter((id) => id !== s.nodeId);
         m.learners = m.learners.filter((id) => id !== s.nodeId);

@@ -5,14 +5,13 @@
 // from a node first shown as a learner until it is live within the broker's promotion limit; the
 // learners have a link each, so the longest counts); going down, the removed pods' stop (their
 // deletion until they are gone; they stop side by side, the longest counts), plus, when a removed
-// node leads, its hand-off (its pod's deletion until another node leads, in the leader's view), or
-// for the leader of two, which leaves directly, the election after it left. The drain before a node leaves and the membership changes are not in
+// node leads, its hand-off (its pod's deletion until another node leads, in the leader's view). The drain before a node leaves and the membership changes are not in
 // the floor. Printed and written under .cache/, not asserted. QUEEN_BENCH_SCALE_TO=1 runs 3→1→3 alone,
 // QUEEN_BENCH_SCALE_TO=5 3→5→3 alone.
 import { afterEach, it } from 'vitest';
 import { startLoad } from '../testbed/load.ts';
 import { BIG_STORE, BIG_STORE_MESSAGES, buildStore, formed, getCluster, scenario, seedSpec, sleep, waitForCluster, type Scenario } from '../e2e/harness.ts';
-import { BENCH_RATE, catchUp, change, drainTime, leftView, operationRun, otherLeader, overheadOf, stepTimes, pushesOf, record, report, timeline, successors, type Recorder, type Row } from './measure.ts';
+import { BENCH_RATE, catchUp, change, drainTime, operationRun, otherLeader, overheadOf, stepTimes, pushesOf, record, report, timeline, successors, type Recorder, type Row } from './measure.ts';
 
 const MIN_READY_SECONDS = 5;
 let s: Scenario | null = null;
@@ -77,15 +76,8 @@ function downFloor(rec: Recorder, ids: number[], since: number, leader: number |
     // change until another node leads (its node leaves next; the rest of its stop and its successor
     // run beside what follows).
     const first = (rec.pods.get(pod(leader)) ?? []).find((p) => p.deletingAt !== undefined && p.deletingAt >= since);
-    const left = leftView(rec, leader, since);
-    if (first && (left === null || first.deletingAt! < left)) {
-      const led = otherLeader(rec, leader, first.deletingAt!);
-      parts['the leader\'s hand-off'] = led !== null ? led - first.deletingAt! : NaN;
-    } else {
-      // The leader of two left directly: the voter left elects itself.
-      const led = left !== null ? otherLeader(rec, leader, left) : null;
-      parts['the election after the leader left'] = left !== null && led !== null ? led - left : NaN;
-    }
+    const led = first ? otherLeader(rec, leader, first.deletingAt!) : null;
+    parts['the leader\'s hand-off'] = first && led !== null ? led - first.deletingAt! : NaN;
   }
   return parts;
 }

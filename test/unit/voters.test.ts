@@ -2,7 +2,7 @@
 // and S5 (3 to 1), and the gaps closed (G5: never fewer pods than members; G8: claims deleted).
 import { describe, expect, it } from 'vitest';
 import type { Observation } from '../../plan/observation.ts';
-import { leaderHandsOffAtItsTurn, learnerNearlyCaughtUp, nextVoterStep } from '../../plan/voters.ts';
+import { learnerNearlyCaughtUp, nextVoterStep } from '../../plan/voters.ts';
 import { cluster, member, pod, setMember } from './fixture.ts';
 
 function removeMember(obs: Observation, id: number) {
@@ -136,15 +136,14 @@ describe('3 to 1 voter: two voters never lose one before it left the membership 
     expect(nextVoterStep(obs, 1)).toMatchObject({ kind: 'scale-pods', pods: 1, message: 'removing the pods above node 1' });
   });
 
-  it('a leader among three hands leadership away before it leaves; the leader of two leaves directly', () => {
+  it('a leader that leaves hands leadership away first, the leader of two too', () => {
     const obs = cluster(3, 3, 3);
     expect(nextVoterStep(obs, 1)).toMatchObject({ kind: 'hand-off', nodeId: 3 });
-    // The hand-off went to node 2, which leaves too: with two voters, stopping its pod would leave
-    // node 1 leading a cluster that commits nothing until it is back.
+    // The hand-off went to node 2, which leaves too.
     obs.membership!.leader = 2;
     expect(nextVoterStep(obs, 1)).toMatchObject({ kind: 'remove-member', nodeId: 3 });
     removeMember(obs, 3);
-    expect(nextVoterStep(obs, 1)).toEqual({ kind: 'remove-member', nodeId: 2, message: 'removing node 2 from the membership' });
+    expect(nextVoterStep(obs, 1)).toMatchObject({ kind: 'hand-off', nodeId: 2 });
   });
 });
 
@@ -198,18 +197,5 @@ describe('without its StatefulSet, a scale waits for the cluster to be formed ag
     const obs = cluster(3, 3, 1);
     obs.statefulSet = null;
     expect(nextVoterStep(obs, 5)).toEqual({ kind: 'wait', message: 'the StatefulSet queen is gone: the cluster has to be formed again', gate: 'statefulset-present' });
-  });
-});
-
-describe('the leader of a scale-down: stopped once to hand off, or leaving directly when two voters are left at its turn', () => {
-  it('is told apart by the voters left when the nodes above it have gone', () => {
-    const obs = cluster(3, 3, 3);
-    expect(leaderHandsOffAtItsTurn(obs.membership!, 1)).toBe(true);
-    obs.membership!.leader = 2;
-    expect(leaderHandsOffAtItsTurn(obs.membership!, 1)).toBe(false);
-    obs.membership!.leader = 1;
-    expect(leaderHandsOffAtItsTurn(obs.membership!, 1)).toBe(false);
-    const five = cluster(5, 5, 4);
-    expect(leaderHandsOffAtItsTurn(five.membership!, 3)).toBe(true);
   });
 });
