@@ -8,7 +8,7 @@ import { Runtime, Worker, bundleWorkflowCode, makeTelemetryFilterString, type Ac
 import { CancelledFailure, CompleteAsyncError } from '@temporalio/common';
 import { AsyncCompletionClient } from '@temporalio/client';
 import type { Logger } from 'pino';
-import { gatesHeld } from './activities/common.ts';
+import { gatesHeld } from './activities/waits.ts';
 import type { ClusterCache } from './activities/cluster-cache.ts';
 import { createActivities } from './activities/index.ts';
 import { ObserverRounds } from './activities/observer.ts';

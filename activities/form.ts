@@ -6,16 +6,8 @@ import type { QueenCluster } from '../crd/schema.ts';
 import { assess } from '../plan/assess.ts';
 import { memberOf, type Observation, podAt } from '../plan/observation.ts';
 import { stallMemoryFromStatus } from '../plan/stalls.ts';
-import {
-  holdUntil,
-  loadCluster,
-  observeCluster,
-  opLogger,
-  probeThrough,
-  stepEvent,
-  type ActivityDeps,
-  type ClusterRef,
-} from './common.ts';
+import { loadCluster, observeCluster, opLogger, probeThrough, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
+import { holdUntil } from './waits.ts';
 import { recordProbe } from './gate.ts';
 import { applyObjectsBesideStatefulSet } from './apply.ts';
 import { applyObject, getStatefulSet, listPods, patchClusterStatus, readObject } from './kube.ts';

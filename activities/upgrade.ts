@@ -15,7 +15,8 @@ import { podAt, type Observation, type PodObservation } from '../plan/observatio
 import { canaryProblem, canaryUp, newVersionFailure, readyAndLive, timeLeftText, type CanaryStart, type ProgressWatch } from '../plan/progress.ts';
 import { nextRestart, outdatedPods, type RestartPick } from '../plan/restarts.ts';
 import { probeWrite } from './broker.ts';
-import { ASK_THE_API_SERVER, brokerToken, holdUntil, loadCluster, observeCluster, probeThrough, stepEvent, type ActivityDeps, type ClusterRef, type Hold } from './common.ts';
+import { brokerToken, loadCluster, observeCluster, probeThrough, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
+import { ASK_THE_API_SERVER, holdUntil, type Hold } from './waits.ts';
 import { drainAheadOrHold, gateOptions, recordProbe, stallMemory, stopHold } from './gate.ts';
 import { applyObject, getStatefulSet, listPods, patchClusterStatus, rawRequest } from './kube.ts';
 import { brokerBase, podObservation } from './observe.ts';
