@@ -36,7 +36,7 @@ export interface PlanInput {
 }
 
 /** The gates every stop of a pod waits on: not paused, the stop gate, a write through a pod that stays. */
-export const STOP_GATE_NAMES: readonly GateName[] = ['not-paused', ...STOP_GATES.map((g) => g.name), 'write-commits'];
+export const STOP_GATE_NAMES: readonly GateName[] = ['not-paused', ...new Set(STOP_GATES.flatMap((g) => [g.name, ...(g.as ?? [])])), 'write-commits'];
 
 /**
  * The gates a voter's removal waits on (activities/membership.ts removalHold, leaveAfterDrain): the
