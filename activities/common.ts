@@ -73,6 +73,12 @@ export interface ClusterRef {
   namespace: string;
   name: string;
   uid: string;
+  /**
+   * The workflow that runs this step waits for a person itself: a hold that only a person (or
+   * something outside the QueenCluster) lifts ends the step `parked` (waits.ts). Absent where the
+   * workflow was recorded before it could (it then waits in the step, as it always did).
+   */
+  parks?: boolean;
 }
 
 export const clusterKey = (ref: Pick<ClusterRef, 'namespace' | 'name'>) => `${ref.namespace}/${ref.name}`;
@@ -144,9 +150,12 @@ export async function writePhase(deps: ActivityDeps, ref: ClusterRef, phase: Pha
   });
 }
 
-/** Mirrors the running step into status: phase, message, and operation.step / operation.gate. */
+/**
+ * Mirrors the running step into status: phase, message, and operation.step / operation.gate. A step
+ * that writes its line does not wait for a person (operation.parked goes).
+ */
 export async function writeStep(deps: ActivityDeps, ref: ClusterRef, step: StepStatus, read?: QueenCluster) {
-  await writePhase(deps, ref, step.phase, step.message, { operation: { step: step.message, gate: step.gate ?? null } }, read);
+  await writePhase(deps, ref, step.phase, step.message, { operation: { step: step.message, gate: step.gate ?? null, parked: null } }, read);
 }
 
 /**

@@ -5,6 +5,7 @@ import { activityInfo } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure, CompleteAsyncError } from '@temporalio/common';
 import { apiErrorMessage, apiServerReady, describeKubeError, getCluster, patchClusterStatus, statusCode } from './kube.ts';
 import { keepAlive, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
+import { Parking } from './waits.ts';
 import { idsText } from '../plan/format.ts';
 
 /**
@@ -46,6 +47,8 @@ const WORDS: Record<string, (args: unknown[]) => string> = {
   applyPodTemplate: () => 'applying the new pod template',
   awaitNextRestart: () => 'waiting until the next pod may stop',
   awaitSettled: () => 'waiting for the cluster to settle',
+  awaitCanary: (a) => `soaking pod ${arg<{ ordinal: number }>(a, 1)?.ordinal} on the new version`,
+  awaitFailureDecision: (a) => `waiting for a person's decision about ${arg<{ failedVersion: string }>(a, 1)?.failedVersion ?? 'the new version'}`,
   describeVersions: () => 'reading which pods run which version',
   checkReplacement: (a) => `checking the request to replace ${arg<string>(a, 1)}`,
   leaveMembership: (a) => `removing node ${arg<{ nodeId: number }>(a, 1)?.nodeId} from the membership`,
@@ -132,7 +135,11 @@ async function tellFailing(deps: ActivityDeps, target: ClusterRef, words: string
   if (attempt === TELL_FROM_ATTEMPT || attempt % 10 === 0) await stepEvent(deps, qc, 'StepFailing', message, 'Warning', true);
 }
 
-/** Every activity of `steps`, kept alive by heartbeats, its failures classified and told. */
+/**
+ * Every activity of `steps`, kept alive by heartbeats, its failures classified and told. A wait
+ * that parks (waits.ts) ends its step with `{ parked }` in place of the step's result: the
+ * workflow's wait steps (workflows/operation.ts) take that, wait, and run the step again.
+ */
 export function guarded<T extends Record<string, Step>>(deps: ActivityDeps, steps: T): T {
   const out: Record<string, Step> = {};
   for (const [type, fn] of Object.entries(steps)) {
@@ -141,6 +148,7 @@ export function guarded<T extends Record<string, Step>>(deps: ActivityDeps, step
         try {
           return await fn(...args);
         } catch (err) {
+          if (err instanceof Parking) return { parked: err.parked };
           throw await stepFailure(deps, type, args, err);
         }
       });

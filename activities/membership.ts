@@ -13,7 +13,7 @@ import { memberOf, type MembershipObservation, type Observation, podAt } from '.
 import { catchUpLookAgainAt, CHANGE_IN_FLIGHT_FAST_MS, changeInFlightLookAgainAt, holdsOldData } from '../plan/voters.ts';
 import { addLearner, promote, refusalAdvice, removeMember, type ChangeResult } from './broker.ts';
 import { brokerToken, loadCluster, observeCluster, opLogger, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
-import { holdUntil, type Hold } from './waits.ts';
+import { holdUntil, Parking, type Hold } from './waits.ts';
 import { drainEvent, drainPods, drainTarget, leavingPods, nodesLeave, setServing, type DrainTarget } from './drain.ts';
 import { gateOptions, stallMemory, stopHold } from './gate.ts';
 import { brokerBase } from './observe.ts';
@@ -223,6 +223,7 @@ export async function leaveAfterDrain<R>(deps: ActivityDeps, ref: ClusterRef, ru
   };
   type Look = { result: R } | { drain: DrainTarget; with: DrainTarget[] };
   for (;;) {
+    // A wait that parks (for a person) leaves no pod drained behind it.
     const look = await holdUntil<Look>(deps, ref, async () => {
       const qc = await loadCluster(deps, ref);
       const obs = await observeCluster(deps, qc);
@@ -251,6 +252,9 @@ export async function leaveAfterDrain<R>(deps: ActivityDeps, ref: ClusterRef, ru
       await stepEvent(deps, qc, 'RemoveMember', what);
       await mirrorMembership(deps, qc);
       return { done: { result: rules.removed } };
+    }).catch(async (err: unknown) => {
+      if (err instanceof Parking) await undrain();
+      throw err;
     });
     if ('drain' in look) {
       await undrain();

@@ -39,23 +39,36 @@ export interface AppliedTemplate {
   version: string;
   /** A rollback of this same request was under way (an earlier run stopped in it): it goes on. */
   rollingBack?: RollbackTarget;
+  /**
+   * This version failed and holds for a person (status.upgrade.held, recorded by an earlier run
+   * that was then yielded or cancelled): the verdict stands until onFailure, the version or the
+   * retry annotation changes.
+   */
+  held?: UpgradeFailure;
 }
 
-/** Why the new version failed, in words, and the version. */
+/** Why the new version failed, in words, and the version (and its image, where the step knew it). */
 export interface UpgradeFailure {
   reason: string;
   failedVersion: string;
+  failedImage?: string;
 }
+
+/** What a person decided about a held failure: roll it back, go to another version, or try it again. */
+export type FailureDecision = 'rollback' | 'retarget' | 'again';
 
 export type NextRestart =
   | { kind: 'done' }
   | { kind: 'retarget'; specHash: string }
   /** `canarySeconds`: the pick is the first pod to move to the new version, and it soaks this long. */
   | { kind: 'restart'; pick: RestartPick; specHash: string; canarySeconds?: number }
-  /** The new version fails and spec.upgrade.onFailure is Rollback. */
-  | { kind: 'failed'; failure: UpgradeFailure };
+  /**
+   * The new version fails: spec.upgrade.onFailure is Rollback, or (`hold`) it is Hold and the
+   * workflow waits for a person's decision (a run that parks its waits).
+   */
+  | { kind: 'failed'; failure: UpgradeFailure; hold?: boolean };
 
-export type CanaryVerdict = { kind: 'passed' } | { kind: 'retarget' } | { kind: 'failed'; failure: UpgradeFailure };
+export type CanaryVerdict = { kind: 'passed' } | { kind: 'retarget' } | { kind: 'failed'; failure: UpgradeFailure; hold?: boolean };
 
 export interface CanaryInput {
   ordinal: number;
@@ -96,18 +109,24 @@ export function approvalHold(qc: QueenCluster, pick: RestartPick): Hold | null {
 }
 
 /** With spec.upgrade.onFailure Hold, a failed new version waits for a person, who is told what they can do. */
-export function failureHold(version: string, reason: string): Hold {
+export function failureHold(version: string, reason: string, retry?: { namespace: string; name: string }): Hold {
+  const again = retry ? `, or try it again: kubectl -n ${retry.namespace} annotate queencluster ${retry.name} ${ANNOTATIONS.retry}=$(date +%s) --overwrite` : '';
   return {
     phase: 'Blocked',
     gate: 'new-version-healthy',
-    message: `the upgrade to ${version} holds: ${reason}; set spec.upgrade.onFailure to Rollback to roll it back, or change spec.version`,
+    message: `the upgrade to ${version} holds: ${reason}; set spec.upgrade.onFailure to Rollback to roll it back, or change spec.version${again}`,
   };
 }
 
-/** Tracks whether the pod restarted last has come up on the new version, and judges the new version. */
-function progressJudge(watch: ProgressWatch | null | undefined) {
+/**
+ * Tracks whether the pod restarted last has come up on the new version, and judges the new
+ * version: a failure rolls back (onFailure Rollback), or holds for a person. In a run that parks
+ * its waits (`parks`) the hold is the workflow's: the failure ends the wait (`held`), and the
+ * verdict stands there whatever the pods do next.
+ */
+function progressJudge(watch: ProgressWatch | null | undefined, parks = false) {
   let progressed = false;
-  return (qc: QueenCluster, obs: Observation): { failed: UpgradeFailure } | { hold: Hold } | null => {
+  return (qc: QueenCluster, obs: Observation): { failed: UpgradeFailure; held?: boolean } | { hold: Hold } | null => {
     const spec = withDefaults(qc.spec);
     if (watch && !progressed && podAt(obs, watch.ordinal)?.hash === obs.wantedHash && readyAndLive(obs, watch.ordinal)) progressed = true;
     const reason = newVersionFailure({
@@ -118,8 +137,17 @@ function progressJudge(watch: ProgressWatch | null | undefined) {
     });
     if (!reason) return null;
     if (spec.upgrade.onFailure === 'Rollback') return { failed: { reason, failedVersion: spec.version } };
+    if (parks) return { failed: { reason, failedVersion: spec.version, failedImage: imageRef(spec) }, held: true };
     return { hold: failureHold(spec.version, reason) };
   };
+}
+
+/** The failed version a person is asked about, recorded in status.upgrade.held. */
+type HeldStatus = NonNullable<UpgradeStatus['held']>;
+
+/** A held verdict still stands: the spec asks for the image that failed, and nobody asked to try it again. */
+function heldStands(qc: QueenCluster, held: HeldStatus): boolean {
+  return held.image === imageRef(withDefaults(qc.spec)) && (held.retryToken ?? '') === readAnnotations(qc.metadata.annotations).retry;
 }
 
 const fingerprintOf = (qc: QueenCluster) => `spec:${specHash(qc)}`;
@@ -208,6 +236,13 @@ export function upgradeActivities(deps: ActivityDeps) {
       }
       // A rollback of another request is over: this one supersedes it.
       if (rollback) await patchUpgradeStatus(deps, ref, { rollback: null });
+      // A failure of this very version that waits for a person: the verdict stands (an earlier run
+      // recorded it and was then yielded or cancelled), until the version or the retry annotation changes.
+      const held = qc.status?.upgrade?.held;
+      if (held && heldStands(qc, held)) {
+        return { ...applied, held: { reason: held.reason ?? '', failedVersion: held.version ?? spec.version, failedImage: held.image } };
+      }
+      if (held) await patchUpgradeStatus(deps, ref, { held: null });
       const before = live.spec?.template.metadata?.annotations?.[ANNOTATIONS.configHash];
       // The template every pod runs is recorded before the StatefulSet takes the new one.
       await Promise.all([recordPrevious(deps, ref, qc, live, hash), applyObjectsBesideStatefulSet(deps, ref, qc)]);
@@ -228,7 +263,7 @@ export function upgradeActivities(deps: ActivityDeps) {
      * the progress deadline) and spec.upgrade.onFailure is Rollback; with Hold it holds.
      */
     async awaitNextRestart(ref: ClusterRef, applied: { specHash: string; watch?: ProgressWatch | null }): Promise<NextRestart> {
-      const judge = progressJudge(applied.watch);
+      const judge = progressJudge(applied.watch, ref.parks);
       return holdUntil<NextRestart>(deps, ref, async (look) => {
         const qc = await look.cluster();
         const spec = withDefaults(qc.spec);
@@ -236,7 +271,7 @@ export function upgradeActivities(deps: ActivityDeps) {
         if (wanted !== applied.specHash) return { done: { kind: 'retarget', specHash: wanted } };
         const obs = await look.observe(qc);
         const verdict = judge(qc, obs);
-        if (verdict && 'failed' in verdict) return { done: { kind: 'failed', failure: verdict.failed } };
+        if (verdict && 'failed' in verdict) return { done: { kind: 'failed', failure: verdict.failed, ...(verdict.held ? { hold: true } : {}) } };
         if (verdict) return verdict;
         const pick = nextRestart(obs);
         if (!pick) return { done: { kind: 'done' } };
@@ -266,11 +301,11 @@ export function upgradeActivities(deps: ActivityDeps) {
     async awaitSettled(
       ref: ClusterRef,
       applied: { specHash: string; stopping?: boolean; watch?: ProgressWatch | null; wantedHash?: string },
-    ): Promise<{ settled: boolean; again: boolean; reason?: string; failure?: UpgradeFailure }> {
+    ): Promise<{ settled: boolean; again: boolean; reason?: string; failure?: UpgradeFailure; hold?: boolean }> {
       const deadline = Date.now() + deps.settings.settleTimeoutMs;
       const rollback = applied.wantedHash !== undefined;
-      const judge = progressJudge(applied.watch);
-      return holdUntil<{ settled: boolean; again: boolean; reason?: string; failure?: UpgradeFailure }>(deps, ref, async (look) => {
+      const judge = progressJudge(applied.watch, ref.parks);
+      return holdUntil<{ settled: boolean; again: boolean; reason?: string; failure?: UpgradeFailure; hold?: boolean }>(deps, ref, async (look) => {
         const qc = await look.cluster();
         if (!applied.stopping && !rollback && specHash(qc) !== applied.specHash) return { done: { settled: false, again: true } };
         const seen = await look.observe(qc);
@@ -282,7 +317,7 @@ export function upgradeActivities(deps: ActivityDeps) {
           if (loop) return { done: { settled: false, again: false, reason: loop } };
         } else if (!rollback) {
           const verdict = judge(qc, obs);
-          if (verdict && 'failed' in verdict) return { done: { settled: false, again: false, failure: verdict.failed } };
+          if (verdict && 'failed' in verdict) return { done: { settled: false, again: false, failure: verdict.failed, ...(verdict.held ? { hold: true } : {}) } };
           if (verdict) return verdict;
         }
         const hold = stopGate({ obs, memory: stallMemory(qc, obs), target: null, opts: gateOptions(deps, obs, 0) });
@@ -310,8 +345,10 @@ export function upgradeActivities(deps: ActivityDeps) {
      * for spec.upgrade.canarySeconds before the next pod moves: it has to stay the same pod, run,
      * stay Ready, live and caught up, and a write has to commit through it (a problem that is
      * not a restart has to be seen twice in a row). A failure fails the upgrade: `failed` with
-     * onFailure Rollback, a hold with Hold (until the spec changes, or onFailure becomes Rollback).
-     * An operator that restarts during the soak starts it again from its beginning.
+     * onFailure Rollback; with Hold, `failed` and `hold` where the workflow waits for the person
+     * itself (a run that parks its waits), else a hold here until the spec changes. When the soak
+     * began is in status.upgrade.canary: an attempt after an operator restart goes on with the
+     * time that is left, not from the beginning.
      */
     async awaitCanary(ref: ClusterRef, c: CanaryInput): Promise<CanaryVerdict> {
       const o = c.ordinal;
@@ -322,10 +359,15 @@ export function upgradeActivities(deps: ActivityDeps) {
       const failed = (qc: QueenCluster, reason: string): { done: CanaryVerdict } | { hold: Hold } => {
         failure = reason;
         const spec = withDefaults(qc.spec);
-        if (spec.upgrade.onFailure === 'Rollback') return { done: { kind: 'failed', failure: { reason, failedVersion: c.version } } };
+        const verdict = { reason, failedVersion: c.version };
+        if (spec.upgrade.onFailure === 'Rollback') return { done: { kind: 'failed', failure: verdict } };
+        if (ref.parks) return { done: { kind: 'failed', failure: { ...verdict, failedImage: imageRef(spec) }, hold: true } };
         return { hold: failureHold(c.version, reason) };
       };
-      return holdUntil<CanaryVerdict>(deps, ref, async () => {
+      const ended = async (qc: QueenCluster) => {
+        if (qc.status?.upgrade?.canary) await patchUpgradeStatus(deps, ref, { canary: null });
+      };
+      const verdict = await holdUntil<CanaryVerdict>(deps, ref, async () => {
         const qc = await loadCluster(deps, ref);
         const spec = withDefaults(qc.spec);
         if (specHash(qc) !== c.specHash) return { done: { kind: 'retarget' } };
@@ -341,8 +383,16 @@ export function upgradeActivities(deps: ActivityDeps) {
             return { hold: { phase: 'Upgrading', message: `pod ${o} is the canary: waiting for it to be Ready, live and caught up on ${c.version}`, gate: 'canary-soaked' } };
           }
           start = { ordinal: o, uid: pod.uid, restarts: pod.restarts };
-          soakUntil = Date.now() + c.seconds * 1000;
-          await stepEvent(deps, qc, 'Canary', `soaking pod ${o} on ${c.version} for ${goDuration(c.seconds * 1000)}`);
+          // The soak of this very pod began before (an attempt whose operator restarted): it goes on.
+          const began = qc.status?.upgrade?.canary;
+          const since = began?.podUid === pod.uid && began.version === c.version && began.startedAt ? Date.parse(began.startedAt) : NaN;
+          if (Number.isFinite(since)) {
+            soakUntil = since + c.seconds * 1000;
+          } else {
+            soakUntil = Date.now() + c.seconds * 1000;
+            await patchUpgradeStatus(deps, ref, { canary: { ordinal: o, podUid: pod.uid, version: c.version, startedAt: new Date().toISOString(), seconds: c.seconds } });
+            await stepEvent(deps, qc, 'Canary', `soaking pod ${o} on ${c.version} for ${goDuration(c.seconds * 1000)}`);
+          }
         }
         let problem = canaryProblem(obs, start, caughtUp);
         if (!problem) {
@@ -354,6 +404,7 @@ export function upgradeActivities(deps: ActivityDeps) {
         if (problem?.waits) {
           // Not the version's doing: the soak starts again once the node is back.
           soakUntil = Date.now() + c.seconds * 1000;
+          await patchUpgradeStatus(deps, ref, { canary: { ordinal: o, podUid: start.uid, version: c.version, startedAt: new Date().toISOString(), seconds: c.seconds } });
         } else if (problem) {
           strikes++;
           if (problem.fatal || strikes >= 2) return failed(qc, `the canary failed: ${problem.reason}`);
@@ -369,6 +420,34 @@ export function upgradeActivities(deps: ActivityDeps) {
         return {
           hold: { phase: 'Upgrading', message: `pod ${o} is the canary on ${c.version}: ${checking}; ${timeLeftText(left)} left`, gate: 'canary-soaked' },
         };
+      });
+      await ended(await loadCluster(deps, ref));
+      return verdict;
+    },
+
+    /**
+     * Waits for a person's decision about a new version that failed under onFailure Hold: the
+     * verdict is recorded in status.upgrade.held (a later run of the same upgrade holds on it
+     * too), and stands whatever the pods do, until spec.upgrade.onFailure becomes Rollback
+     * (`rollback`), spec.version or the image changes (`retarget`), or the retry annotation
+     * changes (`again`: the version is tried again). A wait for a person: it parks.
+     */
+    async awaitFailureDecision(ref: ClusterRef, failure: UpgradeFailure): Promise<FailureDecision> {
+      return holdUntil<FailureDecision>(deps, ref, async () => {
+        const qc = await loadCluster(deps, ref);
+        const spec = withDefaults(qc.spec);
+        const image = failure.failedImage ?? imageRef(spec);
+        const retry = readAnnotations(qc.metadata.annotations).retry;
+        let held = qc.status?.upgrade?.held;
+        if (!held || held.image !== image) {
+          held = { version: failure.failedVersion, image, reason: failure.reason, retryToken: retry, since: new Date().toISOString() };
+          await patchUpgradeStatus(deps, ref, { held });
+          await stepEvent(deps, qc, 'UpgradeHeld', failureHold(failure.failedVersion, failure.reason, qc.metadata).message, 'Warning');
+        }
+        const decided: FailureDecision | null = imageRef(spec) !== image ? 'retarget' : spec.upgrade.onFailure === 'Rollback' ? 'rollback' : retry !== (held.retryToken ?? '') ? 'again' : null;
+        if (!decided) return { hold: failureHold(failure.failedVersion, failure.reason, qc.metadata) };
+        await patchUpgradeStatus(deps, ref, { held: null });
+        return { done: decided };
       });
     },
 

@@ -1,13 +1,35 @@
-// The wait machinery of the steps: a wait looks at its cluster until a check says it is done,
-// inside one heartbeating activity, and writes what holds it into status as it changes. A look
-// may read from the process's watches; a change of the cluster's objects wakes the next one.
+// The wait machinery of the steps. A wait for the machine looks at its cluster until a check says
+// it is done, inside one heartbeating activity, and writes what holds it into status as it
+// changes; a look may read from the process's watches, and a change of the cluster's objects wakes
+// the next one. A wait for a person does not stay in the activity: the hold is written into
+// status with a token of what the cluster is, and the step ends `parked`; the workflow waits
+// until the watcher signals that the cluster changed (or, for a hold lifted outside the
+// QueenCluster, a durable timer), then runs the step again. Which is which is the gate's
+// (LIFTED_BY in plan/gates.ts).
+import { createHash } from 'node:crypto';
 import { Context, sleep } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
-import type { QueenCluster } from '../crd/schema.ts';
+import type { Phase, QueenCluster } from '../crd/schema.ts';
+import { liftOf, type Lift, type ParkedHold } from '../plan/gates.ts';
 import type { Observation } from '../plan/observation.ts';
 import type { OwnedObjects } from './cluster-cache.ts';
 import { gateWait } from '../metrics.ts';
-import { beat, brokerRefusal, loadCluster, observeCluster, opLogger, watchedCluster, writeStep, type ActivityDeps, type ClusterRef, type StepStatus } from './common.ts';
+import {
+  beat,
+  brokerRefusal,
+  loadCluster,
+  observeCluster,
+  opLogger,
+  watchedCluster,
+  writePhase,
+  writeStep,
+  type ActivityDeps,
+  type ClusterRef,
+  type StepStatus,
+} from './common.ts';
+import { getStatefulSet, listClaims, listPods } from './kube.ts';
+import { claimObservation, podObservation } from './observe.ts';
+import { names } from './resources.ts';
 
 /**
  * Ends a waiting step when this replica stops, with a failure Temporal retries at once on another
@@ -161,6 +183,66 @@ export function gatesHeld(activity: object): string | null {
   return [...held.entries()].map(([gate, ms]) => `${gate} ${secs(ms)} s`).join(', ');
 }
 
+/** Thrown by a wait that parks, through whatever the step was doing; the step ends with `{ parked }`. */
+export class Parking {
+  readonly parked: ParkedHold;
+  constructor(parked: ParkedHold) {
+    this.parked = parked;
+  }
+}
+
+/**
+ * What the QueenCluster and what it owns are, as far as a parked wait cares: the spec (its
+ * generation) and the annotations, each pod's uid, whether it runs, is Ready or stops, each
+ * claim's uid and size, the StatefulSet. The watcher computes it from its watches at every change
+ * and signals a parked operation whose token differs (watcher.ts); the wait computes it when it
+ * parks, from the same watches where it can.
+ */
+export function wakeToken(qc: QueenCluster, owned: OwnedObjects): string {
+  const name = qc.metadata.name;
+  const pods = owned.pods
+    .map((p) => podObservation(name, p))
+    .filter((p) => p !== null)
+    .map((p) => [p.ordinal, p.uid, p.running, p.ready, p.terminating])
+    .sort();
+  const claims = owned.claims
+    .map((c) => claimObservation(name, c))
+    .filter((c) => c !== null)
+    .map((c) => [c.ordinal, c.uid, c.terminating, c.capacityBytes, c.resizePending])
+    .sort();
+  const sts = owned.statefulSet ? [owned.statefulSet.metadata?.uid, owned.statefulSet.spec?.replicas, !!owned.statefulSet.metadata?.deletionTimestamp] : null;
+  const annotations = Object.entries(qc.metadata.annotations ?? {}).sort(([a], [b]) => a.localeCompare(b));
+  const state = JSON.stringify([qc.metadata.uid, qc.metadata.generation, annotations, pods, claims, sts]);
+  return createHash('sha256').update(state).digest('hex').slice(0, 16);
+}
+
+/** What the cluster owns, from the process's watches when they are fresh, else from the API server. */
+async function ownedNow(deps: ActivityDeps, ref: ClusterRef): Promise<OwnedObjects> {
+  const watched = watchedCluster(deps, ref);
+  if (watched) return watched.owned;
+  const [pods, claims, statefulSet] = await Promise.all([
+    listPods(deps.kube, ref.namespace, ref.name),
+    listClaims(deps.kube, ref.namespace),
+    getStatefulSet(deps.kube, ref.namespace, names.statefulSet(ref.name)),
+  ]);
+  return { pods, claims, statefulSet, services: [] };
+}
+
+/**
+ * Parks a hold: status says it (with the token the watcher compares, and since when it waits for a
+ * person), then the step ends through Parking.
+ */
+async function park(deps: ActivityDeps, ref: ClusterRef, hold: Hold, lift: Exclude<Lift, 'machine'>, read: QueenCluster | undefined): Promise<never> {
+  const qc = read ?? (await loadCluster(deps, ref));
+  const token = wakeToken(qc, await ownedNow(deps, ref));
+  const before = qc.status?.operation?.parked;
+  // The same hold parked again keeps the time it began.
+  const since = before && qc.status?.operation?.gate === (hold.gate ?? null) && before.since ? before.since : new Date().toISOString();
+  await writePhase(deps, ref, hold.phase, hold.message, { operation: { step: hold.message, gate: hold.gate ?? null, parked: { lift, since, token } } }, qc);
+  opLogger(deps, ref).info({ phase: hold.phase, gate: hold.gate, lift }, `parked: ${hold.message}`);
+  throw new Parking({ gate: hold.gate ?? null, phase: hold.phase, message: hold.message, lift });
+}
+
 /**
  * Waits inside one activity until `check` is done: it looks again every pollMs, as soon as the
  * cluster's objects change (ChangeWake), or when the hold lifts by time alone (lookAgainAt),
@@ -191,10 +273,16 @@ export async function holdUntil<T>(deps: ActivityDeps, ref: ClusterRef, check: C
     if (('done' in r && look.fromWatch) || 'askTheApiServer' in r) r = await check((look = new Look(deps, ref, false)));
     if ('askTheApiServer' in r) throw new Error('a wait asked for a look from the API server on one from the API server');
     account();
-    if ('done' in r) return { result: r.done };
+    if ('done' in r) {
+      // Parked before, this wait is over: status no longer says it waits for a person.
+      if (look.read?.status?.operation?.parked) await writePhase(deps, ref, look.read.status.phase ?? 'Ready', look.read.status.message ?? '', { operation: { parked: null } }, look.read);
+      return { result: r.done };
+    }
     // No leader's view because the brokers refuse the operator's credentials: say that.
     const refused = r.hold.gate === 'leader-known' ? brokerRefusal(ref.uid) : undefined;
     if (refused) r = { hold: { phase: 'Blocked', message: refused, gate: 'broker-credentials' } };
+    const lift = liftOf(r.hold.gate, r.hold.phase);
+    if (ref.parks && lift !== 'machine') return park(deps, ref, r.hold, lift, look.read);
     heldBy = r.hold.gate ?? 'unnamed';
     const key = `${r.hold.phase}|${r.hold.message}|${r.hold.gate ?? ''}`;
     if (key !== shown) {

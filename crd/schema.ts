@@ -306,6 +306,23 @@ const operationSchema = {
       nullable: true,
       description: 'The more urgent operation this one yields to once the step that runs now has finished (a step is not stopped in its middle).',
     },
+    parked: {
+      type: 'object',
+      nullable: true,
+      description:
+        'Set while the operation waits for a person (its gate is lifted by a change of the QueenCluster, or by something outside it): ' +
+        'it holds no worker slot, and looks again when the QueenCluster or what it owns changes.',
+      required: ['lift', 'since', 'token'],
+      properties: {
+        lift: {
+          type: 'string',
+          enum: ['person', 'outside'],
+          description: 'person: a change of the QueenCluster lifts the gate; outside: something else (a Secret, a node, a StorageClass), so it also looks again now and then.',
+        },
+        since: { type: 'string', format: 'date-time', description: 'Since when it has waited on this gate.' },
+        token: { type: 'string', description: 'What the QueenCluster and its objects were when it parked: the operator wakes it when they change.' },
+      },
+    },
   },
 } as const;
 
@@ -368,6 +385,33 @@ const upgradeStatusSchema = {
         templateHash: { type: 'string', description: 'The pod template they go back to.' },
         fingerprint: { type: 'string', description: 'The request (spec) that failed.' },
         startedAt: { type: 'string', format: 'date-time' },
+      },
+    },
+    held: {
+      type: 'object',
+      nullable: true,
+      description:
+        'A new version that failed under onFailure Hold, and waits for a person: the verdict stands, whatever the pods do ' +
+        'and whatever happens to the operator, until spec.upgrade.onFailure becomes Rollback, spec.version or the image ' +
+        'changes, or the queenmq.com/retry annotation changes (the version is tried again).',
+      properties: {
+        version: { type: 'string', description: 'The version that failed.' },
+        image: { type: 'string', description: 'Its image.' },
+        reason: { type: 'string', description: 'Why it failed.' },
+        retryToken: { type: 'string', description: 'The queenmq.com/retry annotation when it failed.' },
+        since: { type: 'string', format: 'date-time' },
+      },
+    },
+    canary: {
+      type: 'object',
+      nullable: true,
+      description: 'The canary soaking now: the pod, and when its soak began (an operator that restarts goes on with the time left).',
+      properties: {
+        ordinal: { type: 'integer', format: 'int32' },
+        podUid: { type: 'string' },
+        version: { type: 'string' },
+        startedAt: { type: 'string', format: 'date-time' },
+        seconds: { type: 'integer', format: 'int32' },
       },
     },
   },

@@ -4,11 +4,14 @@
 // runs; it signals a running operation to yield to a more urgent one (once per run), and cancels
 // one when asked. It also keeps the cluster's observer running (one per object, by its uid), and
 // keeps status true about runs it did not see end: one ended from outside (terminated, reset) and
-// one no worker takes up (watcher/runs.ts). While an operation runs and only its steps' status
-// moves, Temporal is asked about it at most every describeGapMs. No broker calls, no step logic.
+// one no worker takes up (watcher/runs.ts). An operation that waits for a person (parked, see
+// workflows/operation.ts) is told to look again when its cluster changes. While an operation runs
+// and only its steps' status moves, Temporal is asked about it at most every describeGapMs. No
+// broker calls, no step logic.
 import { Client, WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type WorkflowExecutionDescription } from '@temporalio/client';
 import type { Logger } from 'pino';
 import type { ClusterRef } from '../activities/common.ts';
+import { wakeToken } from '../activities/waits.ts';
 import { getCluster, isConflict, patchClusterAnnotations, patchClusterStatus, recordEvent, type Kube } from '../activities/kube.ts';
 import type { ClusterCache } from '../activities/cluster-cache.ts';
 import { claimObservation, podObservation, statefulSetObservation } from '../activities/observe.ts';
@@ -158,6 +161,8 @@ export class Watcher {
   private readonly observed = new Map<string, { uid: string; at: number }>();
   private readonly cancelled = new Set<string>();
   private readonly yielded = new Set<string>();
+  /** Parked runs told to look again, by `<run id>/<token>`: once per change. */
+  private readonly woken = new Set<string>();
   private readonly noWorkerTold = new Set<string>();
   /** Runs said to be stuck (`<run id>/<kind>`): their Event once, their line again only when it changes. */
   private readonly stuckTold = new Set<string>();
@@ -255,6 +260,7 @@ export class Watcher {
       }
       if (!cached || cached.metadata.deletionTimestamp) return;
       await this.ensureObserver(cached, log);
+      await this.wakeParked(cached, log);
       // At rest (no operation recorded, none needed, nothing to cancel) there is nothing to ask
       // Temporal: whatever runs or not, nothing would be started, yielded or cancelled. Hundreds of
       // resting clusters then cost the watcher no call at their status writes and resyncs.
@@ -302,6 +308,32 @@ export class Watcher {
     } finally {
       this.busy.delete(key);
       if (this.again.delete(key)) this.enqueue(namespace, name);
+    }
+  }
+
+  /**
+   * An operation parked at a wait for a person (status.operation.parked) looks again when the
+   * cluster is no longer what it was when it parked: its spec, annotations or objects changed (an
+   * approval, the end of a pause, a decision). Once per run and change; the run recorded in status
+   * is signalled as it is, without asking Temporal first, and a run that ended meanwhile is let be.
+   */
+  private async wakeParked(qc: QueenCluster, log: Logger) {
+    const op = qc.status?.operation;
+    if (!op?.parked || !op.runId) return;
+    const token = wakeToken(qc, this.opts.cache.owned(qc.metadata.namespace, qc.metadata.name));
+    if (token === op.parked.token) return;
+    const key = `${op.runId}/${token}`;
+    if (this.woken.has(key)) return;
+    if (this.woken.size > 10_000) this.woken.clear();
+    this.woken.add(key);
+    log.info({ workflowId: op.workflowId, runId: op.runId, gate: op.gate }, `${op.type} waits for a person at ${op.gate ?? 'a gate'}, and the cluster changed: telling it to look again`);
+    try {
+      // The look-again signal of workflows/operation.ts.
+      await this.opts.temporal.workflow.getHandle(op.workflowId, op.runId).signal('look-again');
+    } catch (err) {
+      if (err instanceof WorkflowNotFoundError) return;
+      this.woken.delete(key);
+      throw err;
     }
   }
 

@@ -107,3 +107,9 @@ export async function activityResults(s: Scenario, run: Pick<Run, 'workflowId' |
   }
   return out;
 }
+
+/** The steps (activities) a run has running or scheduled now: none while it waits for a person. */
+export async function pendingSteps(s: Scenario, workflowId: string): Promise<string[]> {
+  const d = await s.temporal.workflow.getHandle(workflowId).describe();
+  return (d.raw.pendingActivities ?? []).map((a) => a.activityType?.name ?? '');
+}
