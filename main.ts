@@ -130,6 +130,7 @@ export async function main(argv: string[]): Promise<number> {
         log,
         workflowBundlePath: opts.workflowBundle,
         shutdownGraceMs: opts.shutdownGraceMs,
+        maxConcurrentSteps: opts.maxConcurrentSteps,
         stopping: stop.signal,
         cache,
       });
