@@ -16,7 +16,7 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { temporal as proto } from '@temporalio/proto';
-import type { QueenCluster } from '../../crd/schema.ts';
+import type { QueenCluster, QueenClusterSpec } from '../../crd/schema.ts';
 import { ANNOTATIONS } from '../../crd/schema.ts';
 import { applyManifest, control, kubectl } from '../testbed/client.ts';
 import { startLoad, verifyAcknowledged, type Load, type LoadReport } from '../testbed/load.ts';
@@ -40,7 +40,17 @@ import { historyEvents, settledRuns, workflowRuns } from '../e2e/temporal.ts';
 import { followMembership, membershipViolations, changeKey, type MembershipLog } from './membership.ts';
 import { track, type Tracker } from './tracker.ts';
 
-export const OPERATIONS = ['FormCluster', 'RollingUpgrade', 'ScaleUp', 'ScaleDown', 'ReplaceFollower', 'ReplaceLeader', 'GrowVolumes', 'GrowVolumesRestart'] as const;
+export const OPERATIONS = [
+  'FormCluster',
+  'RollingUpgrade',
+  'UpgradeApprovalCanary',
+  'ScaleUp',
+  'ScaleDown',
+  'ReplaceFollower',
+  'ReplaceLeader',
+  'GrowVolumes',
+  'GrowVolumesRestart',
+] as const;
 export type OperationName = (typeof OPERATIONS)[number];
 
 /** The faults of item 2 of the issue: the world around the operator fails while it works. */
@@ -95,10 +105,14 @@ interface OperationDef {
   type: string;
   /** The cluster the operation starts from (FormCluster: none). */
   replicas: 3 | 5;
+  /** More of the spec it is formed with. */
+  spec?: Partial<QueenClusterSpec>;
   /** A recorded history of this operation (test/workflows/histories), for its activity ids. */
   history: string;
   prepare?: (c: Ctx) => Promise<void>;
   trigger: (c: Ctx) => Promise<void>;
+  /** What a person does while it runs (an approval once it asks for one); ends by itself. */
+  during?: (c: Ctx, began: number) => Promise<void>;
   voters: number[];
   /** How many UIDs each pod has from the trigger to the end (a restart makes one more). */
   uids: (c: Ctx) => Record<string, Range>;
@@ -140,6 +154,33 @@ export const DEFS: Record<OperationName, OperationDef> = {
     uids: () => each(3, [2, 2]),
     claimsDeleted: () => [],
     events: () => ({ RollingUpgradeStarted: once, UpdateTemplate: once, RestartPod: [3, 3], RollingUpgradeSucceeded: once }),
+    members: () => [],
+  },
+  // An upgrade that waits for a person twice: its canary soaks (the waits of the machine), and the
+  // leader waits for an approval, parked in the workflow, which a person gives once it is asked.
+  UpgradeApprovalCanary: {
+    workflow: 'rollingUpgrade',
+    type: 'RollingUpgrade',
+    replicas: 3,
+    spec: { upgrade: { approval: 'Manual', canarySeconds: 15 } },
+    history: 'rollingUpgrade-approval-canary',
+    trigger: (c) => patchSpec(c.s, { version: '2.6.1' }),
+    during: async (c, began) => {
+      const asked = await waitFor(
+        'the upgrade asking for an approval, or its end',
+        async () => {
+          const st = (await getCluster(c.s)).status;
+          if (st?.operation?.gate === 'approved') return 'asked';
+          return st?.lastOperation && Date.parse(st.lastOperation.startedAt ?? '') >= began - 2000 && !st.operation ? 'ended' : undefined;
+        },
+        15 * 60_000,
+      );
+      if (asked === 'asked') await annotate(c.s, { [ANNOTATIONS.approve]: '2.6.1' });
+    },
+    voters: [1, 2, 3],
+    uids: () => each(3, [2, 2]),
+    claimsDeleted: () => [],
+    events: () => ({ RollingUpgradeStarted: once, UpdateTemplate: once, RestartPod: [3, 3], Canary: once, CanaryPassed: once, RollingUpgradeSucceeded: once }),
     members: () => [],
   },
   ScaleUp: {
@@ -426,7 +467,7 @@ export async function runCell(op: OperationName, fault: Fault, opts: CellOptions
     tracker = await track(s.kc, s.ns);
     const c: Ctx = { s, tracker, leader: null, target: null, claimsBefore: new Map() };
     if (op !== 'FormCluster') {
-      const qc = await formed(s, seedSpec({ replicas: def.replicas }));
+      const qc = await formed(s, seedSpec({ replicas: def.replicas, ...def.spec }));
       c.leader = qc.status?.leader ?? null;
       load = startLoad({ kubeConfig: s.kc, namespace: s.ns, service: 'queen', rate: opts.rate ?? 20 });
       // The load reaches every pod before the operation begins.
@@ -448,8 +489,10 @@ export async function runCell(op: OperationName, fault: Fault, opts: CellOptions
     log(`[${s.ns}] ${op} × ${result.fault}: begins`);
     tracker.expectOperation(true);
     await def.trigger(c);
+    const helping = def.during?.(c, began).catch((e: unknown) => void result.violations.push(`the person's part could not be played: ${(e as Error).message}`));
     const injected = fault.kind === 'none' || fault.kind === 'crash' ? null : injectWorldFault(c, op, fault.kind, began);
     const end = await awaitEnd(s, def, began, opts.timeoutMs ?? 15 * 60_000);
+    await helping;
     tracker.expectOperation(false);
     if (injected) {
       await injected.done.catch((e) => result.violations.push(`the fault could not be injected: ${(e as Error).message}`));
