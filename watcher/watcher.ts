@@ -260,11 +260,11 @@ export class Watcher {
       }
       if (!cached || cached.metadata.deletionTimestamp) return;
       await this.ensureObserver(cached, log);
-      await this.wakeParked(cached, log);
       // At rest (no operation recorded, none needed, nothing to cancel) there is nothing to ask
       // Temporal: whatever runs or not, nothing would be started, yielded or cancelled. Hundreds of
       // resting clusters then cost the watcher no call at their status writes and resyncs.
       const view = this.view(cached);
+      await this.wakeParked(cached, view, log);
       const need = neededOperation(view);
       const cancel = readAnnotations(cached.metadata.annotations).cancel;
       if (!cached.status?.operation && !cancel && !need) return;
@@ -316,10 +316,15 @@ export class Watcher {
    * cluster is no longer what it was when it parked: its spec, annotations or objects changed (an
    * approval, the end of a pause, a decision). Once per run and change; the run recorded in status
    * is signalled as it is, without asking Temporal first, and a run that ended meanwhile is let be.
+   * A change that makes it yield or cancel (a more urgent operation, the cancel annotation) ends
+   * the wait by itself: no look again then.
    */
-  private async wakeParked(qc: QueenCluster, log: Logger) {
+  private async wakeParked(qc: QueenCluster, view: ReturnType<Watcher['view']>, log: Logger) {
     const op = qc.status?.operation;
     if (!op?.parked || !op.runId) return;
+    const type = TYPE_OF[op.type] ?? (OPERATION_TYPES.includes(op.type as OperationType) ? (op.type as OperationType) : null);
+    const action = type ? decide(view, { type, workflowId: op.workflowId, runId: op.runId }, Date.now()).action : null;
+    if (action === 'yield' || action === 'cancel') return;
     const token = wakeToken(qc, this.opts.cache.owned(qc.metadata.namespace, qc.metadata.name));
     if (token === op.parked.token) return;
     const key = `${op.runId}/${token}`;
