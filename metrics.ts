@@ -125,6 +125,8 @@ interface ClusterGauges {
   voters: number;
   learners: number;
   term: number | null;
+  /** The running operation waits for a person (status.operation.parked): at which gate, since when (ms). */
+  parked: { type: string; gate: string; since: number } | null;
 }
 
 const PHASES = ['Forming', 'Ready', 'Scaling', 'Upgrading', 'Replacing', 'Resizing', 'Degraded', 'Blocked'];
@@ -142,6 +144,7 @@ export function registerClusterGauges(source: ClusterGaugeSource): void {
         voters: st?.voters?.length ?? 0,
         learners: st?.learners?.length ?? 0,
         term: typeof st?.term === 'number' ? st.term : null,
+        parked: st?.operation?.parked ? { type: st.operation.type, gate: st.operation.gate ?? '', since: Date.parse(st.operation.parked.since) } : null,
       });
     }
   };
@@ -195,6 +198,16 @@ export function registerClusterGauges(source: ClusterGaugeSource): void {
     collect() {
       this.reset();
       each((c) => c.term !== null && this.set({ namespace: c.namespace, name: c.name }, c.term));
+    },
+  });
+  new Gauge({
+    name: 'queen_operation_waiting_for_person_since_seconds',
+    help: 'An operation that waits for a person (an approval, a pause, a failed version held, a Blocked hold): when it began to, in seconds since the epoch, by gate. It holds no worker slot meanwhile.',
+    labelNames: ['namespace', 'name', 'type', 'gate'] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      each((c) => c.parked && Number.isFinite(c.parked.since) && this.set({ namespace: c.namespace, name: c.name, type: c.parked.type, gate: c.parked.gate }, c.parked.since / 1000));
     },
   });
 }
