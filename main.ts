@@ -8,7 +8,7 @@
 import { fileURLToPath } from 'node:url';
 import { Client } from '@temporalio/client';
 import type { NativeConnection, Worker } from '@temporalio/worker';
-import { pino, type Logger } from 'pino';
+import type { Logger } from 'pino';
 import { loadKubeConfig, makeKube } from './activities/kube.ts';
 import { useResolver } from './activities/broker.ts';
 import { setOperatorNamespace } from './activities/resources.ts';
@@ -16,6 +16,7 @@ import { ClusterCache } from './activities/cluster-cache.ts';
 import type { ObserverRounds } from './activities/observer.ts';
 import { apiServerOf, awaitKubernetes, backlogOf, connectTemporal, ensureSearchAttributes, kubeConfigured, Stopped } from './connect.ts';
 import { checksRoute, healthChecks, serve, type Parts } from './health.ts';
+import { operatorLogger } from './log.ts';
 import { trimMemoryAfterBursts } from './memory.ts';
 import { countApiServerRequests, exposition, registerClusterGauges, registerTaskQueueBacklog } from './metrics.ts';
 import { OptionsError, parseOptions, type Options } from './options.ts';
@@ -38,7 +39,7 @@ export async function main(argv: string[]): Promise<number> {
     }
     throw err;
   }
-  const log = pino({ level: opts.logLevel, base: { component: 'queen-operator' } });
+  const log = operatorLogger(opts.logLevel, opts.logFormat);
   const sdkMetricsPort = opts.metricsPort !== null ? await freeLoopbackPort() : null;
   installTemporalRuntime(log, sdkMetricsPort);
   if (opts.resolver) useResolver(opts.resolver);

@@ -8,6 +8,8 @@ import { DEFAULT_SETTINGS, type Settings } from './activities/settings.ts';
 
 export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
+export const LOG_FORMATS = ['auto', 'json', 'pretty'] as const;
+export type LogFormat = (typeof LOG_FORMATS)[number];
 
 export interface TemporalOptions {
   /** host:port of the Temporal frontend. */
@@ -47,6 +49,7 @@ export interface Options {
   unhealthyAfterMs: number;
   settings: Settings;
   logLevel: LogLevel;
+  logFormat: LogFormat;
 }
 
 // ---- values -------------------------------------------------------------------------------------
@@ -192,6 +195,7 @@ export function operatorCommand(): Command {
     .addOption(opt('--shutdown-grace <duration>', "on SIGTERM, how long running steps may take to finish (0s to 1h; keep it under the pod's terminationGracePeriodSeconds)", 'QUEEN_SHUTDOWN_GRACE').argParser(durationWithin('0s', '1h')).default(20_000, '20s'))
     .addOption(opt('--unhealthy-after <duration>', '/healthz fails once the watches have been broken this long (10s to 24h)', 'QUEEN_UNHEALTHY_AFTER').argParser(durationWithin('10s', '24h')).default(120_000, '2m'))
     .addOption(opt('--log-level <level>', 'how much the log says', 'LOG_LEVEL').choices(LOG_LEVELS).default('info'))
+    .addOption(opt('--log-format <format>', 'json (a line of JSON per event), pretty (readable lines), or auto: pretty when stdout is a terminal, json otherwise (a pod)', 'LOG_FORMAT').choices(LOG_FORMATS).default('auto'))
     .allowExcessArguments(false)
     .exitOverride()
     .configureOutput({ writeOut: () => undefined, writeErr: () => undefined });
@@ -251,6 +255,7 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): Options | 
     shutdownGraceMs: o.shutdownGrace as number,
     unhealthyAfterMs: o.unhealthyAfter as number,
     logLevel: o.logLevel as LogLevel,
+    logFormat: o.logFormat as LogFormat,
     settings: {
       ...DEFAULT_SETTINGS,
       brokerAccess: o.brokerAccess as Settings['brokerAccess'],
