@@ -61,7 +61,7 @@ export function renderNamespacedYaml(): string {
         const podNamespace = doc.createNode({ name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } });
         const valueFrom = podNamespace.get('valueFrom', true);
         if (isMap(valueFrom)) valueFrom.flow = true;
-        env.items.splice(1, 0, podNamespace as never);
+        env.items.splice(0, 0, podNamespace as never);
         for (const e of env.items) {
           if (isMap(e) && e.get('name') === 'QUEEN_TASK_QUEUE') {
             e.set('value', 'queen-operator-$(POD_NAMESPACE)');
