@@ -20,7 +20,7 @@ export const operationsStarted = new Counter({
 
 export const operationsEnded = new Counter({
   name: 'queen_operations_ended_total',
-  help: 'Operations ended, by type and result (Succeeded, Failed, Cancelled, Yielded, Terminated).',
+  help: 'Operations ended, by type and result (Succeeded, Failed, Cancelled, Yielded, RolledBack; Terminated: ended from outside, by temporal workflow terminate or a timeout).',
   labelNames: ['type', 'result'] as const,
   registers: [registry],
 });

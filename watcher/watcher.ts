@@ -19,6 +19,7 @@ import { readAnnotations } from '../crd/annotations.ts';
 import { ANNOTATIONS, type Phase, type QueenCluster } from '../crd/schema.ts';
 import type { OperationInput } from '../workflows/operation.ts';
 import { searchAttributesOf } from '../workflows/search-attributes.ts';
+import { operationsEnded } from '../metrics.ts';
 import { decide, neededOperation, OPERATION_TYPES, type Decision, type Need, type OperationType, type RunningOperation } from '../plan/decide.ts';
 import type { ClaimObservation, PodObservation } from '../plan/observation.ts';
 import { endedOutside, lostAttempts, noWorkerStatus, Runs, stuckRun, stuckStatus, waitingForWorker } from './runs.ts';
@@ -442,6 +443,8 @@ export class Watcher {
         const lastOperation = endedOutside(recorded, end, startedFor, { namespace, name }, new Date());
         log.warn({ workflowId: recorded.workflowId, runId: recorded.runId, how: end.status, reason: end.reason, identity: end.identity }, lastOperation.message ?? '');
         if (await this.patchStatus(fresh, { operation: null, lastOperation })) {
+          // Counted once: the write is a compare-and-set, which one replica wins.
+          operationsEnded.inc({ type: recorded.type, result: lastOperation.result });
           await recordEvent(this.opts.kube, fresh, `${recorded.type}${lastOperation.result}`, lastOperation.message ?? '', 'Warning').catch(() => undefined);
         }
         return true;
