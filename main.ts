@@ -14,7 +14,7 @@ import { useResolver } from './activities/broker.ts';
 import { setOperatorNamespace } from './activities/resources.ts';
 import { ClusterCache } from './activities/cluster-cache.ts';
 import type { ObserverRounds } from './activities/observer.ts';
-import { apiServerOf, awaitKubernetes, backlogOf, connectTemporal, ensureSearchAttributes, kubeConfigured, Stopped } from './connect.ts';
+import { apiServerOf, awaitKubernetes, backlogOf, connectTemporal, kubeConfigured, searchAttributesState, Stopped } from './connect.ts';
 import { checksRoute, healthChecks, serve, type Parts } from './health.ts';
 import { operatorLogger } from './log.ts';
 import { trimMemoryAfterBursts } from './memory.ts';
@@ -148,7 +148,7 @@ export async function main(argv: string[]): Promise<number> {
     }
     if (opts.run.has('watcher')) {
       const temporal = new Client({ connection, namespace: opts.temporal.namespace });
-      const searchAttributes = await ensureSearchAttributes(connection, opts.temporal.namespace, log);
+      const searchAttributes = await searchAttributesState(connection, opts.temporal.namespace, log, stop.signal);
       // Beside a worker, its rounds tell the watcher of an observer run gone: checked more rarely.
       const observerCheckMs = rounds ? OBSERVER_CHECK_BESIDE_WORKER_MS : undefined;
       watcher = new Watcher({ cache, kube, temporal, taskQueue: opts.temporal.taskQueue, log, searchAttributes, observerCheckMs, eagerStart: rounds !== null });

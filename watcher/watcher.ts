@@ -112,8 +112,8 @@ export interface WatcherOptions {
    * one); an event after a quiet spell is evaluated at once.
    */
   settleMs?: number;
-  /** The operator's search attributes are registered: the workflows it starts carry them. */
-  searchAttributes?: boolean;
+  /** Whether the operator's search attributes are registered now: the workflows it starts then carry them. */
+  searchAttributes?: () => boolean;
   /** An operation no worker has taken up this long after its start is said in status. */
   noWorkerAfterMs?: number;
   /**
@@ -174,7 +174,7 @@ export class Watcher {
     const resyncMs = opts.resyncMs ?? 30_000;
     this.opts = {
       settleMs: 300,
-      searchAttributes: false,
+      searchAttributes: () => false,
       noWorkerAfterMs: 10_000,
       eagerStart: false,
       describeGapMs: 5000,
@@ -403,7 +403,7 @@ export class Watcher {
         workflowIdConflictPolicy: 'USE_EXISTING',
         staticSummary: `observes the QueenCluster ${namespace}/${name}`,
         staticDetails: observerDetails(namespace, name),
-        ...(this.opts.searchAttributes ? { typedSearchAttributes: searchAttributesOf(namespace, name, 'Observer', '') } : {}),
+        ...(this.opts.searchAttributes() ? { typedSearchAttributes: searchAttributesOf(namespace, name, 'Observer', '') } : {}),
       });
       log.debug('observer running');
     } catch (err) {
@@ -543,7 +543,7 @@ export class Watcher {
         staticSummary: `${decision.need.type} of ${namespace}/${name}: ${decision.need.target}`,
         staticDetails: operationDetails(decision.need.type, namespace, name, decision.need.target),
         requestEagerStart: this.opts.eagerStart,
-        ...(this.opts.searchAttributes ? { typedSearchAttributes: searchAttributesOf(namespace, name, decision.need.type, decision.need.target) } : {}),
+        ...(this.opts.searchAttributes() ? { typedSearchAttributes: searchAttributesOf(namespace, name, decision.need.type, decision.need.target) } : {}),
       });
       log.info(
         { workflowId: handle.workflowId, runId: handle.firstExecutionRunId, type: decision.need.type, target: decision.need.target, eager: handle.eagerlyStarted },
