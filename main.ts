@@ -18,7 +18,7 @@ import { apiServerOf, awaitKubernetes, backlogOf, connectTemporal, kubeConfigure
 import { checksRoute, healthChecks, serve, type Parts } from './health.ts';
 import { operatorLogger } from './log.ts';
 import { trimMemoryAfterBursts } from './memory.ts';
-import { countApiServerRequests, exposition, registerClusterGauges, registerTaskQueueBacklog } from './metrics.ts';
+import { countApiServerRequests, exposition, registerClusterGauges, registerGauge, registerObservedClusters, registerTaskQueueBacklog } from './metrics.ts';
 import { OptionsError, parseOptions, type Options } from './options.ts';
 import { OBSERVER_CHECK_BESIDE_WORKER_MS, Watcher } from './watcher/watcher.ts';
 import { createWorker, freeLoopbackPort, installTemporalRuntime } from './worker.ts';
@@ -57,6 +57,9 @@ export async function main(argv: string[]): Promise<number> {
 
   const parts: Parts = { kubernetes: false, temporal: false, worker: null, watches: null, stopping: false };
   const checks = healthChecks(opts, parts);
+  registerGauge('queen_operator_ready', 'Whether this replica is ready (its /readyz checks pass: it reaches the API server and Temporal, its watches synced, its worker polls): 1 or 0.', () =>
+    checks.ready().every((c) => c.ok) ? 1 : 0,
+  );
   if (opts.healthPort !== null) {
     await serve('the health endpoints (--health-port)', opts.healthPort, opts.bindAddress, {
       '/healthz': checksRoute(checks.live),
@@ -137,6 +140,7 @@ export async function main(argv: string[]): Promise<number> {
       if (stop.signal.aborted) return null;
       parts.worker = worker;
       rounds = taken;
+      registerObservedClusters(() => taken.observed());
       workerDone = worker.run();
       // A worker that fails by itself (not on SIGTERM) takes the process down: the pod restarts.
       workerDone.catch((err) => {
