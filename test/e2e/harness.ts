@@ -279,7 +279,7 @@ export interface Scenario {
    * Installs the operator in the namespace (deploy/namespaced.yaml) with `replicas` pods and the
    * scenario's flags, and waits until they are Ready. Again: changes the replicas or the flags.
    */
-  /** `uncomment`: the manifest's commented lines that match it are uncommented (as deploy/temporal.md tells for TLS). */
+  /** `uncomment`: the manifest's commented lines that match it are uncommented (as docs/temporal.md tells for TLS). */
   install(flags?: OperatorFlags, opts?: { replicas?: number; env?: Record<string, string>; uncomment?: RegExp }): Promise<InstalledOperator>;
   /** An operator process on this machine, for a scenario that must control it by hand. */
   startOperator(label?: string, flags?: OperatorFlags): OperatorProcess;

@@ -145,10 +145,10 @@ describe('operator connections', () => {
     await withCert.op.kill('SIGTERM');
   });
 
-  it("install.yaml's TLS lines uncommented as deploy/temporal.md says: the installed operator reaches a frontend that requires mutual TLS with the Secret temporal-client", async () => {
+  it("install.yaml's TLS lines uncommented as docs/temporal.md says: the installed operator reaches a frontend that requires mutual TLS with the Secret temporal-client", async () => {
     const mtls = await startTlsTerminator(testbed().temporal.address, pki, { requireClientCert: true });
     proxies.push(mtls);
-    // deploy/temporal.md's command, with the test bed's PKI files.
+    // docs/temporal.md's command, with the test bed's PKI files.
     const secret = await kubectl(['-n', s.ns, 'create', 'secret', 'generic', 'temporal-client', `--from-file=ca.crt=${pki.caCert}`, `--from-file=tls.crt=${pki.clientCert}`, `--from-file=tls.key=${pki.clientKey}`]);
     expect(secret.code, secret.stderr).toBe(0);
     // Ready (through /readyz) only once it reached Temporal, which refuses a connection without the client certificate.
