@@ -176,10 +176,11 @@ export function specTable(): string {
 /** The rows of the chart's values: each value with a `# --` comment, by its path (a map without one is walked into). */
 function valueRows(map: YAMLMap, path: string): string[] {
   const rows: string[] = [];
-  for (const pair of map.items) {
+  for (const [i, pair] of map.items.entries()) {
     const key = String(isScalar(pair.key) ? pair.key.value : pair.key);
     const at = `${path}${key}`;
-    const comment = (isScalar(pair.key) ? (pair.key.commentBefore ?? '') : '').trim();
+    // The comment of a nested map's first value is the map's own.
+    const comment = ((isScalar(pair.key) ? pair.key.commentBefore : undefined) ?? (i === 0 ? map.commentBefore : undefined) ?? '').trim();
     const words = /(?:^|\n)\s*-- ([\s\S]*)$/.exec(comment)?.[1]?.replace(/\n\s*/g, ' ');
     if (words === undefined && isMap(pair.value)) {
       rows.push(...valueRows(pair.value, `${at}.`));

@@ -7,7 +7,7 @@ import { describe, expect, expectTypeOf, it } from 'vitest';
 import { parse } from 'yaml';
 import { withDefaults } from '../../crd/defaults.ts';
 import { generatedCoreSchemas } from '../../crd/generate-core.ts';
-import { CHART, flagTable, renderAlertsYaml, renderCrdTemplate, renderCrdYaml, renderInstallYaml, renderNamespacedYaml, renderRbacYaml, renderReference, specTable } from '../../crd/generate.ts';
+import { CHART, flagTable, renderAlertsYaml, renderCrdTemplate, renderCrdYaml, renderInstallYaml, renderNamespacedYaml, renderRbacYaml, renderReference, specTable, valuesTable } from '../../crd/generate.ts';
 import { USER_ANNOTATIONS } from '../../crd/annotations.ts';
 import { operatorCommand } from '../../options.ts';
 import { customResourceDefinition, type QueenClusterSpec, type QueenClusterStatus, type StoredSpec } from '../../crd/schema.ts';
@@ -34,6 +34,9 @@ describe('the QueenCluster API', () => {
     for (const field of ['version', 'storage.size', 'upgrade.onFailure', 'env', 'networkPolicy.enabled']) expect(specTable()).toContain(`| \`${field}\` |`);
     const spec = customResourceDefinition().spec.versions[0]!.schema.openAPIV3Schema.properties.spec.properties;
     for (const field of Object.keys(spec)) expect(specTable()).toContain(`| \`${field}\` |`);
+    // Every value of the chart says what it sets.
+    expect(valuesTable().split('\n').filter((row) => row.endsWith('|  |'))).toEqual([]);
+    expect(valuesTable()).toContain('| `temporal.apiKey.secretName` |');
   });
 
   it("crd/core-schemas.ts is generated from the OpenAPI spec of the test bed's Kubernetes (npm run generate:core)", () => {
