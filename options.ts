@@ -8,6 +8,8 @@ import { DEFAULT_SETTINGS, type Settings } from './activities/settings.ts';
 
 export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
+export const LOG_FORMATS = ['auto', 'json', 'pretty'] as const;
+export type LogFormat = (typeof LOG_FORMATS)[number];
 
 export interface TemporalOptions {
   /** host:port of the Temporal frontend. */
@@ -49,6 +51,7 @@ export interface Options {
   unhealthyAfterMs: number;
   settings: Settings;
   logLevel: LogLevel;
+  logFormat: LogFormat;
 }
 
 // ---- values -------------------------------------------------------------------------------------
@@ -201,6 +204,7 @@ export function operatorCommand(): Command {
     .addOption(opt('--max-concurrent-steps <n>', 'how many steps this replica runs at once: each wait for the machine (a pod to be Ready, a learner to catch up) holds one while it waits; a wait for a person holds none (1 to 10000)', 'QUEEN_MAX_CONCURRENT_STEPS').argParser(countWithin(1, 10_000)).default(200))
     .addOption(opt('--unhealthy-after <duration>', '/healthz fails once the watches have been broken this long (10s to 24h)', 'QUEEN_UNHEALTHY_AFTER').argParser(durationWithin('10s', '24h')).default(120_000, '2m'))
     .addOption(opt('--log-level <level>', 'how much the log says', 'LOG_LEVEL').choices(LOG_LEVELS).default('info'))
+    .addOption(opt('--log-format <format>', 'json (a line of JSON per event), pretty (readable lines), or auto: pretty when stdout is a terminal, json otherwise (a pod)', 'LOG_FORMAT').choices(LOG_FORMATS).default('auto'))
     .allowExcessArguments(false)
     .exitOverride()
     .configureOutput({ writeOut: () => undefined, writeErr: () => undefined });
@@ -261,6 +265,7 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): Options | 
     maxConcurrentSteps: o.maxConcurrentSteps as number,
     unhealthyAfterMs: o.unhealthyAfter as number,
     logLevel: o.logLevel as LogLevel,
+    logFormat: o.logFormat as LogFormat,
     settings: {
       ...DEFAULT_SETTINGS,
       brokerAccess: o.brokerAccess as Settings['brokerAccess'],

@@ -7,6 +7,7 @@ import { apiErrorMessage, apiServerReady, describeKubeError, getCluster, patchCl
 import { keepAlive, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
 import { Parking } from './waits.ts';
 import { idsText } from '../plan/format.ts';
+import { stepFailures } from '../metrics.ts';
 
 /**
  * Answers of the API server that a retry of the same request cannot change: a bad request, a
@@ -104,6 +105,7 @@ export async function stepFailure(deps: ActivityDeps, type: string, args: unknow
   }
   const info = activityInfo();
   const target = ref(args);
+  if (info.workflowType !== 'clusterObserver' && target?.namespace) stepFailures.inc({ namespace: target.namespace, name: target.name, step: type });
   if (info.attempt >= TELL_FROM_ATTEMPT && info.workflowType !== 'clusterObserver' && target?.namespace) {
     await tellFailing(deps, target, words, info.attempt, errorWords(err)).catch((e) =>
       deps.log.warn({ namespace: target.namespace, name: target.name, err: String(e) }, 'could not say in status that a step keeps failing'),

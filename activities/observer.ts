@@ -97,6 +97,11 @@ export class ObserverRounds {
     return this.rounds.size;
   }
 
+  /** The clusters this process observes now (queen_cluster_observed). */
+  observed(): ClusterRef[] {
+    return [...this.rounds.values()].filter((r) => !r.over).map((r) => r.ref);
+  }
+
   /** Takes the round of the activity that runs now; its slot is freed when the activity returns. */
   take(ref: ClusterRef, state: ObserverState): never {
     const { deps } = this;

@@ -53,7 +53,7 @@ export const specSchema = {
         },
       ],
     },
-    imagePullPolicy: { type: 'string', enum: ['Always', 'IfNotPresent', 'Never'], default: 'IfNotPresent' },
+    imagePullPolicy: { type: 'string', enum: ['Always', 'IfNotPresent', 'Never'], default: 'IfNotPresent', description: "The broker container's image pull policy." },
     imagePullSecrets,
     replicas: {
       type: 'integer',
@@ -106,7 +106,7 @@ export const specSchema = {
         'For brokers run with JWT_ENABLED=true: a Secret key in the same namespace holding a bearer token with the Admin role, which ' +
         'the operator sends on the membership API. The operator reads it with get on that one Secret: grant it that (see the README).',
       properties: {
-        name: { type: 'string', minLength: 1, maxLength: 253, 'x-kubernetes-validations': [subdomainRule('a Secret name')] },
+        name: { type: 'string', minLength: 1, maxLength: 253, 'x-kubernetes-validations': [subdomainRule('a Secret name')], description: 'The Secret.' },
         key: {
           type: 'string',
           minLength: 1,
@@ -131,8 +131,18 @@ export const specSchema = {
       description:
         'Resources of the broker container; default requests cpu 1 and memory 4Gi, limit memory 4Gi, no CPU limit.',
     },
-    podAntiAffinity: { type: 'string', enum: ['required', 'preferred'], default: 'required' },
-    zoneSpread: { type: 'string', enum: ['ScheduleAnyway', 'DoNotSchedule'], default: 'ScheduleAnyway' },
+    podAntiAffinity: {
+      type: 'string',
+      enum: ['required', 'preferred'],
+      default: 'required',
+      description: 'Whether two pods of the cluster may share a node: required (never) or preferred (only when no other node fits).',
+    },
+    zoneSpread: {
+      type: 'string',
+      enum: ['ScheduleAnyway', 'DoNotSchedule'],
+      default: 'ScheduleAnyway',
+      description: 'Spreading the pods over zones (topology.kubernetes.io/zone, at most one apart): ScheduleAnyway prefers it, DoNotSchedule requires it.',
+    },
     nodeSelector,
     tolerations,
     priorityClassName,
@@ -141,7 +151,7 @@ export const specSchema = {
       default: {},
       description: 'The embedded proxy (tenants and API keys) on a port and a Service of its own.',
       properties: {
-        enabled: { type: 'boolean', default: false },
+        enabled: { type: 'boolean', default: false, description: 'Run the proxy in each pod.' },
         port: port('Proxy port.', 6711),
         publicUrl: { type: 'string', description: 'URL for OAuth callbacks and sessions.' },
       },
@@ -151,13 +161,13 @@ export const specSchema = {
       default: {},
       description: 'The Kafka facade.',
       properties: {
-        enabled: { type: 'boolean', default: false },
+        enabled: { type: 'boolean', default: false, description: 'Run the Kafka facade in each pod.' },
         port: port('Kafka port.', 9092),
       },
     },
     env,
-    podLabels: labelMap,
-    podAnnotations: annotationMap,
+    podLabels: { ...labelMap, description: 'Labels added to the pods (the operator keeps its own).' },
+    podAnnotations: { ...annotationMap, description: 'Annotations added to the pods.' },
     port: port('Broker HTTP port. Part of the peer addresses: fixed at creation.', 6632),
     raftPort: port('Raft port. Part of the peer addresses: fixed at creation.', 7400),
     clusterDomain: {

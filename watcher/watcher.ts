@@ -22,6 +22,7 @@ import { readAnnotations } from '../crd/annotations.ts';
 import { ANNOTATIONS, type Phase, type QueenCluster } from '../crd/schema.ts';
 import type { OperationInput } from '../workflows/operation.ts';
 import { searchAttributesOf } from '../workflows/search-attributes.ts';
+import { operationsEnded } from '../metrics.ts';
 import { decide, neededOperation, OPERATION_TYPES, type Decision, type Need, type OperationType, type RunningOperation } from '../plan/decide.ts';
 import type { ClaimObservation, PodObservation } from '../plan/observation.ts';
 import { endedOutside, lostAttempts, noWorkerStatus, Runs, stuckRun, stuckStatus, waitingForWorker } from './runs.ts';
@@ -114,8 +115,8 @@ export interface WatcherOptions {
    * one); an event after a quiet spell is evaluated at once.
    */
   settleMs?: number;
-  /** The operator's search attributes are registered: the workflows it starts carry them. */
-  searchAttributes?: boolean;
+  /** Whether the operator's search attributes are registered now: the workflows it starts then carry them. */
+  searchAttributes?: () => boolean;
   /** An operation no worker has taken up this long after its start is said in status. */
   noWorkerAfterMs?: number;
   /**
@@ -178,7 +179,7 @@ export class Watcher {
     const resyncMs = opts.resyncMs ?? 30_000;
     this.opts = {
       settleMs: 300,
-      searchAttributes: false,
+      searchAttributes: () => false,
       noWorkerAfterMs: 10_000,
       eagerStart: false,
       describeGapMs: 5000,
@@ -439,7 +440,7 @@ export class Watcher {
         workflowIdConflictPolicy: 'USE_EXISTING',
         staticSummary: `observes the QueenCluster ${namespace}/${name}`,
         staticDetails: observerDetails(namespace, name),
-        ...(this.opts.searchAttributes ? { typedSearchAttributes: searchAttributesOf(namespace, name, 'Observer', '') } : {}),
+        ...(this.opts.searchAttributes() ? { typedSearchAttributes: searchAttributesOf(namespace, name, 'Observer', '') } : {}),
       });
       log.debug('observer running');
     } catch (err) {
@@ -479,6 +480,8 @@ export class Watcher {
         const lastOperation = endedOutside(recorded, end, startedFor, { namespace, name }, new Date());
         log.warn({ workflowId: recorded.workflowId, runId: recorded.runId, how: end.status, reason: end.reason, identity: end.identity }, lastOperation.message ?? '');
         if (await this.patchStatus(fresh, { operation: null, lastOperation })) {
+          // Counted once: the write is a compare-and-set, which one replica wins.
+          operationsEnded.inc({ type: recorded.type, result: lastOperation.result });
           await recordEvent(this.opts.kube, fresh, `${recorded.type}${lastOperation.result}`, lastOperation.message ?? '', 'Warning').catch(() => undefined);
         }
         return true;
@@ -577,7 +580,7 @@ export class Watcher {
         staticSummary: `${decision.need.type} of ${namespace}/${name}: ${decision.need.target}`,
         staticDetails: operationDetails(decision.need.type, namespace, name, decision.need.target),
         requestEagerStart: this.opts.eagerStart,
-        ...(this.opts.searchAttributes ? { typedSearchAttributes: searchAttributesOf(namespace, name, decision.need.type, decision.need.target) } : {}),
+        ...(this.opts.searchAttributes() ? { typedSearchAttributes: searchAttributesOf(namespace, name, decision.need.type, decision.need.target) } : {}),
       });
       log.info(
         { workflowId: handle.workflowId, runId: handle.firstExecutionRunId, type: decision.need.type, target: decision.need.target, eager: handle.eagerlyStarted },

@@ -10,9 +10,8 @@ import { Client, Connection } from '@temporalio/client';
 import { isMap, isSeq, parseAllDocuments } from 'yaml';
 import { GROUP, PLURAL, VERSION, type QueenCluster, type QueenClusterSpec } from '../../crd/schema.ts';
 import { control } from '../testbed/client.ts';
-import { adminKubeConfig, createSecret, kubectl, sleep, testbed, waitFor } from '../e2e/harness.ts';
+import { adminKubeConfig, createSecret, kubectl, metricSamples, metricSum, sleep, testbed, waitFor } from '../e2e/harness.ts';
 import { eventTimeMs } from '../e2e/temporal.ts';
-import { samples, sum } from '../e2e/scrape.ts';
 
 const INSTALL = fileURLToPath(new URL('../../deploy/install.yaml', import.meta.url));
 const OPERATOR_NS = 'queen-system';
@@ -235,10 +234,10 @@ export async function samplePods(f: Fleet): Promise<PodSample[]> {
 export async function scrape(f: Fleet, pod: string): Promise<Map<string, number>> {
   const p = await f.core.readNamespacedPod({ namespace: OPERATOR_NS, name: pod });
   const res = await fetch(`http://${p.status!.podIP}:9090/metrics`, { signal: AbortSignal.timeout(10_000) });
-  return samples(await res.text());
+  return metricSamples(await res.text());
 }
 
-export { sum };
+export { metricSum as sum };
 
 /** Every operator pod's metrics. */
 export async function scrapeAll(f: Fleet): Promise<Map<string, Map<string, number>>> {

@@ -4,8 +4,7 @@
 // time) and the Temporal SDK's worker metrics are there, and the counters move.
 import { afterAll, expect, it } from 'vitest';
 import { FOLD_WINDOW_MS, PERIOD_OVERLAP_MS } from '../../activities/kube.ts';
-import { clusterEvents, formed, getCluster, patchSpec, scenario, seedSpec, waitFor, waitForCluster, type Scenario } from './harness.ts';
-import { samples, sum } from './scrape.ts';
+import { clusterEvents, formed, getCluster, metricSamples as samples, metricSum as sum, patchSpec, scenario, seedSpec, waitFor, waitForCluster, type Scenario } from './harness.ts';
 
 let s: Scenario;
 afterAll(() => s?.close());

@@ -6,9 +6,8 @@
 // go last, and is spent: the next upgrade, to the same version, asks again. The waits' results in
 // the Temporal history say which gates held them and how long, and where it parked for a person.
 import { afterAll, expect, it } from 'vitest';
-import { annotate, clusterEvents, formed, getCluster, patchSpec, scenario, seedSpec, sleep, waitFor, waitForCluster, type Scenario } from './harness.ts';
+import { annotate, clusterEvents, formed, getCluster, operatorMetricSum, patchSpec, scenario, seedSpec, sleep, waitFor, waitForCluster, type Scenario } from './harness.ts';
 import { activityResults, pendingSteps, settledRuns } from './temporal.ts';
-import { scrapeInstalled, sum } from './scrape.ts';
 
 let s: Scenario;
 afterAll(() => s?.close());
@@ -35,11 +34,8 @@ it('upgrade-approval: holds before the leader until the version is approved', as
   expect(held.status?.operation?.parked).toMatchObject({ lift: 'person' });
   await waitFor('no step running while it waits', async () => (await pendingSteps(s, `queencluster/${s.ns}/queen`)).length === 0 || undefined, 10_000);
   // The replica's worker says it too: no activity slot in use, and the wait for a person is a gauge of its own.
-  const m = await waitFor('no activity slot in use while it waits', async () => {
-    const scraped = await scrapeInstalled(s);
-    return sum(scraped, 'temporal_worker_task_slots_used', { worker_type: 'ActivityWorker' }) === 0 ? scraped : undefined;
-  }, 15_000);
-  const since = sum(m, 'queen_operation_waiting_for_person_since_seconds', { namespace: s.ns, name: 'queen', type: 'RollingUpgrade', gate: 'approved' });
+  await waitFor('no activity slot in use while it waits', async () => (await operatorMetricSum(s, 'temporal_worker_task_slots_used', { worker_type: 'ActivityWorker' })) === 0 || undefined, 15_000);
+  const since = await operatorMetricSum(s, 'queen_operation_waiting_for_person_since_seconds', { namespace: s.ns, name: 'queen', type: 'RollingUpgrade', gate: 'approved' });
   expect(Math.round(since * 1000)).toBe(Date.parse(held.status!.operation!.parked!.since));
 
   // Another version does nothing.

@@ -44,7 +44,7 @@ export interface TestbedInfo {
   /** Pods get addresses from this range. */
   podAddresses: string;
   timeFactor: number;
-  tools: { k8sVersion: string; kubectl: string; kubernetesBin: string; etcdBin: string; temporalBin: string };
+  tools: { k8sVersion: string; kubectl: string; kubernetesBin: string; etcdBin: string; temporalBin: string; helm: string };
   nodes: string[];
   storageClasses: { expandable: string; fixed: string; default: string };
   provisioner: string;
@@ -508,7 +508,7 @@ export async function startTestbed(opts: TestbedOptions = {}): Promise<Testbed> 
       podNameserver: podNameserverUp,
       podAddresses: `127.${ipRange.octet}.0.0/16`,
       timeFactor,
-      tools: { k8sVersion: tools.k8sVersion, kubectl: tools.kubectl, kubernetesBin: tools.kubernetesBin, etcdBin: tools.etcdBin, temporalBin: tools.temporalBin },
+      tools: { k8sVersion: tools.k8sVersion, kubectl: tools.kubectl, kubernetesBin: tools.kubernetesBin, etcdBin: tools.etcdBin, temporalBin: tools.temporalBin, helm: tools.helm },
       nodes: nodes.names,
       storageClasses: { expandable: EXPANDABLE_CLASS, fixed: FIXED_CLASS, default: EXPANDABLE_CLASS },
       provisioner: PROVISIONER,

@@ -17,6 +17,8 @@ export interface Tools {
   kubectl: string;
   etcd: string;
   temporal: string;
+  /** Helm, which renders the chart (npm run generate) and installs it (e2e helm). */
+  helm: string;
 }
 
 export class ToolsError extends Error {}
@@ -58,7 +60,8 @@ export async function ensureTools(log: (line: string) => void = () => {}): Promi
   const k8s = paths.KUBERNETES_BIN;
   const etcd = paths.ETCD_BIN;
   const temporal = paths.TEMPORAL_BIN;
-  if (!k8s || !etcd || !temporal) throw new ToolsError('build-tools: the script did not print KUBERNETES_BIN, ETCD_BIN and TEMPORAL_BIN');
+  const helm = paths.HELM_BIN;
+  if (!k8s || !etcd || !temporal || !helm) throw new ToolsError('build-tools: the script did not print KUBERNETES_BIN, ETCD_BIN, TEMPORAL_BIN and HELM_BIN');
   return {
     k8sVersion: versions().K8S_VERSION ?? 'v0.0.0',
     kubernetesBin: k8s,
@@ -70,5 +73,6 @@ export async function ensureTools(log: (line: string) => void = () => {}): Promi
     kubectl: join(k8s, 'kubectl'),
     etcd: join(etcd, 'etcd'),
     temporal: join(temporal, 'temporal'),
+    helm: join(helm, 'helm'),
   };
 }
