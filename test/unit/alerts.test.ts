@@ -79,7 +79,7 @@ const words = {
 describe('the alerting rules', () => {
   it('are valid Prometheus rules', () => {
     const r = promtool(['check', 'rules', RULES]);
-    expect(r.out).toMatch(/SUCCESS: 8 rules found/);
+    expect(r.out).toMatch(/SUCCESS: 9 rules found/);
   });
 
   it('QueenClusterNotCommitting: COMMITS false for 2 minutes, as every replica sees it; resolved once a write commits', () => {
@@ -127,6 +127,23 @@ describe('the alerting rules', () => {
         },
         expect: [['4m', []], ['5m', [{ exp_labels: { severity: 'warning', namespace: 'queen', name: 'queen', type: 'RollingUpgrade' }, exp_annotations: words.QueenOperationWaitingForWorker() }]]],
       },
+    ]);
+  });
+
+  it('QueenOperationWaitingForAPerson: an operation parked for a person longer than a day, by gate; not one parked for less', () => {
+    const parked = (since: number, name = 'queen') => ({ [`queen_operation_waiting_for_person_since_seconds{${c(name)},type="RollingUpgrade",gate="approved",pod="op-0"}`]: `${since}x1500` });
+    const fires = {
+      exp_labels: { severity: 'warning', namespace: 'queen', name: 'queen', type: 'RollingUpgrade', gate: 'approved' },
+      exp_annotations: {
+        summary: 'RollingUpgrade of queen/queen has waited for a person at approved for long',
+        description:
+          'It has waited more than 86400 seconds for someone to act (an approval, the end of a pause, a decision about a failed version, a Blocked hold). It holds no operator worker meanwhile. kubectl -n queen get queencluster queen -o wide says what it waits for.',
+      },
+    };
+    // Parked at the start (time 0): quiet for a day, then it fires; parked an hour in, it fires an hour later.
+    test('QueenOperationWaitingForAPerson', [
+      { series: parked(0), expect: [['1439m', []], ['1441m', [fires]]] },
+      { series: parked(3600), expect: [['1441m', []], ['1501m', [fires]]] },
     ]);
   });
 
