@@ -17,11 +17,15 @@
 //   queen-limited               grows up to 2Gi (parameter maxSize); a larger size is accepted by
 //                               the API server, then refused by the resizer (ControllerResizeInfeasible)
 //   queen-fixed                 does not allow expansion
+//
+// A claim whose dataSource is a VolumeSnapshot (of this driver, snapshots.ts) is provisioned as a
+// copy of the snapshot's folder, once the snapshot is ready and no larger than the claim.
 import { createHash } from 'node:crypto';
-import { mkdirSync, rmSync } from 'node:fs';
+import { cpSync, mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { EventRecorder } from './events.ts';
 import { isConflict, isNotFound, KubeError, parseQuantity, type Informer, type KObject, type Kube } from './kube.ts';
+import { SNAPSHOT_API, type Snapshots } from './snapshots.ts';
 
 export const PROVISIONER = 'testbed.queen.local';
 export const EXPANDABLE_CLASS = 'queen-expandable';
@@ -60,6 +64,8 @@ export class Storage {
   /** Whether a running pod mounts the claim (the node can expand it online). */
   isMounted: ((ns: string, claim: string) => boolean) | undefined;
   timeFactor = 1;
+  /** The snapshots a claim may be made from (dataSource: a VolumeSnapshot). */
+  snapshots: Snapshots | undefined;
   #vas: Informer<KObject> | undefined;
   #recorders: Record<'provisioner' | 'resizer' | 'kubelet', EventRecorder>;
 
@@ -229,6 +235,20 @@ export class Storage {
     const sc = await this.#storageClass(pvc.spec?.storageClassName);
     if (!sc || (sc as any).provisioner !== PROVISIONER) return;
     const folder = this.folderOf(pvName);
+    const source = pvc.spec?.dataSourceRef ?? pvc.spec?.dataSource;
+    let copyOf: string | null = null;
+    if (source?.kind === 'VolumeSnapshot' && source.apiGroup === 'snapshot.storage.k8s.io') {
+      const from = await this.#snapshotSource(pvc, source.name);
+      if ('failed' in from) {
+        this.#event(pvc, 'Warning', 'ProvisioningFailed', `failed to provision volume with StorageClass "${sc.metadata.name}": ${from.failed}`, 'provisioner');
+        return; // looked at again with the claims that wait for a volume
+      }
+      copyOf = from.folder;
+    }
+    if (copyOf && !(await this.#kube.getOrNull(`/api/v1/persistentvolumes/${pvName}`))) {
+      rmSync(folder, { recursive: true, force: true });
+      cpSync(copyOf, folder, { recursive: true, preserveTimestamps: true });
+    }
     mkdirSync(folder, { recursive: true });
     const pv = {
       apiVersion: 'v1',
@@ -258,11 +278,30 @@ export class Storage {
     };
     try {
       await this.#kube.create('/api/v1/persistentvolumes', pv);
-      this.#log(`storage: provisioned ${pvName} for ${pvc.metadata.namespace}/${pvc.metadata.name} in ${folder}`);
+      this.#log(`storage: provisioned ${pvName} for ${pvc.metadata.namespace}/${pvc.metadata.name} in ${folder}${copyOf ? ` from the snapshot ${source.name}` : ''}`);
       this.#event(pvc, 'Normal', 'ProvisioningSucceeded', `Successfully provisioned volume ${pvName}`, 'provisioner');
     } catch (e) {
       if (!isConflict(e)) throw e;
     }
+  }
+
+  /** The copy a claim made from a VolumeSnapshot starts from, or why it cannot be made yet (the external provisioner's words). */
+  async #snapshotSource(pvc: KObject, name: string): Promise<{ folder: string } | { failed: string }> {
+    const ns = pvc.metadata.namespace!;
+    const which = `error getting handle for DataSource Type VolumeSnapshot by Name ${name}`;
+    const vs = await this.#kube.getOrNull(`${SNAPSHOT_API}/namespaces/${ns}/volumesnapshots/${name}`);
+    if (!vs) return { failed: `${which}: error getting snapshot ${name} from api server: volumesnapshots.snapshot.storage.k8s.io "${name}" not found` };
+    if ((vs as any).status?.readyToUse !== true) return { failed: `${which}: snapshot ${name} is not Ready` };
+    const contentName = (vs as any).status?.boundVolumeSnapshotContentName;
+    const content = contentName ? await this.#kube.getOrNull(`${SNAPSHOT_API}/volumesnapshotcontents/${contentName}`) : null;
+    const handle: string | undefined = (content as any)?.status?.snapshotHandle;
+    if (!content || !handle) return { failed: `${which}: snapshot ${name} not bound` };
+    const folder = this.snapshots?.snapshotFolder(handle);
+    if (!folder) return { failed: `${which}: the snapshot ${handle} is not held by ${PROVISIONER}` };
+    const restoreSize = Number((content as any).status?.restoreSize ?? 0);
+    const requested = parseQuantity(pvc.spec?.resources?.requests?.storage ?? '0');
+    if (requested < restoreSize) return { failed: `requested volume size ${requested} is less than the size ${restoreSize} for the source snapshot ${name}` };
+    return { folder };
   }
 
   async #maybeResize(pvc: KObject): Promise<void> {
