@@ -1,5 +1,6 @@
 // Every activity the workers run, bound to their dependencies (Kubernetes client, settings, log).
 import type { ActivityDeps } from './common.ts';
+import { backupActivities } from './backup.ts';
 import { formActivities } from './form.ts';
 import { gateActivities } from './gate.ts';
 import { growActivities } from './grow.ts';
@@ -27,6 +28,7 @@ function stepsOf(deps: ActivityDeps, rounds: ObserverRounds) {
     ...scaleActivities(deps),
     ...growActivities(deps),
     ...observerActivities(deps, rounds),
+    ...backupActivities(deps),
   };
 }
 

@@ -440,9 +440,16 @@ export const FOLD_WINDOW_MS = 10 * 60_000;
  * reason, message and type on the same object within ten minutes is one Event with a count.
  * Written with one request (a create) in the usual case; no list of the namespace's Events.
  */
+/** What an Event is about: a QueenCluster, or a QueenBackup. */
+export interface EventSubject {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace: string; uid?: string };
+}
+
 export async function recordEvent(
   kube: Kube,
-  qc: Pick<QueenCluster, 'metadata' | 'apiVersion' | 'kind'>,
+  qc: EventSubject,
   reason: string,
   message: string,
   type: 'Normal' | 'Warning' = 'Normal',

@@ -1,4 +1,4 @@
-// Writes what deploy/ serves from its sources: deploy/crd.yaml from crd/schema.ts; deploy/install.yaml
+// Writes what deploy/ serves from its sources: deploy/crd.yaml from crd/schema.ts and crd/backup.ts; deploy/install.yaml
 // (the CRD, the ClusterRole of deploy/rbac.yaml and the cluster-wide operator of deploy/operator.yaml);
 // deploy/namespaced.yaml (the same operator limited to the namespace it is applied in, the role
 // bound there only); and the README's tables of annotations (crd/annotations.ts) and flags (the
@@ -8,14 +8,17 @@ import { fileURLToPath } from 'node:url';
 import { isMap, isSeq, parseAllDocuments, Scalar, stringify, type Document } from 'yaml';
 import { operatorCommand } from '../options.ts';
 import { USER_ANNOTATIONS } from './annotations.ts';
+import { queenBackupDefinition } from './backup.ts';
 import { customResourceDefinition } from './schema.ts';
 
 const deploy = (file: string) => fileURLToPath(new URL(`../deploy/${file}`, import.meta.url));
 
 export function renderCrdYaml(): string {
   return (
-    '# Generated from crd/schema.ts by `npm run generate`: edit the schema, not this file.\n' +
-    stringify(customResourceDefinition(), { lineWidth: 0 })
+    '# Generated from crd/schema.ts and crd/backup.ts by `npm run generate`: edit the schemas, not this file.\n' +
+    stringify(customResourceDefinition(), { lineWidth: 0 }) +
+    '---\n' +
+    stringify(queenBackupDefinition(), { lineWidth: 0 })
   );
 }
 

@@ -74,6 +74,9 @@ export const GATE_NAMES = [
   // storage cannot grow, the Admin token the brokers want.
   'objects-ours',
   'replace-target',
+  // A restore (spec.bootstrap.fromBackup) whose backup is not ready, failed or gone, or whose pod 0
+  // claim is another's: a person names another backup, or deletes the claim.
+  'backup-ready',
   'membership-change',
   'volume-can-grow',
   'broker-credentials',
@@ -84,6 +87,12 @@ export const GATE_NAMES = [
   'unschedulable',
   'forming',
   'last-operation',
+  // A backup's waits: the cluster's running operation to end (a backup does not take a volume
+  // while an operation moves pods and members), a voter caught up to take the volume of, the
+  // VolumeSnapshot ready.
+  'no-operation-running',
+  'backup-source-caught-up',
+  'snapshot-ready',
 ] as const;
 export type GateName = (typeof GATE_NAMES)[number];
 

@@ -5,4 +5,5 @@ export { replaceNode } from './replace-node.ts';
 export { scaleVoters } from './scale-voters.ts';
 export { growVolumes } from './grow-volumes.ts';
 export { clusterObserver } from './observer.ts';
+export { takeBackup } from './backup.ts';
 export { yieldSignal } from './operation.ts';

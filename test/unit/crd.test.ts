@@ -57,7 +57,7 @@ describe('the QueenCluster API', () => {
       storage: true, resources: true, podAntiAffinity: true, zoneSpread: true, nodeSelector: true, tolerations: true,
       priorityClassName: true, proxy: true, kafka: true, env: true, podLabels: true, podAnnotations: true, port: true,
       raftPort: true, clusterDomain: true, minReadySeconds: true, terminationGracePeriodSeconds: true, upgrade: true,
-      adminTokenSecret: true, networkPolicy: true,
+      adminTokenSecret: true, networkPolicy: true, backup: true, bootstrap: true,
     };
     expect(Object.keys(typed).sort()).toEqual(specKeys);
   });
@@ -97,7 +97,7 @@ describe('the QueenCluster API', () => {
       .split(/^---$/m)
       .map((d) => parse(d))
       .filter(Boolean);
-    expect(docs.map((d) => d.kind)).toEqual(['CustomResourceDefinition', 'ClusterRole', 'Namespace', 'ServiceAccount', 'ClusterRoleBinding', 'Deployment', 'PodDisruptionBudget', 'Service']);
+    expect(docs.map((d) => d.kind)).toEqual(['CustomResourceDefinition', 'CustomResourceDefinition', 'ClusterRole', 'Namespace', 'ServiceAccount', 'ClusterRoleBinding', 'Deployment', 'PodDisruptionBudget', 'Service']);
     const role = docs.find((d) => d.kind === 'ClusterRole');
     const resources = role.rules.flatMap((r: { resources: string[] }) => r.resources);
     expect(resources).not.toContain('secrets');
