@@ -9,6 +9,7 @@ import { membershipActivities } from './membership.ts';
 import { observerActivities, type ObserverRounds } from './observer.ts';
 import { operationActivities } from './operation.ts';
 import { replaceActivities } from './replace.ts';
+import { restoreActivities } from './restore.ts';
 import { scaleActivities } from './scale.ts';
 import { upgradeActivities } from './upgrade.ts';
 
@@ -29,6 +30,7 @@ function stepsOf(deps: ActivityDeps, rounds: ObserverRounds) {
     ...growActivities(deps),
     ...observerActivities(deps, rounds),
     ...backupActivities(deps),
+    ...restoreActivities(deps),
   };
 }
 

@@ -1,5 +1,6 @@
 // The pure rules of backups: whose volume a backup takes, what a backup is named, which backups a
 // Schedule deletes past spec.backup.keep. No I/O: the activities observe, these decide.
+import type { QueenCluster } from '../crd/schema.ts';
 import { memberOf, podAt, type Observation } from './observation.ts';
 import type { GateName } from './gates.ts';
 
@@ -77,3 +78,9 @@ export function backupsPastKeep(backups: BackupListing[], keep: number): string[
   return gone;
 }
 
+/**
+ * The cluster forms from a backup (spec.bootstrap.fromBackup) and its recovery is not over: its
+ * FormCluster is the restore (workflows/restore-cluster.ts). Once status.restore.recoveredAt is
+ * written, forming it again (its StatefulSet deleted) is an ordinary formation on its claims.
+ */
+export const restoring = (qc: Pick<QueenCluster, 'spec' | 'status'>): boolean => !!qc.spec.bootstrap?.fromBackup && !qc.status?.restore?.recoveredAt;

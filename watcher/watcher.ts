@@ -24,6 +24,7 @@ import type { ClaimObservation, PodObservation } from '../plan/observation.ts';
 import { endedOutside, lostAttempts, noWorkerStatus, Runs, stuckRun, stuckStatus, waitingForWorker } from './runs.ts';
 import { heldByGoneProcess, PROCESS } from '../identity.ts';
 import { Backups } from './backups.ts';
+import { restoring } from '../plan/backup.ts';
 
 /** What the Web UI shows of an operation beside its steps: what it is for and where to look. */
 function operationDetails(type: string, ns: string, name: string, target: string): string {
@@ -69,9 +70,11 @@ const WORKFLOW_OF: Partial<Record<OperationType, string>> = {
   GrowVolumes: 'growVolumes',
   RollingUpgrade: 'rollingUpgrade',
 };
-const TYPE_OF: Record<string, OperationType> = Object.fromEntries(
-  Object.entries(WORKFLOW_OF).map(([type, workflow]) => [workflow, type as OperationType]),
-);
+const TYPE_OF: Record<string, OperationType> = {
+  ...Object.fromEntries(Object.entries(WORKFLOW_OF).map(([type, workflow]) => [workflow, type as OperationType])),
+  // A cluster formed from a backup (spec.bootstrap.fromBackup) forms through its own workflow.
+  restoreCluster: 'FormCluster',
+};
 /** The operations that stop at their next wait when asked to yield (nothing is more urgent than forming). */
 const YIELDING: ReadonlySet<OperationType> = new Set(['ReplaceNode', 'ScaleVoters', 'GrowVolumes', 'RollingUpgrade']);
 
@@ -536,7 +539,7 @@ export class Watcher {
 
   private async startOperation(qc: QueenCluster, decision: Extract<Decision, { action: 'start' }>, log: Logger) {
     const { namespace, name, uid } = qc.metadata;
-    const workflow = WORKFLOW_OF[decision.need.type];
+    const workflow = decision.need.type === 'FormCluster' && restoring(qc) ? 'restoreCluster' : WORKFLOW_OF[decision.need.type];
     if (!workflow) return;
     const input: OperationInput = {
       ref: { namespace, name, uid: uid! },

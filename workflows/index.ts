@@ -1,5 +1,6 @@
 // The workflows the worker runs. Deterministic code only: every side effect is an activity.
 export { formCluster } from './form-cluster.ts';
+export { restoreCluster } from './restore-cluster.ts';
 export { rollingUpgrade } from './rolling-upgrade.ts';
 export { replaceNode } from './replace-node.ts';
 export { scaleVoters } from './scale-voters.ts';

@@ -1,6 +1,6 @@
 // The pure rules of backups (plan/backup.ts): whose volume is taken, the backups past keep, the names.
 import { describe, expect, it } from 'vitest';
-import { backupName, backupSource, backupsPastKeep } from '../../plan/backup.ts';
+import { backupName, backupSource, backupsPastKeep, restoring } from '../../plan/backup.ts';
 import { cluster, member, pod, setMember } from './fixture.ts';
 
 describe('the volume a backup takes', () => {
@@ -71,3 +71,9 @@ it('a backup is named after its cluster and the moment it began (UTC)', () => {
   expect(backupName('queen', new Date('2026-12-06T14:03:09.512Z'))).toBe('queen-20261206-140309');
 });
 
+it('a cluster restores while it names a backup and its recovery is not over', () => {
+  const spec = { version: '2.6.0', secretName: 'q', bootstrap: { fromBackup: { name: 'queen-20261206-140309' } } };
+  expect(restoring({ spec })).toBe(true);
+  expect(restoring({ spec, status: { restore: { recoveredAt: '2026-12-06T14:10:00Z' } } })).toBe(false);
+  expect(restoring({ spec: { version: '2.6.0', secretName: 'q' } })).toBe(false);
+});
