@@ -9,7 +9,7 @@
 // annotations; its status says what the backup waits for while it is taken; it owns its
 // VolumeSnapshot, so deleting the backup deletes the snapshot; and it is its own RBAC resource.
 import type { FromSchema } from './schema-types.ts';
-import { GROUP, VERSION, type ObjectMeta } from './schema.ts';
+import { definitionOf, GROUP, VERSION, type ObjectMeta } from './schema.ts';
 
 export const BACKUP_KIND = 'QueenBackup';
 export const BACKUP_PLURAL = 'queenbackups';
@@ -86,37 +86,15 @@ export const backupPrinterColumns = [
 ] as const;
 
 export function queenBackupDefinition() {
-  return {
-    apiVersion: 'apiextensions.k8s.io/v1',
-    kind: 'CustomResourceDefinition',
-    metadata: { name: `${BACKUP_PLURAL}.${GROUP}` },
-    spec: {
-      group: GROUP,
-      names: { kind: BACKUP_KIND, listKind: `${BACKUP_KIND}List`, plural: BACKUP_PLURAL, singular: 'queenbackup', shortNames: ['qb'] },
-      scope: 'Namespaced',
-      versions: [
-        {
-          name: VERSION,
-          served: true,
-          storage: true,
-          subresources: { status: {} },
-          additionalPrinterColumns: backupPrinterColumns,
-          schema: {
-            openAPIV3Schema: {
-              type: 'object',
-              description: 'A backup of a QueenCluster: a VolumeSnapshot of one voter\'s volume, taken by the operator.',
-              required: ['spec'],
-              properties: {
-                apiVersion: { type: 'string' },
-                kind: { type: 'string' },
-                metadata: { type: 'object' },
-                spec: backupSpecSchema,
-                status: backupStatusSchema,
-              },
-            },
-          },
-        },
-      ],
-    },
-  };
+  return definitionOf({
+    kind: BACKUP_KIND,
+    plural: BACKUP_PLURAL,
+    singular: 'queenbackup',
+    shortNames: ['qb'],
+    printerColumns: backupPrinterColumns,
+    description: 'A backup of a QueenCluster: a VolumeSnapshot of one voter\'s volume, taken by the operator.',
+    metadata: { type: 'object' },
+    spec: backupSpecSchema,
+    status: backupStatusSchema,
+  });
 }

@@ -609,15 +609,25 @@ export const printerColumns = [
   { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
 ] as const;
 
-/** The CustomResourceDefinition object, as written to deploy/crd.yaml. */
-export function customResourceDefinition() {
+/** A CustomResourceDefinition of this group and version: namespaced, served and stored, with a status subresource. */
+export function definitionOf<C, M, S, T>(d: {
+  kind: string;
+  plural: string;
+  singular: string;
+  shortNames: string[];
+  printerColumns: C;
+  description: string;
+  metadata: M;
+  spec: S;
+  status: T;
+}) {
   return {
     apiVersion: 'apiextensions.k8s.io/v1',
     kind: 'CustomResourceDefinition',
-    metadata: { name: `${PLURAL}.${GROUP}` },
+    metadata: { name: `${d.plural}.${GROUP}` },
     spec: {
       group: GROUP,
-      names: { kind: KIND, listKind: `${KIND}List`, plural: PLURAL, singular: 'queencluster', shortNames: ['qc'] },
+      names: { kind: d.kind, listKind: `${d.kind}List`, plural: d.plural, singular: d.singular, shortNames: d.shortNames },
       scope: 'Namespaced',
       versions: [
         {
@@ -625,33 +635,42 @@ export function customResourceDefinition() {
           served: true,
           storage: true,
           subresources: { status: {} },
-          additionalPrinterColumns: printerColumns,
+          additionalPrinterColumns: d.printerColumns,
           schema: {
             openAPIV3Schema: {
               type: 'object',
-              description: 'A Queen 2.x broker cluster: a Raft cluster of 1, 3 or 5 voters in a StatefulSet.',
+              description: d.description,
               required: ['spec'],
-              properties: {
-                apiVersion: { type: 'string' },
-                kind: { type: 'string' },
-                metadata: {
-                  type: 'object',
-                  properties: {
-                    name: {
-                      type: 'string',
-                      maxLength: 40,
-                      pattern: '^[a-z]([-a-z0-9]*[a-z0-9])?$',
-                      description: 'Part of the pod, Service and peer names: a DNS label of at most 40 characters.',
-                    },
-                  },
-                },
-                spec: specSchema,
-                status: statusSchema,
-              },
+              properties: { apiVersion: { type: 'string' }, kind: { type: 'string' }, metadata: d.metadata, spec: d.spec, status: d.status },
             },
           },
         },
       ],
     },
   };
+}
+
+/** The CustomResourceDefinition object, as written to deploy/crd.yaml. */
+export function customResourceDefinition() {
+  return definitionOf({
+    kind: KIND,
+    plural: PLURAL,
+    singular: 'queencluster',
+    shortNames: ['qc'],
+    printerColumns,
+    description: 'A Queen 2.x broker cluster: a Raft cluster of 1, 3 or 5 voters in a StatefulSet.',
+    metadata: {
+      type: 'object',
+      properties: {
+        name: {
+          type: 'string',
+          maxLength: 40,
+          pattern: '^[a-z]([-a-z0-9]*[a-z0-9])?$',
+          description: 'Part of the pod, Service and peer names: a DNS label of at most 40 characters.',
+        },
+      },
+    },
+    spec: specSchema,
+    status: statusSchema,
+  });
 }
