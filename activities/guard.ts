@@ -65,6 +65,9 @@ const WORDS: Record<string, (args: unknown[]) => string> = {
   beginBackup: () => 'creating the QueenBackup',
   snapshotVolume: (a) => `taking a snapshot of the volume of pod ${arg<{ ordinal: number }>(a, 2)?.ordinal}`,
   pruneBackups: () => 'deleting the backups past spec.backup.keep',
+  resolveRestoreSource: () => 'checking the backup to form the cluster from',
+  createRestoreClaim: (a) => `creating the claim of pod 0 from the VolumeSnapshot ${arg<{ volumeSnapshot: string }>(a, 1)?.volumeSnapshot}`,
+  finishForceRecovery: () => 'restarting pod 0 without QUEEN_RAFT_FORCE_RECOVER',
 };
 
 /** The step's line for an activity and its arguments. */
