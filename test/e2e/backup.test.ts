@@ -9,7 +9,9 @@
 import { afterEach, expect, it } from 'vitest';
 import { BACKUP_LABELS } from '../../crd/backup.ts';
 import { startLoad } from '../testbed/load.ts';
+import { requestedBackupWorkflowId, scheduledBackupWorkflowId } from '../../watcher/backups.ts';
 import { backups, deleteScheduleAtClose, requestedBackup, schedule, volumeSnapshot } from './backups.ts';
+import { recordHistory, workflowRuns } from './temporal.ts';
 import { annotate, clusterEvents, expectEveryPushFirstTry, formed, getCluster, patchSpec, scenario, seedSpec, sleep, testbed, waitFor, waitForCluster, type Scenario } from './harness.ts';
 
 let s: Scenario | null = null;
@@ -88,6 +90,15 @@ it('backup: a schedule every minute under load keeps 2; a backup during an upgra
     if (at !== null) expect(at < upgradeStart + 1000 || at >= upgradeEnd - 1000, `${b.metadata.name} taken at ${b.status?.takenAt}, inside the upgrade`).toBe(true);
   }
   expect((await getCluster(s)).metadata.annotations?.['queenmq.com/backup']).toBeUndefined();
+  const waited = (await workflowRuns(s, requestedBackupWorkflowId(s.ns, 'queen', qc.metadata.uid!, 'during-upgrade')))[0]!;
+  await recordHistory(s, waited, 'takeBackup-waited');
+  const scheduledRun = await waitFor('a scheduled backup run', async () => {
+    for await (const w of s!.temporal.workflow.list({ query: `WorkflowType = 'takeBackup' AND ExecutionStatus = 'Completed'` })) {
+      if (w.workflowId.startsWith(`${scheduledBackupWorkflowId(s!.ns, 'queen')}-`)) return { workflowId: w.workflowId, runId: w.runId };
+    }
+    return undefined;
+  }, 30_000);
+  await recordHistory(s, scheduledRun, 'takeBackup-scheduled');
 
   // A snapshot class whose driver fails: a failed backup, in the driver's words.
   const before2 = new Set((await backups(s)).map((b) => b.metadata.name));

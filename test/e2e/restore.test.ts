@@ -11,6 +11,7 @@ import { afterEach, expect, it } from 'vitest';
 import { request } from 'undici';
 import { startLoad, verifyAcknowledged } from '../testbed/load.ts';
 import { backups, entryIndexOf, requestedBackup } from './backups.ts';
+import { recordHistory, workflowRuns } from './temporal.ts';
 import { annotate, clusterEvents, createCluster, expectEveryPushFirstTry, formed, getCluster, kubectl, patchSpec, pods, scenario, seedSpec, sleep, testbed, voterIps, waitFor, waitForCluster, type Scenario } from './harness.ts';
 
 let s: Scenario | null = null;
@@ -70,6 +71,9 @@ it('restore: a new cluster forms from a backup taken under load, holds every mes
   expect(steps.filter((l) => order.includes(l.split(':')[0]!)).map((l) => l.split(':')[0])).toEqual(order);
   expect(steps).toContain(`RestoreClaim: created the claim data-restored-0 of pod 0 (1Gi) from the backup ${taken.metadata.name} of queen, index ${index} at least`);
   expect(steps).toContain('Promote: promoting nodes 2 and 3 to voters');
+  const restoreRun = (await workflowRuns(s, `queencluster/${s.ns}/restored`)).find((r) => r.type === 'restoreCluster')!;
+  expect(restoreRun.status).toBe('COMPLETED');
+  await recordHistory(s, restoreRun, 'restoreCluster');
   const claim = await s.core.readNamespacedPersistentVolumeClaim({ namespace: s.ns, name: 'data-restored-0' });
   expect(claim.spec?.dataSource).toMatchObject({ kind: 'VolumeSnapshot', name: taken.status!.volumeSnapshot });
   // Pod 0 runs without the variable.
