@@ -435,11 +435,6 @@ const stepsOf = (e: CoreV1Event) => (e.metadata?.annotations?.[STEP_ANNOTATION] 
  */
 export const FOLD_WINDOW_MS = 10 * 60_000;
 
-/**
- * An Event on the QueenCluster, so `kubectl describe queencluster` lists the steps. The same
- * reason, message and type on the same object within ten minutes is one Event with a count.
- * Written with one request (a create) in the usual case; no list of the namespace's Events.
- */
 /** What an Event is about: a QueenCluster, or a QueenBackup. */
 export interface EventSubject {
   apiVersion: string;
@@ -447,6 +442,11 @@ export interface EventSubject {
   metadata: { name: string; namespace: string; uid?: string };
 }
 
+/**
+ * An Event on the QueenCluster, so `kubectl describe queencluster` lists the steps. The same
+ * reason, message and type on the same object within ten minutes is one Event with a count.
+ * Written with one request (a create) in the usual case; no list of the namespace's Events.
+ */
 export async function recordEvent(
   kube: Kube,
   qc: EventSubject,
