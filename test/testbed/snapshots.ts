@@ -19,6 +19,7 @@
 import { cpSync, existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
+import { Chains } from './chains.ts';
 import { EventRecorder } from './events.ts';
 import { isConflict, isNotFound, KubeError, parseQuantity, type Informer, type KObject, type Kube } from './kube.ts';
 
@@ -68,7 +69,7 @@ export class Snapshots {
   #pvs: Informer<KObject>;
   #root: string;
   #log: (line: string) => void;
-  #chains = new Map<string, Promise<void>>();
+  #chains: Chains;
   #classes = new Map<string, KObject>();
   #recorder: EventRecorder;
   hooks: SnapshotHooks = {};
@@ -80,6 +81,7 @@ export class Snapshots {
     this.#pvs = pvs;
     this.#root = join(dir, 'snapshots');
     this.#log = log;
+    this.#chains = new Chains('snapshots', log);
     this.#recorder = new EventRecorder(kube, 'csi-snapshotter testbed.queen.local');
     mkdirSync(this.#root, { recursive: true });
   }
@@ -121,8 +123,8 @@ export class Snapshots {
     for (const c of this.#contents.list()) sync(c);
   }
 
-  async idle(): Promise<void> {
-    while (this.#chains.size) await Promise.all([...this.#chains.values()]);
+  idle(): Promise<void> {
+    return this.#chains.idle();
   }
 
   /** The folder holding the copy a snapshot handle names, or null when there is none. */
@@ -132,14 +134,7 @@ export class Snapshots {
   }
 
   #enqueue(key: string, fn: () => Promise<void>): void {
-    const prev = this.#chains.get(key) ?? Promise.resolve();
-    const next = prev
-      .then(fn)
-      .catch((e) => this.#log(`snapshots ${key}: ${(e as Error).message}`))
-      .finally(() => {
-        if (this.#chains.get(key) === next) this.#chains.delete(key);
-      });
-    this.#chains.set(key, next);
+    this.#chains.enqueue(key, fn);
   }
 
   #later(name: string, seconds: number): void {

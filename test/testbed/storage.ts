@@ -23,6 +23,7 @@
 import { createHash } from 'node:crypto';
 import { cpSync, mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
+import { Chains } from './chains.ts';
 import { EventRecorder } from './events.ts';
 import { isConflict, isNotFound, KubeError, parseQuantity, type Informer, type KObject, type Kube } from './kube.ts';
 import { SNAPSHOT_API, type Snapshots } from './snapshots.ts';
@@ -46,7 +47,7 @@ export class Storage {
   #classes = new Map<string, KObject>();
   #root: string;
   #log: (line: string) => void;
-  #chains = new Map<string, Promise<void>>();
+  #chains: Chains;
   /** Share (0..1) of volumes whose growth waits for a pod restart (FileSystemResizePending). */
   resizePendingShare = 0;
   /** The same, for the claims of one namespace (tests running side by side set their own). */
@@ -76,6 +77,7 @@ export class Storage {
     this.#vas = vas;
     this.#root = join(dir, 'volumes');
     this.#log = log;
+    this.#chains = new Chains('storage', log, () => this.onChange?.());
     this.#recorders = {
       provisioner: new EventRecorder(kube, `${PROVISIONER}_testbed`),
       resizer: new EventRecorder(kube, 'external-resizer testbed.queen.local'),
@@ -175,20 +177,12 @@ export class Storage {
     }, Math.max(1000, 10_000 * this.timeFactor)).unref();
   }
 
-  async idle(): Promise<void> {
-    while (this.#chains.size) await Promise.all([...this.#chains.values()]);
+  idle(): Promise<void> {
+    return this.#chains.idle();
   }
 
   #enqueue(key: string, fn: () => Promise<void>): void {
-    const prev = this.#chains.get(key) ?? Promise.resolve();
-    const next = prev
-      .then(fn)
-      .catch((e) => this.#log(`storage ${key}: ${(e as Error).message}`))
-      .finally(() => {
-        if (this.#chains.get(key) === next) this.#chains.delete(key);
-        this.onChange?.();
-      });
-    this.#chains.set(key, next);
+    this.#chains.enqueue(key, fn);
   }
 
   async #storageClass(name: string | undefined): Promise<KObject | null> {
