@@ -122,12 +122,11 @@ export function backupActivities(deps: ActivityDeps) {
         }
       }
       const b: BackupRef = { namespace: ref.namespace, name: made.metadata.name, uid: made.metadata.uid! };
-      if (!made.status?.phase) {
-        await patchBackupStatus(deps, b, { phase: 'Pending', message: 'the backup begins', workflowId: req.workflowId, startedAt: new Date().toISOString() });
-        const why = req.trigger === 'schedule' ? 'by the schedule of spec.backup' : `asked for by the ${ANNOTATIONS.backup} annotation`;
-        await stepEvent(deps, qc, 'BackupStarted', `taking the backup ${b.name}, ${why}`);
-        await stepEvent(deps, involved(b), 'BackupStarted', `a backup of the QueenCluster ${ref.name}, ${why}`);
-      }
+      if (!made.status?.phase) await patchBackupStatus(deps, b, { phase: 'Pending', message: 'the backup begins', workflowId: req.workflowId, startedAt: new Date().toISOString() });
+      // (Once per step: an attempt after one that recorded them finds them.)
+      const why = req.trigger === 'schedule' ? 'by the schedule of spec.backup' : `asked for by the ${ANNOTATIONS.backup} annotation`;
+      await stepEvent(deps, qc, 'BackupStarted', `taking the backup ${b.name}, ${why}`);
+      await stepEvent(deps, involved(b), 'BackupStarted', `a backup of the QueenCluster ${ref.name}, ${why}`);
       if (req.trigger === 'request' && req.request !== undefined && qc.metadata.annotations?.[ANNOTATIONS.backup] === req.request) {
         // Removed only if it still asks for this backup (a test of its value, whatever else changed).
         const key = ANNOTATIONS.backup.replaceAll('~', '~0').replaceAll('/', '~1');
@@ -176,7 +175,7 @@ export function backupActivities(deps: ActivityDeps) {
 
     /** The VolumeSnapshot of the source's claim, owned by the QueenBackup; what it holds at least, in status. */
     async snapshotVolume(ref: ClusterRef, b: BackupRef, source: BackupSource): Promise<string> {
-      const qc = await loadCluster(deps, ref);
+      await loadCluster(deps, ref);
       const backup = await getBackup(deps, b.namespace, b.name);
       if (!backup || backup.metadata.uid !== b.uid) throw ApplicationFailure.nonRetryable(`the QueenBackup ${b.name} was deleted while it was taken`, 'BackupGone');
       const claim = names.claim(ref.name, source.ordinal);
@@ -195,10 +194,8 @@ export function backupActivities(deps: ActivityDeps) {
           source: { persistentVolumeClaimName: claim },
         },
       };
-      let created = false;
       try {
         await rawRequest(deps.kube.kc, 'POST', snapshotPath(b.namespace), body);
-        created = true;
       } catch (err) {
         if (!isConflict(err)) throw err;
         const live = await getVolumeSnapshot(deps, b.namespace, b.name);
@@ -218,8 +215,7 @@ export function backupActivities(deps: ActivityDeps) {
         volumeSnapshot: b.name,
         readyToUse: false,
       });
-      if (created) await stepEvent(deps, involved(b), 'SnapshotRequested', message);
-      void qc;
+      await stepEvent(deps, involved(b), 'SnapshotRequested', message);
       return b.name;
     },
 

@@ -95,10 +95,8 @@ export function restoreActivities(deps: ActivityDeps) {
         },
       };
       let claim: V1PersistentVolumeClaim;
-      let created = false;
       try {
         claim = await deps.kube.core.createNamespacedPersistentVolumeClaim({ namespace: ref.namespace, body });
-        created = true;
       } catch (err) {
         if (!isConflict(err)) throw err;
         claim = await deps.kube.core.readNamespacedPersistentVolumeClaim({ namespace: ref.namespace, name });
@@ -114,10 +112,9 @@ export function restoreActivities(deps: ActivityDeps) {
         claimUid: claim.metadata!.uid!,
       };
       await patchClusterStatus(deps.kube, ref.namespace, ref.name, { restore });
-      if (created) {
-        const of = source.backup ? `the backup ${source.backup}${source.sourceCluster ? ` of ${source.sourceCluster}` : ''}${source.raftIndex !== null ? `, index ${source.raftIndex} at least` : ''}` : `the VolumeSnapshot ${source.volumeSnapshot}`;
-        await stepEvent(deps, qc, 'RestoreClaim', `created the claim ${name} of pod 0 (${size}) from ${of}`);
-      }
+      // (Once per step: an attempt after one that recorded it finds it.)
+      const of = source.backup ? `the backup ${source.backup}${source.sourceCluster ? ` of ${source.sourceCluster}` : ''}${source.raftIndex !== null ? `, index ${source.raftIndex} at least` : ''}` : `the VolumeSnapshot ${source.volumeSnapshot}`;
+      await stepEvent(deps, qc, 'RestoreClaim', `created the claim ${name} of pod 0 (${claim.spec?.resources?.requests?.storage ?? size}) from ${of}`);
       return claim.metadata!.uid!;
     },
 
