@@ -12,7 +12,7 @@ import type { Observation } from '../plan/observation.ts';
 import type { GateName } from '../plan/gates.ts';
 import { probeWrite, type ProbeResult } from './broker.ts';
 import { brokerCredentials, forgetCredentials } from './credentials.ts';
-import { getCluster, patchClusterStatus, recordEvent, statusCode, type EventStep, type Kube } from './kube.ts';
+import { getCluster, patchClusterStatus, recordEvent, statusCode, type EventStep, type EventSubject, type Kube } from './kube.ts';
 import { clusterConditions } from './status.ts';
 import { readAnnotations } from '../crd/annotations.ts';
 import { brokerBase, observe } from './observe.ts';
@@ -177,7 +177,7 @@ function eventStep(): EventStep | undefined {
  * Records a completed step as an Event on the QueenCluster, once per step whatever its attempts
  * (`perAttempt`: an Event about the attempt itself, such as a step that keeps failing).
  */
-export async function stepEvent(deps: ActivityDeps, qc: QueenCluster, reason: string, message: string, type: 'Normal' | 'Warning' = 'Normal', perAttempt = false) {
+export async function stepEvent(deps: ActivityDeps, qc: EventSubject, reason: string, message: string, type: 'Normal' | 'Warning' = 'Normal', perAttempt = false) {
   let step = perAttempt ? undefined : eventStep();
   const giveUpAt = Date.now() + EVENT_RETRY_MS;
   for (let tries = 1; ; tries++) {

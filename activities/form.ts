@@ -49,7 +49,7 @@ export function formActivities(deps: ActivityDeps) {
      * The Services, the disruption budget and the StatefulSet, with server-side apply. An object
      * of the same name that this operator did not create is not taken over: Blocked, with its name.
      */
-    async applyClusterObjects(ref: ClusterRef): Promise<AppliedObjects> {
+    async applyClusterObjects(ref: ClusterRef, restore?: { forceRecover: number }): Promise<AppliedObjects> {
       return holdUntil<AppliedObjects>(deps, ref, async () => {
         const qc = await loadCluster(deps, ref);
         const spec = withDefaults(qc.spec);
@@ -74,9 +74,12 @@ export function formActivities(deps: ActivityDeps) {
           return { hold: { phase: 'Forming', gate: 'statefulset-deleted', message: `waiting for the old StatefulSet ${ref.name} to be deleted` } };
         }
         await applyObjectsBesideStatefulSet(deps, ref, qc);
+        // A restore's first boot (workflows/restore-cluster.ts): pod 0 alone, recovering as a cluster of one.
         const shape = existingSts
-          ? keptShape(existingSts, spec)
-          : { pods: podsAtCreation(qc, await listPods(deps.kube, ref.namespace, ref.name)), claimSize: spec.storage.size };
+          ? { ...keptShape(existingSts, spec), ...(restore ? { pods: 1, forceRecover: restore.forceRecover } : {}) }
+          : restore
+            ? { pods: 1, claimSize: spec.storage.size, forceRecover: restore.forceRecover }
+            : { pods: podsAtCreation(qc, await listPods(deps.kube, ref.namespace, ref.name)), claimSize: spec.storage.size };
         const pods = shape.pods;
         await applyObject(deps.kube, statefulSet(qc, shape));
         await stepEvent(

@@ -66,6 +66,12 @@ const WORDS: Record<string, (args: unknown[]) => string> = {
   deleteStatefulSetOrphan: (a) => arg<string>(a, 1),
   createStatefulSet: (a) => `creating the StatefulSet again with ${arg<number>(a, 1)} pods`,
   observeClusterStatus: () => 'observing the cluster',
+  beginBackup: () => 'creating the QueenBackup',
+  snapshotVolume: (a) => `taking a snapshot of the volume of pod ${arg<{ ordinal: number }>(a, 2)?.ordinal}`,
+  pruneBackups: () => 'deleting the backups past spec.backup.keep',
+  resolveRestoreSource: () => 'checking the backup to form the cluster from',
+  createRestoreClaim: (a) => `creating the claim of pod 0 from the VolumeSnapshot ${arg<{ volumeSnapshot: string }>(a, 1)?.volumeSnapshot}`,
+  finishForceRecovery: () => 'restarting pod 0 without QUEEN_RAFT_FORCE_RECOVER',
 };
 
 /** The step's line for an activity and its arguments. */
@@ -106,7 +112,8 @@ export async function stepFailure(deps: ActivityDeps, type: string, args: unknow
   const info = activityInfo();
   const target = ref(args);
   if (info.workflowType !== 'clusterObserver' && target?.namespace) stepFailures.inc({ namespace: target.namespace, name: target.name, step: type });
-  if (info.attempt >= TELL_FROM_ATTEMPT && info.workflowType !== 'clusterObserver' && target?.namespace) {
+  // (A backup's step says nothing in the cluster's status: the cluster's phase is not the backup's.)
+  if (info.attempt >= TELL_FROM_ATTEMPT && info.workflowType !== 'clusterObserver' && info.workflowType !== 'takeBackup' && target?.namespace) {
     await tellFailing(deps, target, words, info.attempt, errorWords(err)).catch((e) =>
       deps.log.warn({ namespace: target.namespace, name: target.name, err: String(e) }, 'could not say in status that a step keeps failing'),
     );

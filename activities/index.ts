@@ -1,5 +1,6 @@
 // Every activity the workers run, bound to their dependencies (Kubernetes client, settings, log).
 import type { ActivityDeps } from './common.ts';
+import { backupActivities } from './backup.ts';
 import { formActivities } from './form.ts';
 import { gateActivities } from './gate.ts';
 import { growActivities } from './grow.ts';
@@ -8,6 +9,7 @@ import { membershipActivities } from './membership.ts';
 import { observerActivities, type ObserverRounds } from './observer.ts';
 import { operationActivities } from './operation.ts';
 import { replaceActivities } from './replace.ts';
+import { restoreActivities } from './restore.ts';
 import { scaleActivities } from './scale.ts';
 import { upgradeActivities } from './upgrade.ts';
 
@@ -27,6 +29,8 @@ function stepsOf(deps: ActivityDeps, rounds: ObserverRounds) {
     ...scaleActivities(deps),
     ...growActivities(deps),
     ...observerActivities(deps, rounds),
+    ...backupActivities(deps),
+    ...restoreActivities(deps),
   };
 }
 

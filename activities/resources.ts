@@ -261,7 +261,15 @@ export interface StatefulSetShape {
   pods: number;
   /** The claim template's size: a live StatefulSet's cannot be edited, so it is carried over. */
   claimSize: string;
+  /**
+   * A restore's first boot (spec.bootstrap.fromBackup): QUEEN_RAFT_FORCE_RECOVER=<this node id> on
+   * the pods, with one pod, node 1. Left out of the template's hash: the restore removes it (and
+   * restarts pod 0 without it) before it ends, and no other operation sees it.
+   */
+  forceRecover?: number;
 }
+
+export const FORCE_RECOVER_ENV = 'QUEEN_RAFT_FORCE_RECOVER';
 
 /** The shape a live StatefulSet keeps when its template is applied again: its pods and claim size. */
 export function keptShape(live: V1StatefulSet, spec: StoredSpec): StatefulSetShape {
@@ -275,6 +283,7 @@ export function statefulSet(qc: QueenCluster, shape: StatefulSetShape): V1Statef
   const spec = withDefaults(qc.spec);
   const name = qc.metadata.name;
   const { template } = podTemplate(qc, shape.pods);
+  if (shape.forceRecover !== undefined) template.spec!.containers[0]!.env!.push({ name: FORCE_RECOVER_ENV, value: String(shape.forceRecover) });
   const claim: V1PersistentVolumeClaim = {
     apiVersion: 'v1',
     kind: 'PersistentVolumeClaim',

@@ -62,11 +62,18 @@ export const USER_ANNOTATIONS: readonly AnnotationDoc[] = [
       'it, lets the planned operation start',
   },
   {
+    annotation: ANNOTATIONS.backup,
+    values: 'any value it has not seen, such as `$(date +%s)`',
+    effect:
+      'takes a backup now: a QueenBackup, a VolumeSnapshot of a caught-up voter\'s volume (see `docs/backups.md`); ' +
+      'removed by the operator once the QueenBackup exists. Past `spec.backup.keep` only scheduled backups are deleted, never these',
+  },
+  {
     annotation: ANNOTATIONS.pause,
     values: '`true` or `false`',
     effect:
-      '`true` holds the next disruptive step of a running operation (its gate `not-paused`) and starts nothing new; ' +
-      '`false`, or removing it, goes on',
+      '`true` holds the next disruptive step of a running operation (its gate `not-paused`), starts nothing new and pauses the ' +
+      'backup Schedule; `false`, or removing it, goes on',
   },
 ];
 
@@ -91,6 +98,8 @@ export interface UserRequests {
   plan: boolean;
   /** No operation starts: its plan is written instead. */
   planOnly: boolean;
+  /** A backup asked for now (queenmq.com/backup): its value, '' when unset. */
+  backup: string;
   /** Annotations of ours whose value (or name) is not one the operator takes: they act as unset. */
   problems: AnnotationProblem[];
 }
@@ -130,7 +139,7 @@ export function readAnnotations(annotations: Record<string, string> | undefined)
       message: `${key} is not an annotation of this operator, which reads ${USER_ANNOTATIONS.map((d) => d.annotation).join(', ')}: it is ignored`,
     });
   }
-  return { replacePod, retry: a[ANNOTATIONS.retry] ?? '', cancel, pause, approve: a[ANNOTATIONS.approve] || null, plan, planOnly, problems };
+  return { replacePod, retry: a[ANNOTATIONS.retry] ?? '', cancel, pause, approve: a[ANNOTATIONS.approve] || null, plan, planOnly, backup: a[ANNOTATIONS.backup] ?? '', problems };
 }
 
 export type ReplaceRequest = { pod: string; ordinal: number; nodeId: number } | { pod: string; refused: string };

@@ -1,5 +1,5 @@
 // Writes what deploy/, the chart and docs/reference.md serve from their sources:
-// - deploy/crd.yaml, and the chart's templates/crd.yaml, from crd/schema.ts;
+// - deploy/crd.yaml, and the chart's templates/crd.yaml, from crd/schema.ts and crd/backup.ts;
 // - from the Helm chart charts/queen-operator (the one source of the install), rendered with Helm:
 //   deploy/install.yaml (its defaults, cluster-wide, with the Namespace), deploy/namespaced.yaml
 //   (namespaced: true), deploy/rbac.yaml (its ClusterRole) and deploy/alerts.yaml (its
@@ -17,16 +17,20 @@ import { isMap, isScalar, parse, parseDocument, stringify, type YAMLMap } from '
 import { operatorCommand } from '../options.ts';
 import { USER_ANNOTATIONS } from './annotations.ts';
 import { annotationMap, env, imagePullSecrets, labelMap, nodeSelector, priorityClassName, resources, tolerations } from './embedded.ts';
+import { queenBackupDefinition } from './backup.ts';
 import { customResourceDefinition, specSchema } from './schema.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 export const CHART = join(ROOT, 'charts', 'queen-operator');
 const deploy = (file: string) => join(ROOT, 'deploy', file);
 
+/** The operator's definitions: QueenCluster, then QueenBackup. */
+const definitions = () => [customResourceDefinition(), queenBackupDefinition()] as { metadata: Record<string, unknown> }[];
+
 export function renderCrdYaml(): string {
   return (
-    '# Generated from crd/schema.ts by `npm run generate`: edit the schema, not this file.\n' +
-    stringify(customResourceDefinition(), { lineWidth: 0 })
+    '# Generated from crd/schema.ts and crd/backup.ts by `npm run generate`: edit the schemas, not this file.\n' +
+    definitions().map((d) => stringify(d, { lineWidth: 0 })).join('---\n')
   );
 }
 
@@ -35,12 +39,11 @@ export function renderCrdYaml(): string {
  * upgraded with it, kept when the release is uninstalled (the QueenClusters with it).
  */
 export function renderCrdTemplate(): string {
-  const crd = customResourceDefinition() as { metadata: Record<string, unknown> };
-  const kept = { ...crd, metadata: { ...crd.metadata, annotations: { 'helm.sh/resource-policy': 'keep' } } };
+  const kept = definitions().map((crd) => ({ ...crd, metadata: { ...crd.metadata, annotations: { 'helm.sh/resource-policy': 'keep' } } }));
   return (
     '{{- if and .Values.crds.install (not .Values.namespaced) }}\n' +
-    '# Generated from crd/schema.ts by `npm run generate`: edit the schema, not this file.\n' +
-    stringify(kept, { lineWidth: 0 }) +
+    '# Generated from crd/schema.ts and crd/backup.ts by `npm run generate`: edit the schemas, not this file.\n' +
+    kept.map((d) => stringify(d, { lineWidth: 0 })).join('---\n') +
     '{{- end }}\n'
   );
 }

@@ -24,6 +24,86 @@ const REPOSITORY =
 const DIGEST = '(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?@sha256:[a-f0-9]{64}';
 export const IMAGE_PATTERN = `^${REPOSITORY}(${DIGEST})?$`;
 
+/**
+ * A cron expression as a Temporal Schedule takes it: five fields (minute, hour, day of month,
+ * month, day of week), or one of @yearly, @monthly, @weekly, @daily, @hourly.
+ */
+export const CRON_PATTERN = '^(@(yearly|annually|monthly|weekly|daily|hourly)|([0-9A-Za-z*/,?-]+[ ]+){4}[0-9A-Za-z*/,?-]+)$';
+
+/** Backups of the cluster: VolumeSnapshots of one voter's volume, each a QueenBackup (crd/backup.ts). */
+const backupSchema = {
+  type: 'object',
+  description:
+    'Scheduled backups: a Temporal Schedule takes a QueenBackup (a VolumeSnapshot of a caught-up voter\'s volume) at each time ' +
+    'of schedule and keeps the newest keep of them. A backup on demand: the queenmq.com/backup annotation.',
+  properties: {
+    schedule: {
+      type: 'string',
+      maxLength: 128,
+      description: 'When to take a backup, as a cron expression in UTC, such as "0 */6 * * *" (every six hours) or @daily. Unset: no Schedule.',
+      'x-kubernetes-validations': [
+        {
+          rule: `self.matches('${CRON_PATTERN}')`,
+          message: 'must be a cron expression of five fields (minute hour day-of-month month day-of-week), such as "0 */6 * * *", or @hourly, @daily, @weekly, @monthly',
+        },
+      ],
+    },
+    keep: {
+      type: 'integer',
+      format: 'int32',
+      minimum: 1,
+      maximum: 1000,
+      default: 7,
+      description: 'How many ready backups the Schedule keeps: after each one it takes, it deletes its oldest beyond this number.',
+    },
+    volumeSnapshotClassName: {
+      type: 'string',
+      minLength: 1,
+      maxLength: 253,
+      'x-kubernetes-validations': [subdomainRule('a VolumeSnapshotClass name')],
+      description: 'The VolumeSnapshotClass of the snapshots; the default class of the claims\' CSI driver when unset.',
+    },
+    deleteWithCluster: {
+      type: 'boolean',
+      default: false,
+      description: 'true: the backups taken while it is true are deleted with the QueenCluster (it owns them). false: they outlive it.',
+    },
+  },
+} as const;
+
+/** How a new cluster forms: from nothing (the default), or from a backup. */
+const bootstrapSchema = {
+  type: 'object',
+  description: 'How the cluster first forms. Read once, at its first formation; fixed afterwards.',
+  properties: {
+    fromBackup: {
+      type: 'object',
+      description:
+        'Form the cluster from a backup of this namespace: pod 0 starts on a claim made from its snapshot, recovered as a cluster ' +
+        'of one (QUEEN_RAFT_FORCE_RECOVER), then the other voters join it as learners and are promoted. The source is only read.',
+      properties: {
+        name: {
+          type: 'string',
+          minLength: 1,
+          maxLength: 253,
+          'x-kubernetes-validations': [subdomainRule('a QueenBackup name')],
+          description: 'A QueenBackup of this namespace (kubectl get queenbackups).',
+        },
+        volumeSnapshot: {
+          type: 'string',
+          minLength: 1,
+          maxLength: 253,
+          'x-kubernetes-validations': [subdomainRule('a VolumeSnapshot name')],
+          description: 'A VolumeSnapshot of this namespace holding a Queen node\'s volume, taken some other way.',
+        },
+      },
+      'x-kubernetes-validations': [
+        { rule: 'has(self.name) != has(self.volumeSnapshot)', message: 'fromBackup names a QueenBackup (name) or a VolumeSnapshot (volumeSnapshot): one of the two' },
+      ],
+    },
+  },
+} as const;
+
 export const specSchema = {
   type: 'object',
   required: ['version', 'secretName'],
@@ -222,6 +302,8 @@ export const specSchema = {
         },
       },
     },
+    backup: backupSchema,
+    bootstrap: bootstrapSchema,
     minReadySeconds: {
       type: 'integer',
       format: 'int32',
@@ -265,6 +347,11 @@ export const specSchema = {
         '(!has(self.storage.storageClassName) || self.storage.storageClassName == oldSelf.storage.storageClassName)',
       message: 'storageClassName cannot be set, changed or removed after creation: the claims keep the class they were made with',
       fieldPath: '.storage.storageClassName',
+    },
+    {
+      rule: 'has(self.bootstrap) == has(oldSelf.bootstrap) && (!has(self.bootstrap) || self.bootstrap == oldSelf.bootstrap)',
+      message: 'bootstrap is read once, when the cluster first forms: it cannot be set, changed or removed afterwards',
+      fieldPath: '.bootstrap',
     },
     {
       rule:
@@ -452,6 +539,18 @@ const planSchema = {
   },
 } as const;
 
+const restoreStatusSchema = {
+  type: 'object',
+  properties: {
+    backup: { type: 'string', description: 'The QueenBackup it formed from, if one was named.' },
+    volumeSnapshot: { type: 'string', description: 'The VolumeSnapshot pod 0\'s claim was made from.' },
+    sourceCluster: { type: 'string', description: 'The cluster the backup was taken of.' },
+    raftIndex: { type: 'integer', format: 'int64', description: 'The Raft index the backup holds at least.' },
+    claimUid: { type: 'string', description: 'The claim of pod 0, made from the snapshot.' },
+    recoveredAt: { type: 'string', format: 'date-time', description: 'When node 1 recovered alone (QUEEN_RAFT_FORCE_RECOVER) and the variable was removed again.' },
+  },
+} as const;
+
 const conditionSchema = {
   type: 'object',
   required: ['type', 'status', 'lastTransitionTime', 'reason', 'message'],
@@ -496,6 +595,7 @@ export const statusSchema = {
     lastOperation: { ...lastOperationSchema, description: 'How the last operation ended.' },
     upgrade: { ...upgradeStatusSchema, description: 'What a rolling upgrade keeps so that it can go back.' },
     plan: { ...planSchema, nullable: true },
+    restore: { ...restoreStatusSchema, description: 'A cluster formed from a backup (spec.bootstrap.fromBackup): from what, and how far it got.' },
     conditions: {
       type: 'array',
       items: conditionSchema,
@@ -515,6 +615,7 @@ export type UpgradeStatus = FromSchema<typeof upgradeStatusSchema>;
 export type PlanStatus = FromSchema<typeof planSchema>;
 export type PlanStep = FromSchema<typeof planStepSchema>;
 export type Condition = FromSchema<typeof conditionSchema>;
+export type RestoreStatus = FromSchema<typeof restoreStatusSchema>;
 export type Phase = (typeof PHASES)[number];
 
 export interface ObjectMeta {
@@ -546,6 +647,7 @@ export const ANNOTATIONS = {
   approve: `${GROUP}/approve`,
   plan: `${GROUP}/plan`,
   planOnly: `${GROUP}/plan-only`,
+  backup: `${GROUP}/backup`,
   /** On the pod template and so on every pod: the hash of the template it was made from. */
   configHash: `${GROUP}/config-hash`,
   /** On the StatefulSet: the hash of everything the operator renders from the spec. */
@@ -561,15 +663,25 @@ export const printerColumns = [
   { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
 ] as const;
 
-/** The CustomResourceDefinition object, as written to deploy/crd.yaml. */
-export function customResourceDefinition() {
+/** A CustomResourceDefinition of this group and version: namespaced, served and stored, with a status subresource. */
+export function definitionOf<C, M, S, T>(d: {
+  kind: string;
+  plural: string;
+  singular: string;
+  shortNames: string[];
+  printerColumns: C;
+  description: string;
+  metadata: M;
+  spec: S;
+  status: T;
+}) {
   return {
     apiVersion: 'apiextensions.k8s.io/v1',
     kind: 'CustomResourceDefinition',
-    metadata: { name: `${PLURAL}.${GROUP}` },
+    metadata: { name: `${d.plural}.${GROUP}` },
     spec: {
       group: GROUP,
-      names: { kind: KIND, listKind: `${KIND}List`, plural: PLURAL, singular: 'queencluster', shortNames: ['qc'] },
+      names: { kind: d.kind, listKind: `${d.kind}List`, plural: d.plural, singular: d.singular, shortNames: d.shortNames },
       scope: 'Namespaced',
       versions: [
         {
@@ -577,33 +689,42 @@ export function customResourceDefinition() {
           served: true,
           storage: true,
           subresources: { status: {} },
-          additionalPrinterColumns: printerColumns,
+          additionalPrinterColumns: d.printerColumns,
           schema: {
             openAPIV3Schema: {
               type: 'object',
-              description: 'A Queen 2.x broker cluster: a Raft cluster of 1, 3 or 5 voters in a StatefulSet.',
+              description: d.description,
               required: ['spec'],
-              properties: {
-                apiVersion: { type: 'string' },
-                kind: { type: 'string' },
-                metadata: {
-                  type: 'object',
-                  properties: {
-                    name: {
-                      type: 'string',
-                      maxLength: 40,
-                      pattern: '^[a-z]([-a-z0-9]*[a-z0-9])?$',
-                      description: 'Part of the pod, Service and peer names: a DNS label of at most 40 characters.',
-                    },
-                  },
-                },
-                spec: specSchema,
-                status: statusSchema,
-              },
+              properties: { apiVersion: { type: 'string' }, kind: { type: 'string' }, metadata: d.metadata, spec: d.spec, status: d.status },
             },
           },
         },
       ],
     },
   };
+}
+
+/** The CustomResourceDefinition object, as written to deploy/crd.yaml. */
+export function customResourceDefinition() {
+  return definitionOf({
+    kind: KIND,
+    plural: PLURAL,
+    singular: 'queencluster',
+    shortNames: ['qc'],
+    printerColumns,
+    description: 'A Queen 2.x broker cluster: a Raft cluster of 1, 3 or 5 voters in a StatefulSet.',
+    metadata: {
+      type: 'object',
+      properties: {
+        name: {
+          type: 'string',
+          maxLength: 40,
+          pattern: '^[a-z]([-a-z0-9]*[a-z0-9])?$',
+          description: 'Part of the pod, Service and peer names: a DNS label of at most 40 characters.',
+        },
+      },
+    },
+    spec: specSchema,
+    status: statusSchema,
+  });
 }

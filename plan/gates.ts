@@ -74,6 +74,9 @@ export const GATE_NAMES = [
   // storage cannot grow, the Admin token the brokers want.
   'objects-ours',
   'replace-target',
+  // A restore (spec.bootstrap.fromBackup) whose backup is not ready, failed or gone, or whose pod 0
+  // claim is another's: a person names another backup, or deletes the claim.
+  'backup-ready',
   'membership-change',
   'volume-can-grow',
   'broker-credentials',
@@ -87,6 +90,12 @@ export const GATE_NAMES = [
   'unschedulable',
   'forming',
   'last-operation',
+  // A backup's waits: the cluster's running operation to end (a backup does not take a volume
+  // while an operation moves pods and members), a voter caught up to take the volume of, the
+  // VolumeSnapshot ready.
+  'no-operation-running',
+  'backup-source-caught-up',
+  'snapshot-ready',
 ] as const;
 export type GateName = (typeof GATE_NAMES)[number];
 
@@ -145,6 +154,12 @@ export const LIFTED_BY: Record<GateName, Lift> = {
   unschedulable: 'outside',
   forming: 'machine',
   'last-operation': 'person',
+  // A restore's backup: a person names another, or the QueenBackup becomes ready.
+  'backup-ready': 'outside',
+  // A backup's waits (takeBackup, which runs beside the cluster's operations): the machine's.
+  'no-operation-running': 'machine',
+  'backup-source-caught-up': 'machine',
+  'snapshot-ready': 'machine',
 };
 
 /** Who lifts a hold: its gate's, and never the machine for one only a person can decide (Blocked). */

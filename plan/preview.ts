@@ -12,6 +12,7 @@ import { claimAt, memberOf, podAt, type Observation } from './observation.ts';
 import { nextRestart } from './restarts.ts';
 import { nextVoterStep } from './voters.ts';
 import { nextVolumeStep } from './volumes.ts';
+import { restoring } from './backup.ts';
 
 export interface PlannedStep {
   step: string;
@@ -69,13 +70,32 @@ function stepsOf(need: Need, input: PlanInput): PlannedStep[] {
   }
 }
 
-function formSteps({ obs, spec }: PlanInput): PlannedStep[] {
+function formSteps({ view, obs, spec }: PlanInput): PlannedStep[] {
+  if (restoring(view.qc)) return restoreSteps(spec);
   const pods = obs.statefulSet?.replicas ?? spec.replicas;
   return [
     { step: `create or apply the Services, the disruption budget and the StatefulSet (${pods} pods)`, gates: [] },
     { step: 'wait for the pods to start and elect a leader', gates: ['leader-known'] },
     { step: 'wait for every voter to be live and Ready', gates: ['no-change-in-flight', 'voter-live', 'pod-ready'] },
     { step: 'wait for a write to commit', gates: ['write-commits'] },
+  ];
+}
+
+/** A cluster formed from a backup (workflows/restore-cluster.ts): pod 0 alone and recovered, then the other voters. */
+function restoreSteps(spec: StoredSpec): PlannedStep[] {
+  const from = spec.bootstrap?.fromBackup;
+  const what = from?.name ? `the backup ${from.name}` : `the VolumeSnapshot ${from?.volumeSnapshot ?? ''}`;
+  return [
+    { step: `check that ${what} is ready to restore from`, gates: ['backup-ready'] },
+    { step: `create the claim of pod 0 from ${what}`, gates: [] },
+    { step: 'create the Services, the disruption budget and the StatefulSet with pod 0 alone, QUEEN_RAFT_FORCE_RECOVER=1', gates: [] },
+    { step: 'wait for node 1 to recover alone and lead', gates: ['leader-known'] },
+    { step: 'restart pod 0 without QUEEN_RAFT_FORCE_RECOVER', gates: ['pod-ready'] },
+    { step: 'wait for every voter to be live and Ready', gates: ['no-change-in-flight', 'voter-live', 'pod-ready'] },
+    { step: 'wait for a write to commit', gates: ['write-commits'] },
+    ...(spec.replicas > 1
+      ? [{ step: `then changing the voters to ${spec.replicas}: the other nodes added as learners and promoted together`, note: 'ScaleVoters, once this operation ends', gates: [] }]
+      : []),
   ];
 }
 

@@ -27,6 +27,8 @@ import { decide, neededOperation, OPERATION_TYPES, type Decision, type Need, typ
 import type { ClaimObservation, PodObservation } from '../plan/observation.ts';
 import { endedOutside, lostAttempts, noWorkerStatus, Runs, stuckRun, stuckStatus, waitingForWorker } from './runs.ts';
 import { heldByGoneProcess, PROCESS } from '../identity.ts';
+import { Backups } from './backups.ts';
+import { restoring } from '../plan/backup.ts';
 
 /** What the Web UI shows of an operation beside its steps: what it is for and where to look. */
 function operationDetails(type: string, ns: string, name: string, target: string): string {
@@ -72,9 +74,11 @@ const WORKFLOW_OF: Partial<Record<OperationType, string>> = {
   GrowVolumes: 'growVolumes',
   RollingUpgrade: 'rollingUpgrade',
 };
-const TYPE_OF: Record<string, OperationType> = Object.fromEntries(
-  Object.entries(WORKFLOW_OF).map(([type, workflow]) => [workflow, type as OperationType]),
-);
+const TYPE_OF: Record<string, OperationType> = {
+  ...Object.fromEntries(Object.entries(WORKFLOW_OF).map(([type, workflow]) => [workflow, type as OperationType])),
+  // A cluster formed from a backup (spec.bootstrap.fromBackup) forms through its own workflow.
+  restoreCluster: 'FormCluster',
+};
 /** The operations that stop at their next wait when asked to yield (nothing is more urgent than forming). */
 const YIELDING: ReadonlySet<OperationType> = new Set(['ReplaceNode', 'ScaleVoters', 'GrowVolumes', 'RollingUpgrade']);
 
@@ -172,6 +176,8 @@ export class Watcher {
   /** Clusters with an evaluation due at the end of their describe gap. */
   private readonly dueAfterGap = new Set<string>();
   private readonly runs: Runs;
+  /** Each cluster's backup Schedule and backups on demand (watcher/backups.ts). */
+  private readonly backups: Backups;
   private resync: NodeJS.Timeout | null = null;
   private stopped = false;
 
@@ -188,6 +194,7 @@ export class Watcher {
       observerCheckMs: opts.observerCheckMs ?? resyncMs,
     };
     this.runs = new Runs(this.opts.temporal);
+    this.backups = new Backups({ temporal: this.opts.temporal, taskQueue: this.opts.taskQueue, searchAttributes: this.opts.searchAttributes });
   }
 
   async start(): Promise<void> {
@@ -220,6 +227,10 @@ export class Watcher {
    */
   private resyncAll() {
     const clusters = this.opts.cache.clusters();
+    const cache = this.opts.cache;
+    void this.backups
+      .sweep((ns, name) => cache.snapshot(ns, name)?.cluster ?? undefined, (ns) => cache.snapshot(ns, '') !== null, this.opts.log)
+      .catch((err) => this.opts.log.warn({ err: String(err) }, 'looking for backup Schedules no cluster wants failed; trying again later'));
     const gap = clusters.length > 1 ? Math.min(1000, this.opts.resyncMs / 2 / clusters.length) : 0;
     clusters.forEach((qc, i) => {
       const later = setTimeout(() => this.enqueue(qc.metadata.namespace, qc.metadata.name), i * gap);
@@ -259,8 +270,12 @@ export class Watcher {
         this.lastEvaluated.delete(key);
         this.decided.delete(key);
       }
-      if (!cached || cached.metadata.deletionTimestamp) return;
+      if (!cached || cached.metadata.deletionTimestamp) {
+        await this.backups.removed(namespace, name, log).catch((err) => log.warn({ err: String(err) }, 'deleting the backup Schedule failed; trying again later'));
+        return;
+      }
       await this.ensureObserver(cached, log);
+      await this.backups.reconcile(cached, log).catch((err) => log.warn({ err: String(err) }, 'the backup Schedule or a backup on demand could not be set up; trying again at the next event or resync'));
       // At rest (no operation recorded, none needed, nothing to cancel) there is nothing to ask
       // Temporal: whatever runs or not, nothing would be started, yielded or cancelled. Hundreds of
       // resting clusters then cost the watcher no call at their status writes and resyncs.
@@ -564,7 +579,7 @@ export class Watcher {
 
   private async startOperation(qc: QueenCluster, decision: Extract<Decision, { action: 'start' }>, log: Logger) {
     const { namespace, name, uid } = qc.metadata;
-    const workflow = WORKFLOW_OF[decision.need.type];
+    const workflow = decision.need.type === 'FormCluster' && restoring(qc) ? 'restoreCluster' : WORKFLOW_OF[decision.need.type];
     if (!workflow) return;
     const input: OperationInput = {
       ref: { namespace, name, uid: uid! },

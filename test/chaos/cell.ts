@@ -37,6 +37,8 @@ import {
   type Scenario,
 } from '../e2e/harness.ts';
 import { historyEvents, settledRuns, workflowRuns } from '../e2e/temporal.ts';
+import { backups, requestedBackup, volumeSnapshot } from '../e2e/backups.ts';
+import { requestedBackupWorkflowId } from '../../watcher/backups.ts';
 import { followMembership, membershipViolations, changeKey, type MembershipLog } from './membership.ts';
 import { track, type Tracker } from './tracker.ts';
 
@@ -51,7 +53,13 @@ export const OPERATIONS = [
   'GrowVolumes',
   'GrowVolumesRestart',
 ] as const;
-export type OperationName = (typeof OPERATIONS)[number];
+/**
+ * A backup asked for by the annotation (takeBackup, beside the cluster's operations), and a cluster
+ * of one voter formed from a backup (restoreCluster). Apart from OPERATIONS, which the seeded
+ * sample of `npm test` draws from.
+ */
+export const BACKUP_OPERATIONS = ['Backup', 'Restore'] as const;
+export type OperationName = (typeof OPERATIONS)[number] | (typeof BACKUP_OPERATIONS)[number];
 
 /** The faults of item 2 of the issue: the world around the operator fails while it works. */
 export const WORLD_FAULTS = ['temporal-restart', 'apiserver-restart', 'node-stop', 'voter-kill', 'leader-mid-promote'] as const;
@@ -94,6 +102,9 @@ interface Ctx {
   target: string | null;
   /** Claim name → UID before the operation. */
   claimsBefore: Map<string, string>;
+  /** Restore: the backup it forms from, and the source cluster's pods (name:uid) before. */
+  backup?: string;
+  sourcePods?: string[];
 }
 
 type Range = [number, number];
@@ -122,6 +133,14 @@ interface OperationDef {
   events: (c: Ctx) => Record<string, Range>;
   /** The membership changes the operation makes, each once (`learner 4`, `promote 4`, `remove 2`). */
   members: (c: Ctx) => string[];
+  /** What runs before, instead of forming the cluster `queen` and starting the load. */
+  setup?: (c: Ctx) => Promise<void>;
+  /** The workflow id of its run, when it is not the cluster's operation id. */
+  workflowId?: (c: Ctx) => Promise<string>;
+  /** Its end, when it is not the cluster's status.lastOperation. */
+  awaitEnd?: (c: Ctx, began: number, timeoutMs: number) => Promise<{ outcome: string; finishedAt: number | null }>;
+  /** What a user sees of it once it ended, beyond the voters, pods, claims and Events. */
+  check?: (c: Ctx, result: CellResult) => Promise<void>;
 }
 
 /** The node id of a pod `queen-N`. */
@@ -262,6 +281,71 @@ export const DEFS: Record<OperationName, OperationDef> = {
     events: () => ({ GrowVolumesStarted: once, ExpandClaim: [3, 3], RecreateStatefulSet: once, GrowVolumesSucceeded: once }),
     members: () => [],
   },
+  Backup: {
+    workflow: 'takeBackup',
+    type: 'Backup',
+    replicas: 3,
+    history: 'takeBackup-waited',
+    trigger: (c) => annotate(c.s, { [ANNOTATIONS.backup]: 'chaos' }),
+    workflowId: async (c) => requestedBackupWorkflowId(c.s.ns, 'queen', (await getCluster(c.s)).metadata.uid!, 'chaos'),
+    awaitEnd: async (c, began, timeoutMs) => {
+      const b = await requestedBackup(c.s, new Set(), (x) => x.status?.phase === 'Ready' || x.status?.phase === 'Failed', timeoutMs).catch(() => null);
+      if (!b) return { outcome: `no end within ${Math.round(timeoutMs / 60_000)} min`, finishedAt: null };
+      const finishedAt = Date.parse(b.status?.finishedAt ?? '') || Date.now();
+      return { outcome: b.status?.phase === 'Ready' ? 'finished' : `${b.status?.phase}: ${b.status?.message}`, finishedAt: Math.max(finishedAt, began) };
+    },
+    voters: [1, 2, 3],
+    uids: () => each(3, once),
+    claimsDeleted: () => [],
+    events: () => ({ BackupStarted: once, BackupReady: once }),
+    members: () => [],
+    check: async (c, result) => {
+      const all = await backups(c.s);
+      if (all.length !== 1) result.violations.push(`${all.length} QueenBackups, not 1: ${all.map((b) => b.metadata.name).join(', ')}`);
+      const b = all[0];
+      if (!b) return;
+      const vs = await volumeSnapshot(c.s, b.metadata.name);
+      if (vs?.status?.readyToUse !== true) result.violations.push(`its VolumeSnapshot is not ready: ${JSON.stringify(vs?.status ?? null)}`);
+      if ((await getCluster(c.s)).metadata.annotations?.[ANNOTATIONS.backup]) result.violations.push('the backup annotation is still there');
+      const steps = (await c.s.core.listNamespacedEvent({ namespace: c.s.ns, fieldSelector: `involvedObject.kind=QueenBackup,involvedObject.name=${b.metadata.name}` })).items;
+      for (const reason of ['BackupStarted', 'SnapshotRequested', 'BackupReady']) {
+        const n = steps.filter((e) => e.reason === reason).reduce((k, e) => k + (e.count ?? 1), 0);
+        if (n !== 1) result.violations.push(`${n} ${reason} Events on the QueenBackup, not 1`);
+      }
+      result.notes.push(`backup ${b.metadata.name}: node ${b.status?.nodeId}, index ${b.status?.raftIndex}`);
+    },
+  },
+  Restore: {
+    workflow: 'restoreCluster',
+    type: 'FormCluster',
+    replicas: 3,
+    history: 'restoreCluster',
+    // The source: a cluster named source, and a backup of it; the cluster restored is queen, of one
+    // voter (its scale-up is ScaleUp's cells).
+    setup: async (c) => {
+      await formed(c.s, seedSpec(), 'source');
+      await annotate(c.s, { [ANNOTATIONS.backup]: 'source' }, 'source');
+      const b = await requestedBackup(c.s, new Set(), (x) => x.status?.phase === 'Ready', 180_000, 'source');
+      c.backup = b.metadata.name;
+      c.sourcePods = (await pods(c.s, 'source')).map((p) => `${p.metadata!.name}:${p.metadata!.uid}`);
+    },
+    trigger: async (c) => void (await createCluster(c.s, seedSpec({ replicas: 1, bootstrap: { fromBackup: { name: c.backup! } } }))),
+    voters: [1],
+    // Restarted once, without QUEEN_RAFT_FORCE_RECOVER.
+    uids: () => ({ 'queen-0': [2, 2] }),
+    claimsDeleted: () => [],
+    events: () => ({ FormClusterStarted: once, RestoreClaim: once, ApplyObjects: once, LeaderElected: once, RecoveredAlone: once, VotersLive: once, WriteCommitted: once, FormClusterSucceeded: once }),
+    // The forced recovery's configuration: node 1 alone.
+    members: () => ['remove 2', 'remove 3'],
+    check: async (c, result) => {
+      const qc = await getCluster(c.s);
+      if (!qc.status?.restore?.recoveredAt) result.violations.push('status.restore.recoveredAt is not set');
+      const pod0 = (await pods(c.s)).find((p) => p.metadata?.name === 'queen-0');
+      if (pod0?.spec?.containers[0]?.env?.some((e) => e.name === 'QUEEN_RAFT_FORCE_RECOVER')) result.violations.push('pod 0 still runs with QUEEN_RAFT_FORCE_RECOVER');
+      const source = (await pods(c.s, 'source')).map((p) => `${p.metadata!.name}:${p.metadata!.uid}`);
+      if (JSON.stringify(source) !== JSON.stringify(c.sourcePods)) result.violations.push(`the source's pods changed: ${c.sourcePods?.join(' ')} → ${source.join(' ')}`);
+    },
+  },
   GrowVolumesRestart: {
     workflow: 'growVolumes',
     type: 'GrowVolumes',
@@ -280,7 +364,7 @@ export const DEFS: Record<OperationName, OperationDef> = {
 
 /** The Event reasons that are steps of an operation (the observer's phase Events are not). */
 const STEP_REASON =
-  /^(ApplyObjects|LeaderElected|VotersLive|WriteCommitted|RestartPod|ExpandClaim|RecreateStatefulSet|AddLearner|Promote|RemoveMember|ReplaceStarted|ReplaceFinished|WipeVolume|DeleteClaim|ScalePods|UpdateTemplate|Canary|CanaryPassed|RollBack|FinishVoterChange|(FormCluster|ReplaceNode|ScaleVoters|GrowVolumes|RollingUpgrade)(Started|Succeeded|Failed|Yielded|Cancelled|RolledBack|Terminated))$/;
+  /^(RestoreClaim|RecoveredAlone|BackupStarted|BackupReady|BackupFailed|BackupsDeleted|ApplyObjects|LeaderElected|VotersLive|WriteCommitted|RestartPod|ExpandClaim|RecreateStatefulSet|AddLearner|Promote|RemoveMember|ReplaceStarted|ReplaceFinished|WipeVolume|DeleteClaim|ScalePods|UpdateTemplate|Canary|CanaryPassed|RollBack|FinishVoterChange|(FormCluster|ReplaceNode|ScaleVoters|GrowVolumes|RollingUpgrade)(Started|Succeeded|Failed|Yielded|Cancelled|RolledBack|Terminated))$/;
 
 /** The activity ids of an operation's recorded history, with their types ("4 restartPod"). */
 export function recordedSteps(op: OperationName): { id: number; type: string }[] {
@@ -466,7 +550,8 @@ export async function runCell(op: OperationName, fault: Fault, opts: CellOptions
     await s.install({}, { replicas: 1, env: crashAt ? { QUEEN_CRASH_AT: crashAt } : {} });
     tracker = await track(s.kc, s.ns);
     const c: Ctx = { s, tracker, leader: null, target: null, claimsBefore: new Map() };
-    if (op !== 'FormCluster') {
+    if (def.setup) await def.setup(c);
+    else if (op !== 'FormCluster') {
       const qc = await formed(s, seedSpec({ replicas: def.replicas, ...def.spec }));
       c.leader = qc.status?.leader ?? null;
       load = startLoad({ kubeConfig: s.kc, namespace: s.ns, service: 'queen', rate: opts.rate ?? 20 });
@@ -491,7 +576,7 @@ export async function runCell(op: OperationName, fault: Fault, opts: CellOptions
     await def.trigger(c);
     const helping = def.during?.(c, began).catch((e: unknown) => void result.violations.push(`the person's part could not be played: ${(e as Error).message}`));
     const injected = fault.kind === 'none' || fault.kind === 'crash' ? null : injectWorldFault(c, op, fault.kind, began);
-    const end = await awaitEnd(s, def, began, opts.timeoutMs ?? 15 * 60_000);
+    const end = await (def.awaitEnd ?? ((_, b, t) => awaitEnd(s, def, b, t)))(c, began, opts.timeoutMs ?? 15 * 60_000);
     await helping;
     tracker.expectOperation(false);
     if (injected) {
@@ -507,7 +592,7 @@ export async function runCell(op: OperationName, fault: Fault, opts: CellOptions
     load = null;
 
     // The operation's run(s), as Temporal recorded them.
-    const wid = `queencluster/${s.ns}/queen`;
+    const wid = def.workflowId ? await def.workflowId(c) : `queencluster/${s.ns}/queen`;
     // (The end writes the status just before the run closes.)
     const all = end.outcome === 'finished' ? await settledRuns(s, wid).catch(() => workflowRuns(s, wid)) : await workflowRuns(s, wid).catch(() => []);
     const runs = all.filter((r) => r.type === def.workflow);
@@ -528,6 +613,7 @@ export async function runCell(op: OperationName, fault: Fault, opts: CellOptions
       }
     }
     if (end.outcome === 'finished') await checkAfter(c, def, result);
+    if (end.outcome === 'finished') await def.check?.(c, result);
     // Membership: each change the operation makes once in the brokers' logs, and no other (all
     // of them only when it finished).
     await membership.poll();

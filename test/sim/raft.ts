@@ -1845,10 +1845,15 @@ export class RaftNode {
     this.logger.info('initialized the cluster', { voters: config.voters, clusterId });
   }
 
-  // QUEEN_RAFT_FORCE_RECOVER on the survivor: a new term, itself as the only voter.
+  // QUEEN_RAFT_FORCE_RECOVER on the survivor: a new term, itself as the only voter, at the addresses
+  // QUEEN_RAFT_PEERS gives this node when it is set (a volume restored under new names, or every
+  // address changed), else at those the log registered (the broker's repair.rs: self_node first).
   forceRecover(): void {
     const m = this.membership()!;
-    const addrs = m.config.nodes[String(this.self)] ?? { raft: this.ownRaftAddr(), http: `${this.cfg.ip}:${this.cfg.httpPort}` };
+    const peer = this.cfg.peers.find((p) => p.id === this.self);
+    const addrs = peer
+      ? { raft: peer.raft, http: peer.http }
+      : (m.config.nodes[String(this.self)] ?? { raft: this.ownRaftAddr(), http: `${this.cfg.ip}:${this.cfg.httpPort}` });
     const config: MembershipConfig = {
       voters: [this.self],
       joint: null,

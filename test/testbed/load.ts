@@ -61,6 +61,8 @@ export interface LoadReport {
   /** Messages never acknowledged (given up, or still unanswered when the load stopped). */
   unacknowledged: string[];
   acknowledgedIds: string[];
+  /** The message id each acknowledged message was given (transactionId → messageId), as the push answered. */
+  messageIds: Record<string, string>;
   /** Endpoint addresses the pushes went to, with the count of acknowledgements each gave. */
   endpoints: Record<string, number>;
   /** How late, at most, a push was sent after its time (the client's own process was busy): ms and when. */
@@ -163,6 +165,7 @@ export function startLoad(opts: LoadOptions): Load {
   let retried = 0;
   const failedAttempts: FailedAttempt[] = [];
   const ackedIds: string[] = [];
+  const messageIds: Record<string, string> = {};
   const unacked = new Set<string>();
   const perEndpoint: Record<string, number> = {};
   const inFlight = new Set<Promise<void>>();
@@ -182,7 +185,14 @@ export function startLoad(opts: LoadOptions): Load {
         bodyTimeout: attemptTimeout,
       });
       const text = await res.body.text();
-      if (res.statusCode === 200) return null;
+      if (res.statusCode === 200) {
+        try {
+          for (const r of JSON.parse(text) as { transactionId?: string; messageId?: string }[]) if (r.transactionId && r.messageId) messageIds[r.transactionId] = r.messageId;
+        } catch {
+          // an answer without ids: the acknowledgement stands
+        }
+        return null;
+      }
       let code = '';
       try {
         code = JSON.parse(text).code ?? '';
@@ -287,6 +297,7 @@ export function startLoad(opts: LoadOptions): Load {
         failedAttempts,
         unacknowledged: [...unacked],
         acknowledgedIds: ackedIds,
+        messageIds,
         endpoints: perEndpoint,
         maxSendDelay,
         endpointChanges,

@@ -19,6 +19,10 @@ export interface Tools {
   temporal: string;
   /** Helm, which renders the chart (npm run generate) and installs it (e2e helm). */
   helm: string;
+  /** The CSI snapshot controller (cmd/snapshot-controller of the external-snapshotter). */
+  snapshotController: string;
+  /** The VolumeSnapshot, VolumeSnapshotContent and VolumeSnapshotClass definitions (YAML files). */
+  snapshotCrds: string[];
 }
 
 export class ToolsError extends Error {}
@@ -61,7 +65,10 @@ export async function ensureTools(log: (line: string) => void = () => {}): Promi
   const etcd = paths.ETCD_BIN;
   const temporal = paths.TEMPORAL_BIN;
   const helm = paths.HELM_BIN;
-  if (!k8s || !etcd || !temporal || !helm) throw new ToolsError('build-tools: the script did not print KUBERNETES_BIN, ETCD_BIN, TEMPORAL_BIN and HELM_BIN');
+  const snapshotter = paths.SNAPSHOTTER_BIN;
+  if (!k8s || !etcd || !temporal || !helm || !snapshotter) {
+    throw new ToolsError('build-tools: the script did not print KUBERNETES_BIN, ETCD_BIN, TEMPORAL_BIN, HELM_BIN and SNAPSHOTTER_BIN');
+  }
   return {
     k8sVersion: versions().K8S_VERSION ?? 'v0.0.0',
     kubernetesBin: k8s,
@@ -74,5 +81,7 @@ export async function ensureTools(log: (line: string) => void = () => {}): Promi
     etcd: join(etcd, 'etcd'),
     temporal: join(temporal, 'temporal'),
     helm: join(helm, 'helm'),
+    snapshotController: join(snapshotter, 'snapshot-controller'),
+    snapshotCrds: ['volumesnapshotclasses', 'volumesnapshotcontents', 'volumesnapshots'].map((k) => join(snapshotter, 'crd', `snapshot.storage.k8s.io_${k}.yaml`)),
   };
 }

@@ -68,7 +68,7 @@ describe('the QueenCluster API', () => {
       storage: true, resources: true, podAntiAffinity: true, zoneSpread: true, nodeSelector: true, tolerations: true,
       priorityClassName: true, proxy: true, kafka: true, env: true, podLabels: true, podAnnotations: true, port: true,
       raftPort: true, clusterDomain: true, minReadySeconds: true, terminationGracePeriodSeconds: true, upgrade: true,
-      adminTokenSecret: true, networkPolicy: true,
+      adminTokenSecret: true, networkPolicy: true, backup: true, bootstrap: true,
     };
     expect(Object.keys(typed).sort()).toEqual(specKeys);
   });
@@ -108,9 +108,9 @@ describe('the QueenCluster API', () => {
       .split(/^---$/m)
       .map((d) => parse(d))
       .filter(Boolean);
-    expect(docs.map((d) => d.kind).sort()).toEqual(['ClusterRole', 'ClusterRoleBinding', 'CustomResourceDefinition', 'Deployment', 'Namespace', 'PodDisruptionBudget', 'Service', 'ServiceAccount']);
-    // The definition outlives a helm uninstall, with the QueenClusters.
-    expect(docs.find((d) => d.kind === 'CustomResourceDefinition').metadata.annotations).toEqual({ 'helm.sh/resource-policy': 'keep' });
+    expect(docs.map((d) => d.kind).sort()).toEqual(['ClusterRole', 'ClusterRoleBinding', 'CustomResourceDefinition', 'CustomResourceDefinition', 'Deployment', 'Namespace', 'PodDisruptionBudget', 'Service', 'ServiceAccount']);
+    // The definitions outlive a helm uninstall, with the QueenClusters and their backups.
+    for (const crd of docs.filter((d) => d.kind === 'CustomResourceDefinition')) expect(crd.metadata.annotations).toEqual({ 'helm.sh/resource-policy': 'keep' });
     const role = docs.find((d) => d.kind === 'ClusterRole');
     const resources = role.rules.flatMap((r: { resources: string[] }) => r.resources);
     expect(resources).not.toContain('secrets');

@@ -38,6 +38,24 @@ function behind(obs: Observation): Observation {
 const steps = (p: ReturnType<typeof planOf>) => p.steps.map((s) => s.step);
 
 describe('a plan', () => {
+  it('of a cluster formed from a backup: the backup checked, pod 0 alone and recovered, then the other voters', () => {
+    const obs = cluster(0, 0, 1);
+    obs.membership = null;
+    obs.statefulSet = null;
+    const p = planOf(obs, { bootstrap: { fromBackup: { name: 'queen-20261206-180000' } } });
+    expect(p.operation).toBe('FormCluster');
+    expect(steps(p)).toEqual([
+      'check that the backup queen-20261206-180000 is ready to restore from',
+      'create the claim of pod 0 from the backup queen-20261206-180000',
+      'create the Services, the disruption budget and the StatefulSet with pod 0 alone, QUEEN_RAFT_FORCE_RECOVER=1',
+      'wait for node 1 to recover alone and lead',
+      'restart pod 0 without QUEEN_RAFT_FORCE_RECOVER',
+      'wait for every voter to be live and Ready',
+      'wait for a write to commit',
+      'then changing the voters to 3: the other nodes added as learners and promoted together',
+    ]);
+  });
+
   it('of a cluster as specified: no operation', () => {
     expect(planOf(cluster(3, 3, 2))).toEqual({ operation: null, target: '', steps: [], message: 'the cluster is as specified: no operation would start' });
   });
