@@ -7,6 +7,7 @@ import { guarded } from './guard.ts';
 import { membershipActivities } from './membership.ts';
 import { observerActivities, type ObserverRounds } from './observer.ts';
 import { operationActivities } from './operation.ts';
+import { promoteActivities } from './promote.ts';
 import { replaceActivities } from './replace.ts';
 import { scaleActivities } from './scale.ts';
 import { upgradeActivities } from './upgrade.ts';
@@ -26,6 +27,7 @@ function stepsOf(deps: ActivityDeps, rounds: ObserverRounds) {
     ...replaceActivities(deps),
     ...scaleActivities(deps),
     ...growActivities(deps),
+    ...promoteActivities(deps),
     ...observerActivities(deps, rounds),
   };
 }

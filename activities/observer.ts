@@ -19,6 +19,7 @@ import { assess, type Assessment } from '../plan/assess.ts';
 import { decide, rolledOutGeneration } from '../plan/decide.ts';
 import { readAnnotations } from '../crd/annotations.ts';
 import { podsToServe } from '../plan/serving.ts';
+import { linkStatusOf } from '../plan/link.ts';
 import { answeringNodes, stallMemoryFromStatus, trackStalls, type StallMemory } from '../plan/stalls.ts';
 import { setVoters } from './broker.ts';
 import type { OwnedObjects } from './cluster-cache.ts';
@@ -27,7 +28,7 @@ import { serveAgain } from './drain.ts';
 import { changeThroughLeader } from './membership.ts';
 import { getCluster, isConflict, patchClusterStatus } from './kube.ts';
 import { leaderChanges, observerRounds } from '../metrics.ts';
-import { clusterConditions, comparableStatus, observedStatus, READY_MESSAGE } from './status.ts';
+import { clusterConditions, comparableStatus, observedStatus, READY_MESSAGE, STANDBY_READY_MESSAGE } from './status.ts';
 import { clusterView } from './view.ts';
 import { planStatus } from './plan.ts';
 
@@ -265,6 +266,8 @@ async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: Observer
   }
   const joint = await finishJointLeftBehind(deps, qc, obs, state.joint ?? null);
   const status: Partial<QueenClusterStatus> = observedStatus(obs, memory);
+  const link = linkStatusOf(obs, qc.spec, qc.status);
+  if (link) Object.assign(status, link);
   // While writes do not commit, look again sooner, so COMMITS turns true soon after they do.
   const interval = lastProbe && !lastProbe.ok ? Math.min(deps.settings.probeIntervalMs, 5000) : deps.settings.probeIntervalMs;
   if (!lastProbe || obs.at - lastProbe.at >= interval) {
@@ -304,6 +307,7 @@ async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: Observer
       stallAfterMs: deps.settings.stallAfterMs,
       secretName: qc.spec.secretName,
       stoppedOperation: blockedBy,
+      standby: qc.spec.standby,
     });
     if (decision.action === 'paused' && assessment.phase === 'Ready') {
       assessment = { phase: 'Ready', message: decision.message };
@@ -363,6 +367,7 @@ async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: Observer
   if (assessment && assessment.phase !== state.lastPhase && state.lastPhase !== null) {
     if (assessment.phase === 'Degraded' || assessment.phase === 'Blocked') await stepEvent(deps, qc, assessment.phase, assessment.message, 'Warning');
     else if (assessment.phase === 'Ready') await stepEvent(deps, qc, 'Ready', READY_MESSAGE);
+    else if (assessment.phase === 'Standby') await stepEvent(deps, qc, 'Standby', STANDBY_READY_MESSAGE);
   }
   return { state: { memory, lastProbe, lastPhase: assessment?.phase ?? state.lastPhase, lastTerm, warned, joint }, written: lastWritten };
 }

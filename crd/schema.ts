@@ -3,6 +3,7 @@
 import type { FromSchema } from './schema-types.ts';
 import { annotationMap, env, imagePullSecrets, labelMap, nodeSelector, priorityClassName, resources, subdomainRule, tolerations } from './embedded.ts';
 import { QUANTITY_LIMIT, QUANTITY_PATTERN } from './quantity.ts';
+import { linkSpecSchema, roleStatusSchema, standbySpecSchema, standbyStatusSchema } from './link.ts';
 
 export const GROUP = 'queenmq.com';
 export const VERSION = 'v1alpha1';
@@ -226,6 +227,8 @@ export const specSchema = {
       default: 90,
       description: 'Grace period of the pods; covers the broker shutdown sequence.',
     },
+    link: linkSpecSchema,
+    standby: standbySpecSchema,
   },
   'x-kubernetes-validations': [
     {
@@ -411,7 +414,7 @@ const conditionSchema = {
   },
 } as const;
 
-export const PHASES = ['Forming', 'Ready', 'Scaling', 'Upgrading', 'Replacing', 'Resizing', 'Degraded', 'Blocked'] as const;
+export const PHASES = ['Forming', 'Ready', 'Standby', 'Scaling', 'Upgrading', 'Replacing', 'Resizing', 'Promoting', 'SwitchingOver', 'Fenced', 'Degraded', 'Blocked'] as const;
 
 export const statusSchema = {
   type: 'object',
@@ -421,8 +424,10 @@ export const statusSchema = {
       type: 'string',
       enum: PHASES,
       description:
-        'Forming, Ready, Scaling, Upgrading, Replacing, Resizing (an operation runs), Degraded (a pod is down ' +
-        'or a voter is behind; the reason is in message) or Blocked (only a person can decide; the reason is in message).',
+        'Forming, Ready, Standby (a standby that follows its source, at rest), Scaling, Upgrading, Replacing, Resizing, ' +
+        'Promoting, SwitchingOver (an operation runs), Fenced (a source a switchover took out of its clients\' reach), Degraded (a pod ' +
+        'is down, a voter is behind, or a standby does not follow; the reason is in message) or Blocked (only a person can decide; ' +
+        'the reason is in message).',
     },
     message: { type: 'string', description: 'One line: what the operator is doing or waiting for.' },
     version: { type: 'string', description: 'The broker version every pod reports; empty while they differ.' },
@@ -442,6 +447,8 @@ export const statusSchema = {
     lastOperation: { ...lastOperationSchema, description: 'How the last operation ended.' },
     upgrade: { ...upgradeStatusSchema, description: 'What a rolling upgrade keeps so that it can go back.' },
     plan: { ...planSchema, nullable: true },
+    role: roleStatusSchema,
+    standby: standbyStatusSchema,
     conditions: {
       type: 'array',
       items: conditionSchema,
@@ -492,6 +499,8 @@ export const ANNOTATIONS = {
   approve: `${GROUP}/approve`,
   plan: `${GROUP}/plan`,
   planOnly: `${GROUP}/plan-only`,
+  promote: `${GROUP}/promote`,
+  switchover: `${GROUP}/switchover`,
   /** On the pod template and so on every pod: the hash of the template it was made from. */
   configHash: `${GROUP}/config-hash`,
   /** On the StatefulSet: the hash of everything the operator renders from the spec. */
@@ -503,6 +512,7 @@ export const printerColumns = [
   { name: 'Voters', type: 'string', jsonPath: '.status.voters' },
   { name: 'Commits', type: 'boolean', jsonPath: '.status.commits' },
   { name: 'Phase', type: 'string', jsonPath: '.status.phase' },
+  { name: 'Role', type: 'string', jsonPath: '.status.role', priority: 1 },
   { name: 'Message', type: 'string', jsonPath: '.status.message', priority: 1 },
   { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
 ] as const;

@@ -84,6 +84,14 @@ export const GATE_NAMES = [
   'unschedulable',
   'forming',
   'last-operation',
+  // The cluster link (plan/link.ts): a standby that does not follow its source (it rests Degraded);
+  // a promotion asked with `true` while the source still answers the standby (Blocked: a person
+  // stops the source, or asks for `force` or a switchover); a switchover's source out of its
+  // clients' reach and its requests drained; the standby caught up with the source's last entry.
+  'standby-follows',
+  'source-stopped',
+  'source-fenced',
+  'standby-caught-up',
 ] as const;
 export type GateName = (typeof GATE_NAMES)[number];
 

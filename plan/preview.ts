@@ -12,6 +12,7 @@ import { claimAt, memberOf, podAt, type Observation } from './observation.ts';
 import { nextRestart } from './restarts.ts';
 import { nextVoterStep } from './voters.ts';
 import { nextVolumeStep } from './volumes.ts';
+import { PROMOTE_STEPS, SWITCHOVER_STEPS } from './link-steps.ts';
 
 export interface PlannedStep {
   step: string;
@@ -66,6 +67,10 @@ function stepsOf(need: Need, input: PlanInput): PlannedStep[] {
       return replaceSteps(input);
     case 'GrowVolumes':
       return volumeSteps(input);
+    case 'PromoteStandby':
+      return PROMOTE_STEPS;
+    case 'Switchover':
+      return SWITCHOVER_STEPS;
   }
 }
 

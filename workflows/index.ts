@@ -4,5 +4,6 @@ export { rollingUpgrade } from './rolling-upgrade.ts';
 export { replaceNode } from './replace-node.ts';
 export { scaleVoters } from './scale-voters.ts';
 export { growVolumes } from './grow-volumes.ts';
+export { promoteStandby } from './promote-standby.ts';
 export { clusterObserver } from './observer.ts';
 export { yieldSignal } from './operation.ts';
