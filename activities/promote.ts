@@ -111,7 +111,7 @@ export function promoteActivities(deps: ActivityDeps) {
           const r = await promoteLink(base, ordinal, token);
           if (r.ok) {
             const position = r.link.position?.index ?? p.position;
-            await stepEvent(deps, qc, 'Promote', `promoted through pod ${ordinal}: the cluster takes writes; it holds its source's log up to entry ${position}`);
+            await stepEvent(deps, qc, 'Promoted', `promoted through pod ${ordinal}: the cluster takes writes; it holds its source's log up to entry ${position}`);
             return { done: { position, via: ordinal } };
           }
           if (r.notStandby) {

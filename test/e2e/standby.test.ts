@@ -1,0 +1,119 @@
+// e2e `standby`: a standby cluster formed beside its source, under load through the source's
+// client Service. Node 1 of the standby starts from the source's snapshot, the two others join it;
+// it follows with its lag in status, PHASE Standby (ROLE standby in -o wide), refuses writes with
+// 503 `standby`, and holds every message the source acknowledged. A standby whose link token is
+// wrong is Degraded with the source's address, the broker's words and the Secret's name. Invalid
+// standby specs are refused by the API server with what to change.
+import { afterEach, expect, it } from 'vitest';
+import { request } from 'undici';
+import { startLoad, verifyAcknowledged } from '../testbed/load.ts';
+import { clusterEvents, createCluster, formed, kubectl, pods, scenario, seedSpec, voterIps, waitFor, waitForCluster, type Scenario } from './harness.ts';
+
+let s: Scenario | null = null;
+afterEach(async () => {
+  await s?.close();
+  s = null;
+});
+
+export const LINK_SECRET = { name: 'link', key: 'token' };
+
+/** The Secret of the link token, and a source with spec.link. */
+export async function formSource(sc: Scenario, token = 'l'.repeat(48)) {
+  await sc.core.createNamespacedSecret({ namespace: sc.ns, body: { metadata: { name: LINK_SECRET.name }, stringData: { [LINK_SECRET.key]: token } } });
+  return formed(sc, seedSpec({ link: { tokenSecret: LINK_SECRET } }));
+}
+
+export const standbySpec = (over: Record<string, unknown> = {}) =>
+  seedSpec({ standby: { source: { cluster: { name: 'queen' } }, tokenSecret: LINK_SECRET, ...over } as never });
+
+/** Until the standby rests in phase Standby with its three voters, following. */
+export function standbyFollowing(sc: Scenario, name = 'dr') {
+  return waitForCluster(
+    sc,
+    'the standby following its source',
+    (q) => q.status?.phase === 'Standby' && JSON.stringify(q.status?.voters) === '[1,2,3]' && q.status?.standby?.state === 'following',
+    300_000,
+    name,
+  );
+}
+
+it('standby: formed from its source\'s snapshot under load, it follows with its lag shown, refuses writes and holds every acknowledged message', async () => {
+  s = await scenario('standby');
+  await s.install({ probeInterval: '5s' });
+  await formSource(s);
+  const load = startLoad({ kubeConfig: s.kc, namespace: s.ns, service: 'queen', rate: 100, queue: 'orders' });
+  await waitFor('the load under way', async () => load.progress().acknowledged > 200, 60_000);
+  await createCluster(s, standbySpec(), 'dr');
+  const dr = await standbyFollowing(s);
+  expect(dr.status?.role).toBe('standby');
+  expect(dr.status?.standby).toMatchObject({ source: `${s.ns}/queen`, state: 'following' });
+  expect(dr.status?.standby?.error ?? null).toBeNull();
+  expect(dr.status?.standby?.position).toBeGreaterThan(200);
+  expect(typeof dr.status?.standby?.lagEntries).toBe('number');
+  expect(typeof dr.status?.standby?.lagSeconds).toBe('number');
+  expect(Date.parse(dr.status!.standby!.lastAppliedAt!)).toBeGreaterThan(Date.now() - 60_000);
+  expect(dr.status?.commits).toBe(true);
+  expect(dr.status?.conditions?.find((c) => c.type === 'Ready')).toMatchObject({ status: 'True', reason: 'Standby' });
+
+  // kubectl: PHASE Standby, and ROLE in -o wide.
+  const get = await kubectl(['-n', s.ns, 'get', 'queencluster', 'dr']);
+  expect(get.stdout).toMatch(/^dr\s+2\.6\.0\s+\[1,2,3\]\s+true\s+Standby\s+\S+$/m);
+  const wide = await kubectl(['-n', s.ns, 'get', 'queencluster', '-o', 'wide']);
+  expect(wide.stdout).toMatch(/^NAME\s+VERSION\s+VOTERS\s+COMMITS\s+PHASE\s+ROLE\s+MESSAGE\s+AGE$/m);
+  expect(wide.stdout).toMatch(/^dr\s+2\.6\.0\s+\[1,2,3\]\s+true\s+Standby\s+standby\s+/m);
+  expect(wide.stdout).toMatch(/^queen\s+2\.6\.0\s+\[1,2,3\]\s+true\s+Ready\s+source\s+/m);
+
+  // Formed on a seed: node 1 alone first, then the two others joined it.
+  const events = (await clusterEvents(s, 'dr')).map((e) => `${e.reason}: ${e.message}`);
+  expect(events.find((e) => e.startsWith('LeaderElected'))).toMatch(/^LeaderElected: node 1 leads \(term \d+\)$/);
+  expect(events).toEqual(expect.arrayContaining([
+    'AddLearner: adding node 2 as a learner',
+    'AddLearner: adding node 3 as a learner',
+    'Promote: promoting nodes 2 and 3 to voters',
+    'Standby: every voter is in place and the standby follows its source',
+  ]));
+
+  // Every pod of the standby refuses a write, retryably, and says why.
+  for (const p of await pods(s, 'dr')) {
+    const r = await request(`http://${p.status!.podIP}:6632/api/v1/push`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ items: [{ queue: 'orders', payload: { x: 1 } }] }),
+    });
+    expect(r.statusCode).toBe(503);
+    expect(r.headers['retry-after']).toBe('1');
+    expect(((await r.body.json()) as { code: string }).code).toBe('standby');
+  }
+
+  const report = await load.stop();
+  expect(report.unacknowledged).toEqual([]);
+  console.log(`standby: ${report.acknowledged} messages acknowledged by the source; standby lag ${dr.status?.standby?.lagEntries} entries, ${dr.status?.standby?.lagSeconds} s`);
+  // Every message the source acknowledged reaches every voter of the standby.
+  expect(await verifyAcknowledged(report, await voterIps(s, 'dr'), { timeoutMs: 60_000 })).toEqual([]);
+});
+
+it('standby: a wrong link token is said in status with the Secret\'s name; invalid specs are refused with what to change', async () => {
+  s = await scenario('sbtoken');
+  await s.install({ probeInterval: '5s' });
+  await formSource(s);
+  await s.core.createNamespacedSecret({ namespace: s.ns, body: { metadata: { name: 'wrong' }, stringData: { token: 'w'.repeat(48) } } });
+  await createCluster(s, seedSpec({ replicas: 1, standby: { source: { cluster: { name: 'queen' } }, tokenSecret: { name: 'wrong', key: 'token' }, seed: false } }), 'bad');
+  const bad = await waitForCluster(s, 'the refused token said', (q) => /QUEEN_LINK_SOURCE_TOKEN/.test(q.status?.message ?? ''), 180_000, 'bad');
+  expect(bad.status?.message).toMatch(
+    new RegExp(`^waiting for a write to commit: the standby's source ${s.ns}/queen does not answer it: http://queen-0\\.queen-headless\\.${s.ns}\\.svc\\.cluster\\.local:7400/link/v1/read: the source refused this standby's QUEEN_LINK_SOURCE_TOKEN; the link token is key token of Secret wrong: it must hold the source's QUEEN_LINK_TOKEN \\(its spec\\.link\\.tokenSecret\\)$`),
+  );
+  // Put right, it follows.
+  await s.core.replaceNamespacedSecret({ namespace: s.ns, name: 'wrong', body: { metadata: { name: 'wrong' }, stringData: { token: 'l'.repeat(48) } } });
+  await kubectl(['-n', s.ns, 'delete', 'pod', 'bad-0']);
+  await waitForCluster(s, 'the standby following once the token is right', (q) => q.status?.phase === 'Standby', 180_000, 'bad');
+
+  // Refused at admission, with what to change.
+  for (const [source, message] of [
+    [{ cluster: { name: 'queen' }, addresses: ['queen-0:7400'] }, 'name the source either by cluster (a QueenCluster in this Kubernetes cluster) or by addresses'],
+    [{}, 'name the source either by cluster'],
+    [{ addresses: ['https://queen-0:7400'] }, 'spec.standby.source.addresses[0]'],
+  ] as const) {
+    const err = await createCluster(s, seedSpec({ standby: { source, tokenSecret: LINK_SECRET } as never }), 'invalid').then(() => null, (e: unknown) => String((e as { body?: unknown }).body ?? e));
+    expect(err).toContain(message);
+  }
+});
