@@ -33,11 +33,12 @@ export const clock = (ms: number) => new Date(ms).toISOString().slice(11, 23);
 /** The promotion's loss bound, in one line (the Event, the switchover's and the promotion's own). */
 export function lossWords(p: StandbyPosition, now: number): string {
   const at = p.positionAt ? `, written at ${clock(p.positionAt)}` : '';
-  const stands = `the standby stands at entry ${p.position} of its source${at}`;
-  if (p.lastAnswerAt === null) return `${stands}: its source never answered it`;
+  const kept = p.positionAt ? ': what the source committed up to then is here, what it committed after is lost' : '';
+  const stands = `the standby stands at entry ${p.position} of its source${at}${kept}`;
+  if (p.lastAnswerAt === null) return `${stands} (its source never answered it)`;
   const ago = goDuration(Math.max(0, now - p.lastAnswerAt));
   const unread = p.unread ?? 0;
-  return `${stands}: when the source last answered, ${ago} ago, it had ${unread} ${unread === 1 ? 'entry' : 'entries'} more, lost with whatever it took after that answer`;
+  return `${stands} (when the source last answered, ${ago} ago, the node it read had ${unread} ${unread === 1 ? 'entry' : 'entries'} more)`;
 }
 
 /** The position from the standby's leader's link status. */
