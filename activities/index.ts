@@ -8,6 +8,7 @@ import { membershipActivities } from './membership.ts';
 import { observerActivities, type ObserverRounds } from './observer.ts';
 import { operationActivities } from './operation.ts';
 import { promoteActivities } from './promote.ts';
+import { switchoverActivities } from './switchover.ts';
 import { replaceActivities } from './replace.ts';
 import { scaleActivities } from './scale.ts';
 import { upgradeActivities } from './upgrade.ts';
@@ -28,6 +29,7 @@ function stepsOf(deps: ActivityDeps, rounds: ObserverRounds) {
     ...scaleActivities(deps),
     ...growActivities(deps),
     ...promoteActivities(deps),
+    ...switchoverActivities(deps),
     ...observerActivities(deps, rounds),
   };
 }

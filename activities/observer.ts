@@ -288,7 +288,7 @@ async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: Observer
   if (!running) {
     // No operation drains a pod now: every pod whose node is a member takes client connections
     // (asked of the API server first: an operation that began since this look may be draining it).
-    if (podsToServe(obs).length > 0) {
+    if (podsToServe(obs).length > 0 && !qc.status?.fence) {
       await getCluster(deps.kube, ref.namespace, ref.name)
         .then((now) => (now && !now.status?.operation ? serveAgain(deps, { ...ref, uid: qc.metadata.uid }, obs) : undefined))
         .catch((err: unknown) => opLogger(deps, { ...ref, uid: qc.metadata.uid ?? '' }).warn({ err: String(err) }, 'could not set the serving label of a pod'));
@@ -308,6 +308,7 @@ async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: Observer
       secretName: qc.spec.secretName,
       stoppedOperation: blockedBy,
       standby: qc.spec.standby,
+      fence: qc.status?.fence,
     });
     if (decision.action === 'paused' && assessment.phase === 'Ready') {
       assessment = { phase: 'Ready', message: decision.message };

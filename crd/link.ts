@@ -146,3 +146,15 @@ export const roleStatusSchema = {
   enum: LINK_ROLES,
   description: 'primary, source (a standby reads it), standby (it replays its source) or promoted (a standby that was promoted).',
 } as const;
+
+export const fenceStatusSchema = {
+  type: 'object',
+  nullable: true,
+  description:
+    "On a source a switchover took out of its clients' reach: by which standby and since when. The operator starts nothing on it " +
+    'meanwhile, and the switchover makes it a standby of the new primary at its end.',
+  properties: {
+    by: { type: 'string', description: 'The standby that switches over (namespace/name).' },
+    since: { type: 'string', format: 'date-time' },
+  },
+} as const;

@@ -3,7 +3,7 @@
 import type { FromSchema } from './schema-types.ts';
 import { annotationMap, env, imagePullSecrets, labelMap, nodeSelector, priorityClassName, resources, subdomainRule, tolerations } from './embedded.ts';
 import { QUANTITY_LIMIT, QUANTITY_PATTERN } from './quantity.ts';
-import { linkSpecSchema, roleStatusSchema, standbySpecSchema, standbyStatusSchema } from './link.ts';
+import { fenceStatusSchema, linkSpecSchema, roleStatusSchema, standbySpecSchema, standbyStatusSchema } from './link.ts';
 
 export const GROUP = 'queenmq.com';
 export const VERSION = 'v1alpha1';
@@ -449,6 +449,7 @@ export const statusSchema = {
     plan: { ...planSchema, nullable: true },
     role: roleStatusSchema,
     standby: standbyStatusSchema,
+    fence: fenceStatusSchema,
     conditions: {
       type: 'array',
       items: conditionSchema,

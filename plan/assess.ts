@@ -1,7 +1,7 @@
 // The cluster's state in one phase and one line, when no operation runs: Ready, Degraded with the
 // reason when a pod is down or a voter is behind, Blocked when only a person can decide, Forming
 // before the first leader. Phases are not sticky: this is computed afresh from every observation.
-import type { Phase, QueenClusterSpec } from '../crd/schema.ts';
+import type { Phase, QueenClusterSpec, QueenClusterStatus } from '../crd/schema.ts';
 import { standbyAssessment } from './link.ts';
 import { imagePullProblem, nodeDownProblem, stopGate, type GateName } from './gates.ts';
 import type { Observation, PodObservation } from './observation.ts';
@@ -27,6 +27,8 @@ export interface AssessInput {
   stoppedOperation?: string | null;
   /** spec.standby: a standby rests in Standby while it follows its source, Degraded while it does not. */
   standby?: QueenClusterSpec['standby'];
+  /** status.fence: a source a switchover took out of its clients' reach (it rests Fenced). */
+  fence?: QueenClusterStatus['fence'];
 }
 
 /** What the kubelet says about a container that cannot start because of its Secret, in our words. */
@@ -70,6 +72,9 @@ export function podStartProblem(pod: PodObservation | undefined): string | null 
 
 export function assess(input: AssessInput): Assessment {
   const { obs } = input;
+  if (input.fence) {
+    return { phase: 'Fenced', message: `taken out of its clients' reach by the switchover to ${input.fence.by}: it becomes a standby of it`, reason: 'source-fenced' };
+  }
   for (const pod of obs.pods) {
     const problem = podConfigProblem(pod, input.secretName);
     if (problem) return { phase: 'Blocked', message: problem, reason: 'pod-config' };

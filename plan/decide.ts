@@ -51,6 +51,8 @@ export function neededOperation(v: ClusterView): Need | null {
   const status = qc.status ?? {};
   const formed = (status.voters?.length ?? 0) > 0;
   const sts = v.statefulSet;
+  // A source a switchover fenced is the switchover's (it runs on its standby): nothing starts here.
+  if (status.fence) return null;
   if (!formed || !sts || sts.terminating || !v.servicesPresent) {
     return { type: 'FormCluster', fingerprint: `form:${v.wantedSpecHash}`, target: `${spec.replicas ?? 3} voters on ${spec.version}` };
   }

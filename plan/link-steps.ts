@@ -14,7 +14,9 @@ export const SWITCHOVER_STEPS: PlannedStep[] = [
   { step: "take the source out of its clients' reach", gates: ['source-fenced'], note: 'the clients\' write downtime begins' },
   { step: "wait for the standby to read the source's last entry", gates: ['standby-caught-up'] },
   { step: 'stop the source', gates: ['pod-gone'] },
+  { step: 'read where the standby stands in its source', gates: ['leader-known'] },
   { step: 'promote the standby', gates: [] },
   { step: 'wait for a write to commit', gates: ['write-commits'], note: "the clients' write downtime ends" },
-  { step: 'make the old source a standby of the new primary', gates: [] },
+  { step: 'make this cluster the source', gates: [] },
+  { step: 'make the old source a standby of the new primary', gates: [], note: 'its volumes are emptied: it starts again from a seed of this cluster' },
 ];

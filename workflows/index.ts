@@ -5,5 +5,6 @@ export { replaceNode } from './replace-node.ts';
 export { scaleVoters } from './scale-voters.ts';
 export { growVolumes } from './grow-volumes.ts';
 export { promoteStandby } from './promote-standby.ts';
+export { switchover } from './switchover.ts';
 export { clusterObserver } from './observer.ts';
 export { yieldSignal } from './operation.ts';
