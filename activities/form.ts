@@ -22,6 +22,7 @@ import { applyObject, getStatefulSet, listPods, patchClusterStatus, readObject }
 import { clusterObjects, keptShape, names, parseOrdinal, statefulSet } from './resources.ts';
 import { observedStatus } from './status.ts';
 import { inFlightLookAgainAt } from './membership.ts';
+import { sourceName } from '../plan/link.ts';
 
 /** An object of ours must carry a controller reference to this QueenCluster; anything else is someone else's. */
 function foreign(obj: KubernetesObject | null, qc: QueenCluster): boolean {
@@ -159,7 +160,9 @@ export function formActivities(deps: ActivityDeps) {
         const probe = await probeThrough(deps, qc, obs, null);
         await recordProbe(deps, ref, probe);
         if (probe.ok && probe.via !== undefined) {
-          await stepEvent(deps, qc, 'WriteCommitted', `a write committed through pod ${probe.via}`);
+          // A standby takes no write: what stands for one is its leader replaying its source.
+          if (obs.link?.role === 'standby') await stepEvent(deps, qc, 'StandbyFollows', `the standby follows its source ${sourceName(qc.spec, ref.namespace)}: its leader, pod ${probe.via}, replays it`);
+          else await stepEvent(deps, qc, 'WriteCommitted', `a write committed through pod ${probe.via}`);
           return { done: probe.via };
         }
         log.info({ error: probe.ok ? null : probe.error }, 'the write probe failed');

@@ -417,8 +417,9 @@ export function networkPolicy(qc: QueenCluster): NetworkPolicyObject | null {
       podSelector: { matchLabels: selectorLabels(name) },
       policyTypes: ['Ingress'],
       ingress: [
-        // A source lets a standby's pods (in any namespace) reach its raft port: the link token authenticates them.
-        { from: spec.link ? [own, { namespaceSelector: {}, podSelector: { matchLabels: { [LINK_LABEL]: 'true' } } }] : [own], ports: [{ protocol: 'TCP', port: spec.raftPort }] },
+        // A source (or a standby, which serves once promoted) lets a standby's pods, in any
+        // namespace, reach its raft port: the link token authenticates them.
+        { from: spec.link || spec.standby ? [own, { namespaceSelector: {}, podSelector: { matchLabels: { [LINK_LABEL]: 'true' } } }] : [own], ports: [{ protocol: 'TCP', port: spec.raftPort }] },
         { from: brokerFrom, ports: [{ protocol: 'TCP', port: spec.port }] },
         ...(open.length ? [{ ports: open }] : []),
       ],

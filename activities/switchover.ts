@@ -9,8 +9,8 @@ import { goDuration, podsText } from '../plan/format.ts';
 import { standbyProbe } from '../plan/link.ts';
 import { holdUntil, loadCluster, observeCluster, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
 import { inEndpoints, setServing } from './drain.ts';
-import { applyObject, deleteClaimByUid, getCluster, isConflict, isNotFound, listClaims, listPods, patchClusterAnnotations, patchClusterStatus, rawRequest } from './kube.ts';
-import { names, networkPolicy, parseOrdinal } from './resources.ts';
+import { deleteClaimByUid, getCluster, isConflict, isNotFound, listClaims, listPods, patchClusterAnnotations, patchClusterStatus, rawRequest } from './kube.ts';
+import { names, parseOrdinal } from './resources.ts';
 
 /** The source of a switchover: a QueenCluster of this Kubernetes cluster. */
 export interface SourceRef {
@@ -18,6 +18,9 @@ export interface SourceRef {
   name: string;
   uid: string;
 }
+
+/** How long the source's pods are given to stop (they have nothing left to hand over). */
+const STOP_GRACE_S = 1;
 
 /** How many looks in a row the standby must have read everything the source applied. */
 const CAUGHT_UP_LOOKS = 3;
@@ -145,7 +148,18 @@ export function switchoverActivities(deps: ActivityDeps) {
           said = true;
           await stepEvent(deps, qc, 'StopSource', `stopping the pods of ${key(source)}: its volumes stay until the standby is promoted`);
         }
-        const left = (await listPods(deps.kube, source.namespace, source.name)).map((p) => parseOrdinal(source.name, p.metadata!.name!));
+        const pods = await listPods(deps.kube, source.namespace, source.name);
+        // Fenced and read to its last entry, the source has nothing left to say: its pods stop at
+        // once rather than through their drain (the clients' write downtime goes on meanwhile).
+        for (const p of pods) {
+          if ((p.metadata?.deletionGracePeriodSeconds ?? Infinity) <= STOP_GRACE_S) continue;
+          try {
+            await deps.kube.core.deleteNamespacedPod({ namespace: source.namespace, name: p.metadata!.name!, body: { gracePeriodSeconds: STOP_GRACE_S, preconditions: { uid: p.metadata!.uid! } } });
+          } catch (err) {
+            if (!isNotFound(err) && !isConflict(err)) throw err;
+          }
+        }
+        const left = pods.map((p) => parseOrdinal(source.name, p.metadata!.name!));
         if (left.length === 0) return { done: true };
         return { hold: { phase: 'SwitchingOver', message: `stopping the source: waiting for ${podsText(left.sort((a, b) => a - b))} of ${key(source)} to go`, gate: 'pod-gone' } };
       });
@@ -188,21 +202,17 @@ export function switchoverActivities(deps: ActivityDeps) {
     },
 
     /**
-     * The new primary's spec says what it is now (a source: spec.link with the token it served as
-     * a standby; no spec.standby; its pods take the change at their next roll), its NetworkPolicy
-     * lets a standby in, the annotation goes, and the clients' write downtime as the operator saw it
-     * is returned (from the fence to now, just after the first write on the new primary).
+     * The new primary's spec says it is a source (spec.link), the annotation goes, and the clients'
+     * write downtime as the operator saw it is returned (from the fence to now, just after the
+     * first write on the new primary).
      */
     async finishSwitchover(ref: ClusterRef, fencedAt: number): Promise<string> {
-      let qc = await loadCluster(deps, ref);
-      if (qc.spec.standby) {
-        await patchSpec(deps, ref, { standby: null, link: { tokenSecret: qc.spec.link?.tokenSecret ?? qc.spec.standby.tokenSecret } });
-        qc = await loadCluster(deps, ref);
-      }
-      // Its NetworkPolicy lets its new standby's pods reach its raft port now, not at its next roll:
-      // the old source's first node reads its seed from here.
-      const policy = networkPolicy(qc);
-      if (policy) await applyObject(deps.kube, policy);
+      const qc = await loadCluster(deps, ref);
+      // The token it served as a standby is its spec.link now: its pods already have it
+      // (QUEEN_LINK_TOKEN), and a standby's NetworkPolicy already lets a standby's pods in, so
+      // nothing it renders changes and no pod restarts. spec.standby stays, as where it came from:
+      // a promoted cluster ignores it, as its brokers do.
+      if (!qc.spec.link && qc.spec.standby) await patchSpec(deps, ref, { link: { tokenSecret: qc.spec.standby.tokenSecret } });
       if (qc.metadata.annotations?.[ANNOTATIONS.switchover] !== undefined) await patchClusterAnnotations(deps.kube, ref.namespace, ref.name, { [ANNOTATIONS.switchover]: null });
       return goDuration(Math.max(0, Date.now() - fencedAt));
     },

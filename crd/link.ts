@@ -39,7 +39,8 @@ export const standbySpecSchema = {
   required: ['source', 'tokenSecret'],
   description:
     "This cluster is a standby: it replays its source's log a moment behind, serves reads, refuses writes (503, code standby) " +
-    'and becomes an ordinary cluster when promoted (annotation queenmq.com/promote=true), or in a switchover (queenmq.com/switchover=true).',
+    'and becomes an ordinary cluster when promoted (annotation queenmq.com/promote=true), or in a switchover (queenmq.com/switchover=true). ' +
+    'A promoted cluster ignores it (as its brokers do): it stays as where the cluster came from, and removing it restarts the pods once.',
   properties: {
     source: {
       type: 'object',

@@ -39,8 +39,9 @@ import {
 import { historyEvents, settledRuns, workflowRuns } from '../e2e/temporal.ts';
 import { followMembership, membershipViolations, changeKey, type MembershipLog } from './membership.ts';
 import { track, type Tracker } from './tracker.ts';
+import { LINK_CELLS, LINK_STEP_REASONS } from './link-cells.ts';
 
-export const OPERATIONS = ['FormCluster', 'RollingUpgrade', 'ScaleUp', 'ScaleDown', 'ReplaceFollower', 'ReplaceLeader', 'GrowVolumes', 'GrowVolumesRestart'] as const;
+export const OPERATIONS = ['FormCluster', 'RollingUpgrade', 'ScaleUp', 'ScaleDown', 'ReplaceFollower', 'ReplaceLeader', 'GrowVolumes', 'GrowVolumesRestart', 'PromoteStandby', 'Switchover'] as const;
 export type OperationName = (typeof OPERATIONS)[number];
 
 /** The faults of item 2 of the issue: the world around the operator fails while it works. */
@@ -75,7 +76,7 @@ export interface CellResult {
   namespace: string;
 }
 
-interface Ctx {
+export interface Ctx {
   s: Scenario;
   tracker: Tracker;
   /** The leader's node id when the operation began. */
@@ -86,9 +87,9 @@ interface Ctx {
   claimsBefore: Map<string, string>;
 }
 
-type Range = [number, number];
+export type Range = [number, number];
 
-interface OperationDef {
+export interface OperationDef {
   /** The workflow type in Temporal. */
   workflow: string;
   /** status.lastOperation.type. */
@@ -97,7 +98,8 @@ interface OperationDef {
   replicas: 3 | 5;
   /** A recorded history of this operation (test/workflows/histories), for its activity ids. */
   history: string;
-  prepare?: (c: Ctx) => Promise<void>;
+  /** Before the trigger (the load client pushing, if any). */
+  prepare?: (c: Ctx, load: Load | null) => Promise<void>;
   trigger: (c: Ctx) => Promise<void>;
   voters: number[];
   /** How many UIDs each pod has from the trigger to the end (a restart makes one more). */
@@ -108,14 +110,19 @@ interface OperationDef {
   events: (c: Ctx) => Record<string, Range>;
   /** The membership changes the operation makes, each once (`learner 4`, `promote 4`, `remove 2`). */
   members: (c: Ctx) => string[];
+  /**
+   * The cluster under test (`queen`) as it is before the trigger, when not a plain formed one: a
+   * standby of a source (link-cells.ts). Its load client (the Services it pushes through) with it.
+   */
+  setup?: (s: Scenario) => Promise<{ qc: QueenCluster; service: string | string[] }>;
 }
 
 /** The node id of a pod `queen-N`. */
 const nodeOf = (pod: string | null) => Number(pod!.split('-').at(-1)) + 1;
 const replaced = (c: Ctx) => [`remove ${nodeOf(c.target)}`, `learner ${nodeOf(c.target)}`, `promote ${nodeOf(c.target)}`];
 
-const once: Range = [1, 1];
-const each = (n: number, r: Range) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`queen-${i}`, r]));
+export const once: Range = [1, 1];
+export const each = (n: number, r: Range) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`queen-${i}`, r]));
 
 export const DEFS: Record<OperationName, OperationDef> = {
   FormCluster: {
@@ -221,6 +228,7 @@ export const DEFS: Record<OperationName, OperationDef> = {
     events: () => ({ GrowVolumesStarted: once, ExpandClaim: [3, 3], RecreateStatefulSet: once, GrowVolumesSucceeded: once }),
     members: () => [],
   },
+  ...LINK_CELLS,
   GrowVolumesRestart: {
     workflow: 'growVolumes',
     type: 'GrowVolumes',
@@ -238,8 +246,11 @@ export const DEFS: Record<OperationName, OperationDef> = {
 };
 
 /** The Event reasons that are steps of an operation (the observer's phase Events are not). */
-const STEP_REASON =
-  /^(ApplyObjects|LeaderElected|VotersLive|WriteCommitted|RestartPod|ExpandClaim|RecreateStatefulSet|AddLearner|Promote|RemoveMember|ReplaceStarted|ReplaceFinished|WipeVolume|DeleteClaim|ScalePods|UpdateTemplate|Canary|CanaryPassed|RollBack|FinishVoterChange|(FormCluster|ReplaceNode|ScaleVoters|GrowVolumes|RollingUpgrade)(Started|Succeeded|Failed|Yielded|Cancelled|RolledBack|Terminated))$/;
+const STEP_REASON = new RegExp(
+  '^(ApplyObjects|LeaderElected|VotersLive|WriteCommitted|RestartPod|ExpandClaim|RecreateStatefulSet|AddLearner|Promote|RemoveMember|ReplaceStarted|ReplaceFinished|' +
+    `WipeVolume|DeleteClaim|ScalePods|UpdateTemplate|Canary|CanaryPassed|RollBack|FinishVoterChange|${LINK_STEP_REASONS.join('|')}|` +
+    '(FormCluster|ReplaceNode|ScaleVoters|GrowVolumes|RollingUpgrade|PromoteStandby|Switchover)(Started|Succeeded|Failed|Yielded|Cancelled|RolledBack|Terminated))$',
+);
 
 /** The activity ids of an operation's recorded history, with their types ("4 restartPod"). */
 export function recordedSteps(op: OperationName): { id: number; type: string }[] {
@@ -426,14 +437,15 @@ export async function runCell(op: OperationName, fault: Fault, opts: CellOptions
     tracker = await track(s.kc, s.ns);
     const c: Ctx = { s, tracker, leader: null, target: null, claimsBefore: new Map() };
     if (op !== 'FormCluster') {
-      const qc = await formed(s, seedSpec({ replicas: def.replicas }));
+      const set = def.setup ? await def.setup(s) : { qc: await formed(s, seedSpec({ replicas: def.replicas })), service: 'queen' };
+      const qc = set.qc;
       c.leader = qc.status?.leader ?? null;
-      load = startLoad({ kubeConfig: s.kc, namespace: s.ns, service: 'queen', rate: opts.rate ?? 20 });
+      load = startLoad({ kubeConfig: s.kc, namespace: s.ns, service: set.service, rate: opts.rate ?? 20 });
       // The load reaches every pod before the operation begins.
       await sleep(3000);
     }
     for (const [name, uids] of tracker.claimUids) c.claimsBefore.set(name, uids.at(-1)!);
-    await def.prepare?.(c);
+    await def.prepare?.(c, load);
     if (fault.kind === 'leader-mid-promote') {
       const ip = await podIp(s, `queen-${c.leader! - 1}`);
       await sim(ip, '/_sim/fault', { crashAfterJoint: true });

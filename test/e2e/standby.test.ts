@@ -79,7 +79,7 @@ it('standby: a wrong link token is said in status with the Secret\'s name; inval
   await createCluster(s, seedSpec({ replicas: 1, standby: { source: { cluster: { name: 'queen' } }, tokenSecret: { name: 'wrong', key: 'token' }, seed: false } }), 'bad');
   const bad = await waitForCluster(s, 'the refused token said', (q) => /QUEEN_LINK_SOURCE_TOKEN/.test(q.status?.message ?? ''), 180_000, 'bad');
   expect(bad.status?.message).toMatch(
-    new RegExp(`^waiting for a write to commit: the standby's source ${s.ns}/queen does not answer it: http://queen-0\\.queen-headless\\.${s.ns}\\.svc\\.cluster\\.local:7400/link/v1/read: the source refused this standby's QUEEN_LINK_SOURCE_TOKEN; the link token is key token of Secret wrong: it must hold the source's QUEEN_LINK_TOKEN \\(its spec\\.link\\.tokenSecret\\)$`),
+    new RegExp(`^waiting for a write to commit: the standby.s source ${s.ns}/queen does not answer it: http://queen-\\d\\.queen-headless\\.${s.ns}\\.svc\\.cluster\\.local:7400/link/v1/read: the source refused this standby's QUEEN_LINK_SOURCE_TOKEN; the link token is key token of Secret wrong: it must hold the source's QUEEN_LINK_TOKEN \\(its spec\\.link\\.tokenSecret\\)$`),
   );
   // Put right, it follows.
   await s.core.replaceNamespacedSecret({ namespace: s.ns, name: 'wrong', body: { metadata: { name: 'wrong' }, stringData: { token: 'l'.repeat(48) } } });

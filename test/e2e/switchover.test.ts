@@ -35,8 +35,9 @@ it('switchover: the standby becomes the primary and the source its standby, with
   );
   expect(done.status?.role).toBe('promoted');
   expect(done.status?.standby?.promoted?.planned).toBe(true);
-  expect(done.spec.standby).toBeUndefined();
+  // Its spec says it is a source now; spec.standby stays, ignored, and nothing it renders changed.
   expect(done.spec.link).toEqual({ tokenSecret: { name: 'link', key: 'token' } });
+  expect(done.spec.standby?.source).toEqual({ cluster: { name: 'queen' } });
   expect(done.metadata.annotations?.['queenmq.com/switchover']).toBeUndefined();
   // The old source follows the new primary.
   const old = await waitForCluster(
