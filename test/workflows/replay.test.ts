@@ -21,7 +21,7 @@ beforeAll(async () => {
 describe('recorded histories replay against the current workflows', () => {
   it('there is a history of every workflow type', () => {
     const types = new Set(files.map((f) => load(f).events[0]?.workflowExecutionStartedEventAttributes?.workflowType?.name));
-    expect([...types].sort()).toEqual(['clusterObserver', 'formCluster', 'growVolumes', 'replaceNode', 'rollingUpgrade', 'scaleVoters']);
+    expect([...types].sort()).toEqual(['clusterObserver', 'formCluster', 'growVolumes', 'promoteStandby', 'replaceNode', 'rollingUpgrade', 'scaleVoters', 'switchover']);
   });
 
   it.each(files)('%s', async (file) => {
