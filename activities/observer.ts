@@ -19,7 +19,7 @@ import { assess, type Assessment } from '../plan/assess.ts';
 import { decide, rolledOutGeneration } from '../plan/decide.ts';
 import { readAnnotations } from '../crd/annotations.ts';
 import { podsToServe } from '../plan/serving.ts';
-import { linkStatusOf } from '../plan/link.ts';
+import { linkStatusOf, standbysOf } from '../plan/link.ts';
 import { answeringNodes, stallMemoryFromStatus, trackStalls, type StallMemory } from '../plan/stalls.ts';
 import { setVoters } from './broker.ts';
 import type { OwnedObjects } from './cluster-cache.ts';
@@ -268,6 +268,9 @@ async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: Observer
   const status: Partial<QueenClusterStatus> = observedStatus(obs, memory);
   const link = linkStatusOf(obs, qc.spec, qc.status);
   if (link) Object.assign(status, link);
+  // A source's standbys here, with their versions: its upgrade waits for theirs (plan/link.ts).
+  const standbys = qc.spec.link && deps.cache ? standbysOf(qc, deps.cache.clusters()) : [];
+  if (standbys.length > 0 || (qc.status?.standbys?.length ?? 0) > 0) status.standbys = standbys;
   // While writes do not commit, look again sooner, so COMMITS turns true soon after they do.
   const interval = lastProbe && !lastProbe.ok ? Math.min(deps.settings.probeIntervalMs, 5000) : deps.settings.probeIntervalMs;
   if (!lastProbe || obs.at - lastProbe.at >= interval) {

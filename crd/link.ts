@@ -159,3 +159,18 @@ export const fenceStatusSchema = {
     since: { type: 'string', format: 'date-time' },
   },
 } as const;
+
+export const standbysStatusSchema = {
+  type: 'array',
+  description:
+    'The QueenClusters of this Kubernetes cluster that are standbys of this one, with the version they run: an upgrade of this cluster ' +
+    'waits (Blocked) until they run its new version, since its entries at a newer cluster version would stop their replay.',
+  items: {
+    type: 'object',
+    required: ['name'],
+    properties: {
+      name: { type: 'string', description: 'namespace/name' },
+      version: { type: 'string', description: 'The version it runs (its status.version, else its spec.version).' },
+    },
+  },
+} as const;

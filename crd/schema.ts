@@ -3,7 +3,7 @@
 import type { FromSchema } from './schema-types.ts';
 import { annotationMap, env, imagePullSecrets, labelMap, nodeSelector, priorityClassName, resources, subdomainRule, tolerations } from './embedded.ts';
 import { QUANTITY_LIMIT, QUANTITY_PATTERN } from './quantity.ts';
-import { fenceStatusSchema, linkSpecSchema, roleStatusSchema, standbySpecSchema, standbyStatusSchema } from './link.ts';
+import { fenceStatusSchema, linkSpecSchema, roleStatusSchema, standbysStatusSchema, standbySpecSchema, standbyStatusSchema } from './link.ts';
 
 export const GROUP = 'queenmq.com';
 export const VERSION = 'v1alpha1';
@@ -450,6 +450,7 @@ export const statusSchema = {
     role: roleStatusSchema,
     standby: standbyStatusSchema,
     fence: fenceStatusSchema,
+    standbys: standbysStatusSchema,
     conditions: {
       type: 'array',
       items: conditionSchema,

@@ -6,7 +6,7 @@
 import { readAnnotations, replaceRequest } from '../crd/annotations.ts';
 import { ANNOTATIONS, type QueenCluster } from '../crd/schema.ts';
 import { parseQuantity } from './format.ts';
-import { linkNeed, linkRefusal } from './link.ts';
+import { linkNeed, linkRefusal, standbyBehind } from './link.ts';
 import type { ClaimObservation, PodObservation, StatefulSetObservation } from './observation.ts';
 
 export const OPERATION_TYPES = ['FormCluster', 'PromoteStandby', 'ReplaceNode', 'ScaleVoters', 'Switchover', 'GrowVolumes', 'RollingUpgrade'] as const;
@@ -112,7 +112,7 @@ export function decide(v: ClusterView, running: RunningOperation | null, now: nu
     return { action: 'none', why: `${running.type} runs` };
   }
   // Forming the cluster comes first; a link request that cannot be done holds everything after it.
-  const refusedLink = linkRefusal(v.qc);
+  const refusedLink = linkRefusal(v.qc) ?? (need?.type === 'RollingUpgrade' ? standbyBehind(v.qc) : null);
   if (refusedLink && (!need || priority(need.type) > priority('FormCluster'))) return { action: 'refused', message: refusedLink };
   // Anything after a replacement waits for the refused one to be fixed.
   const replace = v.statefulSet ? replaceRequest(v.qc, v.statefulSet.replicas) : null;

@@ -92,6 +92,8 @@ export const GATE_NAMES = [
   'source-stopped',
   'source-fenced',
   'standby-caught-up',
+  // An upgrade of a source held until its standbys run the new version (a person upgrades them).
+  'standby-upgraded-first',
 ] as const;
 export type GateName = (typeof GATE_NAMES)[number];
 

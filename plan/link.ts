@@ -208,3 +208,41 @@ export function linkRefusal(qc: Pick<QueenCluster, 'metadata' | 'spec' | 'status
   }
   return null;
 }
+
+/** The standbys of `source` among `all` (QueenClusters naming it in spec.standby.source.cluster), with the version each runs. */
+export function standbysOf(source: Pick<QueenCluster, 'metadata'>, all: Pick<QueenCluster, 'metadata' | 'spec' | 'status'>[]): { name: string; version: string }[] {
+  return all
+    .filter((q) => {
+      const c = q.spec.standby?.source.cluster;
+      return !!c && c.name === source.metadata.name && (c.namespace ?? q.metadata.namespace) === source.metadata.namespace && q.status?.role !== 'promoted';
+    })
+    .map((q) => ({ name: `${q.metadata.namespace}/${q.metadata.name}`, version: q.status?.version || q.spec.version }))
+    .sort((a, b) => a.name.localeCompare(b.name));
+}
+
+/** -1, 0, 1 for two versions of numbers and dots (2.6.0 < 2.6.1 < 2.10.0); null when either is something else. */
+export function compareVersions(a: string, b: string): number | null {
+  const parse = (v: string) => (/^v?\d+(\.\d+)*$/.test(v) ? v.replace(/^v/, '').split('.').map(Number) : null);
+  const x = parse(a);
+  const y = parse(b);
+  if (!x || !y) return null;
+  for (let i = 0; i < Math.max(x.length, y.length); i++) {
+    const d = (x[i] ?? 0) - (y[i] ?? 0);
+    if (d !== 0) return Math.sign(d);
+  }
+  return 0;
+}
+
+/**
+ * An upgrade of a source to a version newer than one of its standbys runs: refused until the
+ * standby runs it (a source entry that raises the cluster version waits until every node of the
+ * standby reads it, and its replay stops meanwhile: LINK.md section 3).
+ */
+export function standbyBehind(qc: Pick<QueenCluster, 'spec' | 'status'>): string | null {
+  const behind = (qc.status?.standbys ?? []).find((s) => (compareVersions(qc.spec.version, s.version ?? '') ?? 0) > 0);
+  if (!behind) return null;
+  return (
+    `the standby ${behind.name} runs ${behind.version}: upgrade it to ${qc.spec.version} first; a source on a newer version can write ` +
+    'entries its standby does not read yet, and its replay would stop'
+  );
+}

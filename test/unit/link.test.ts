@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { withDefaults } from '../../crd/defaults.ts';
 import type { QueenCluster } from '../../crd/schema.ts';
 import { linkEnv, linkPodLabels, linkSourceAddresses } from '../../activities/link-objects.ts';
-import { linkNeed, linkRefusal, linkRole, parseLinkStatus, standbyAssessment, standbyProbe, standbyStatus } from '../../plan/link.ts';
+import { compareVersions, linkNeed, linkRefusal, linkRole, parseLinkStatus, standbyAssessment, standbyBehind, standbyProbe, standbysOf, standbyStatus } from '../../plan/link.ts';
 
 const standby = { source: { cluster: { name: 'queen' } }, tokenSecret: { name: 'link', key: 'token' } };
 
@@ -116,5 +116,30 @@ describe('the link in the pods', () => {
     const source = withDefaults({ version: '2.6.0', secretName: 'q', link: { tokenSecret: { name: 'link', key: 'token' } } });
     expect(linkEnv(qc(), source).map((e) => e.name)).toEqual(['QUEEN_LINK_TOKEN']);
     expect(linkPodLabels(source)).toEqual({});
+  });
+});
+
+describe('a source and its standbys', () => {
+  it('an upgrade of a source waits for its standbys to run the new version', () => {
+    const src = { metadata: { name: 'queen', namespace: 'ns' } };
+    const all = [
+      qc(),
+      { ...qc(), metadata: { name: 'far', namespace: 'other' }, spec: { ...qc().spec, standby: { ...standby, source: { cluster: { name: 'queen', namespace: 'ns' } } } } },
+      { ...qc(), metadata: { name: 'old', namespace: 'ns' }, status: { role: 'promoted' as const } },
+      { ...qc(), metadata: { name: 'plain', namespace: 'ns' }, spec: { version: '2.6.0', secretName: 'p' } },
+    ] as QueenCluster[];
+    expect(standbysOf(src, all)).toEqual([
+      { name: 'ns/dr', version: '2.6.0' },
+      { name: 'other/far', version: '2.6.0' },
+    ]);
+    expect(compareVersions('2.6.1', '2.6.0')).toBe(1);
+    expect(compareVersions('2.10.0', '2.9.9')).toBe(1);
+    expect(compareVersions('2.6', '2.6.0')).toBe(0);
+    expect(compareVersions('latest', '2.6.0')).toBeNull();
+    const source = (version: string) => ({ spec: { version, secretName: 'q' }, status: { standbys: [{ name: 'ns/dr', version: '2.6.0' }] } });
+    expect(standbyBehind(source('2.6.1'))).toBe(
+      'the standby ns/dr runs 2.6.0: upgrade it to 2.6.1 first; a source on a newer version can write entries its standby does not read yet, and its replay would stop',
+    );
+    expect(standbyBehind(source('2.6.0'))).toBeNull();
   });
 });
