@@ -3,7 +3,8 @@
 // test/sim/LINK.md (QUEEN_LINK_*).
 import { subdomainRule } from './embedded.ts';
 
-const secretKey = (description: string) =>
+/** A key of a Secret in the cluster's namespace (the link token, the Admin token of spec.adminTokenSecret). */
+export const secretKey = (description: string) =>
   ({
     type: 'object',
     required: ['name', 'key'],

@@ -3,7 +3,7 @@
 import type { FromSchema } from './schema-types.ts';
 import { annotationMap, env, imagePullSecrets, labelMap, nodeSelector, priorityClassName, resources, subdomainRule, tolerations } from './embedded.ts';
 import { QUANTITY_LIMIT, QUANTITY_PATTERN } from './quantity.ts';
-import { fenceStatusSchema, linkSpecSchema, roleStatusSchema, standbysStatusSchema, standbySpecSchema, standbyStatusSchema } from './link.ts';
+import { fenceStatusSchema, linkSpecSchema, secretKey, roleStatusSchema, standbysStatusSchema, standbySpecSchema, standbyStatusSchema } from './link.ts';
 
 export const GROUP = 'queenmq.com';
 export const VERSION = 'v1alpha1';
@@ -100,23 +100,10 @@ export const specSchema = {
         },
       },
     },
-    adminTokenSecret: {
-      type: 'object',
-      required: ['name', 'key'],
-      description:
-        'For brokers run with JWT_ENABLED=true: a Secret key in the same namespace holding a bearer token with the Admin role, which ' +
+    adminTokenSecret: secretKey(
+      'For brokers run with JWT_ENABLED=true: a Secret key in the same namespace holding a bearer token with the Admin role, which ' +
         'the operator sends on the membership API. The operator reads it with get on that one Secret: grant it that (see the README).',
-      properties: {
-        name: { type: 'string', minLength: 1, maxLength: 253, 'x-kubernetes-validations': [subdomainRule('a Secret name')] },
-        key: {
-          type: 'string',
-          minLength: 1,
-          maxLength: 253,
-          pattern: '^[-._a-zA-Z0-9]+$',
-          description: 'The key in the Secret: letters, digits, -, _ and . only, as a Secret key is.',
-        },
-      },
-    },
+    ),
     networkPolicy: {
       type: 'object',
       default: {},

@@ -26,6 +26,16 @@ function pair(opts: { sourceEnv?: Record<string, string>; standbyEnv?: Record<st
   return { source, standby };
 }
 
+/** A pair started, every node of both healthy. */
+async function running(opts: Parameters<typeof pair>[0] = {}) {
+  const p = pair(opts);
+  p.source.startAll();
+  p.standby.startAll();
+  await p.source.waitHealthy([1, 2, 3]);
+  await p.standby.waitHealthy([1, 2, 3]);
+  return p;
+}
+
 async function push(c: SimCluster, id: number, n: number, queue = 'orders') {
   return c.tryReq(id, 'POST', '/api/v1/push', { items: [{ queue, partition: `p${n % 4}`, payload: { n }, transactionId: `t${n}` }] });
 }
@@ -62,11 +72,7 @@ async function converged(source: SimCluster, standby: SimCluster, ids = [1, 2, 3
 
 describe('cluster link', () => {
   it('a standby follows its source, refuses writes, serves reads, and a promotion through a follower makes it an ordinary cluster', async () => {
-    const { source, standby } = pair();
-    source.startAll();
-    standby.startAll();
-    await source.waitHealthy([1, 2, 3]);
-    await standby.waitHealthy([1, 2, 3]);
+    const { source, standby } = await running();
     await pushMany(source, 0, 30, (n) => (n % 3) + 1);
     const first = await converged(source, standby);
 
@@ -220,11 +226,7 @@ describe('cluster link', () => {
   }, 120_000);
 
   it('the source lost: the standby waits with the cause, and once promoted holds every source write stamped up to its position', async () => {
-    const { source, standby } = pair();
-    source.startAll();
-    standby.startAll();
-    await source.waitHealthy([1, 2, 3]);
-    await standby.waitHealthy([1, 2, 3]);
+    const { source, standby } = await running();
     await pushMany(source, 0, 40, (n) => (n % 3) + 1);
     await converged(source, standby);
     for (const id of [1, 2, 3]) await source.kill(id);

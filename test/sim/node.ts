@@ -129,21 +129,16 @@ export function startSimNode(env: Record<string, string | undefined>, io: SimNod
   // The boot sequence up to the ports (synchronous), then the rest on the event loop.
   function boot(env: Record<string, string | undefined>): void {
     let cfg: SimConfig;
+    let linkSettings: LinkSettings;
     try {
       cfg = loadConfig(env);
+      linkSettings = loadLinkSettings(env);
     } catch (e) {
       if (e instanceof BootError) fatal(`boot refused: ${e.message}`);
       throw e;
     }
     logger.nodeId = cfg.nodeId;
     logger.json = cfg.logJson;
-    let linkSettings: LinkSettings;
-    try {
-      linkSettings = loadLinkSettings(env);
-    } catch (e) {
-      if (e instanceof BootError) fatal(`boot refused: ${e.message}`);
-      throw e;
-    }
 
     if (cfg.bootFail) fatal(`boot failed: image ${cfg.image} cannot start (simulated -bootfail image)`, { image: cfg.image });
 
