@@ -120,11 +120,15 @@ export function formActivities(deps: ActivityDeps) {
         });
         if (a.phase === 'Blocked') return { hold: { phase: 'Blocked', message: a.message, gate: a.reason ?? null } };
         const waiting = obs.pods.find((p) => p.unschedulable || p.waitingReason === 'CrashLoopBackOff');
+        const seeding = waiting?.ordinal === 0 && !waiting.unschedulable && qc.spec.standby && qc.spec.standby.seed !== false;
         const detail = waiting?.unschedulable
           ? `: pod ${waiting.ordinal} cannot be scheduled: ${waiting.unschedulable}`
-          : waiting
-            ? `: pod ${waiting.ordinal} is crash-looping (exit code ${waiting.lastExitCode ?? 'unknown'})`
-            : '';
+          : seeding
+            ? `: pod 0 takes its first state from the source's snapshot and is crash-looping (exit code ${waiting.lastExitCode ?? 'unknown'}): ` +
+              `the source ${sourceName(qc.spec, ref.namespace)} refuses it or does not answer; the link token is key ${qc.spec.standby!.tokenSecret.key} of Secret ${qc.spec.standby!.tokenSecret.name}`
+            : waiting
+              ? `: pod ${waiting.ordinal} is crash-looping (exit code ${waiting.lastExitCode ?? 'unknown'})`
+              : '';
         return { hold: { phase: 'Forming', message: `waiting for the pods to start and elect a leader${detail}`, gate: 'leader-known' } };
       });
     },

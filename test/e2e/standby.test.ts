@@ -81,6 +81,14 @@ it('standby: a wrong link token is said in status with the Secret\'s name; inval
   expect(bad.status?.message).toMatch(
     new RegExp(`^waiting for a write to commit: the standby.s source ${s.ns}/queen does not answer it: http://queen-\\d\\.queen-headless\\.${s.ns}\\.svc\\.cluster\\.local:7400/link/v1/read: the source refused this standby's QUEEN_LINK_SOURCE_TOKEN; the link token is key token of Secret wrong: it must hold the source's QUEEN_LINK_TOKEN \\(its spec\\.link\\.tokenSecret\\)$`),
   );
+  // A seeded standby with a wrong token: its first node cannot take the seed and crash-loops; the
+  // status says what may be wrong, and where the token is.
+  await s.core.createNamespacedSecret({ namespace: s.ns, body: { metadata: { name: 'wrong2' }, stringData: { token: 'x'.repeat(48) } } });
+  await createCluster(s, seedSpec({ replicas: 1, standby: { source: { cluster: { name: 'queen' } }, tokenSecret: { name: 'wrong2', key: 'token' } } }), 'badseed');
+  const badSeed = await waitForCluster(s, 'the seed refused said', (q) => /crash-looping/.test(q.status?.message ?? ''), 180_000, 'badseed');
+  expect(badSeed.status?.message).toMatch(
+    new RegExp(`^waiting for the pods to start and elect a leader: pod 0 takes its first state from the source's snapshot and is crash-looping \\(exit code 1\\): the source ${s.ns}/queen refuses it or does not answer; the link token is key token of Secret wrong2$`),
+  );
   // Put right, it follows.
   await s.core.replaceNamespacedSecret({ namespace: s.ns, name: 'wrong', body: { metadata: { name: 'wrong' }, stringData: { token: 'l'.repeat(48) } } });
   await kubectl(['-n', s.ns, 'delete', 'pod', 'bad-0']);
