@@ -139,18 +139,15 @@ export function switchoverActivities(deps: ActivityDeps) {
       let said = false;
       await holdUntil<true>(deps, ref, async () => {
         const qc = await loadCluster(deps, ref);
-        try {
-          await rawRequest(deps.kube.kc, 'PATCH', path, { spec: { replicas: 0 } }, 'application/merge-patch+json');
-        } catch (err) {
-          if (!isNotFound(err)) throw err;
-        }
         if (!said) {
           said = true;
           await stepEvent(deps, qc, 'StopSource', `stopping the pods of ${key(source)}: its volumes stay until the standby is promoted`);
         }
+        // Fenced and read to its last entry, the source has nothing left to hand over: its pods
+        // are deleted with a grace of a second (not through their preStop and drain: the clients'
+        // write downtime goes on meanwhile), then its StatefulSet keeps none. A pod being deleted is
+        // not made again before it is gone, and by then the StatefulSet asks for none.
         const pods = await listPods(deps.kube, source.namespace, source.name);
-        // Fenced and read to its last entry, the source has nothing left to say: its pods stop at
-        // once rather than through their drain (the clients' write downtime goes on meanwhile).
         for (const p of pods) {
           if ((p.metadata?.deletionGracePeriodSeconds ?? Infinity) <= STOP_GRACE_S) continue;
           try {
@@ -158,6 +155,11 @@ export function switchoverActivities(deps: ActivityDeps) {
           } catch (err) {
             if (!isNotFound(err) && !isConflict(err)) throw err;
           }
+        }
+        try {
+          await rawRequest(deps.kube.kc, 'PATCH', path, { spec: { replicas: 0 } }, 'application/merge-patch+json');
+        } catch (err) {
+          if (!isNotFound(err)) throw err;
         }
         const left = pods.map((p) => parseOrdinal(source.name, p.metadata!.name!));
         if (left.length === 0) return { done: true };
