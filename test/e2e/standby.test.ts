@@ -1,13 +1,14 @@
 // e2e `standby`: a standby cluster formed beside its source, under load through the source's
 // client Service. Node 1 of the standby starts from the source's snapshot, the two others join it;
 // it follows with its lag in status, PHASE Standby (ROLE standby in -o wide), refuses writes with
-// 503 `standby`, and holds every message the source acknowledged. A standby whose link token is
+// 503 `standby`, and holds every message the source acknowledged. An upgrade of the source waits
+// (Blocked) until the standby runs the new version; the standby upgrades as any cluster does. A standby whose link token is
 // wrong is Degraded with the source's address, the broker's words and the Secret's name. Invalid
 // standby specs are refused by the API server with what to change.
 import { afterEach, expect, it } from 'vitest';
 import { request } from 'undici';
 import { startLoad, verifyAcknowledged } from '../testbed/load.ts';
-import { clusterEvents, createCluster, kubectl, pods, scenario, seedSpec, voterIps, waitFor, waitForCluster, type Scenario } from './harness.ts';
+import { clusterEvents, createCluster, kubectl, patchSpec, pods, scenario, seedSpec, voterIps, waitFor, waitForCluster, type Scenario } from './harness.ts';
 import { formSource, LINK_SECRET, standbyFollowing, standbySpec } from './link-scenario.ts';
 
 let s: Scenario | null = null;
@@ -63,6 +64,29 @@ it('standby: formed from its source\'s snapshot under load, it follows with its 
     expect(r.headers['retry-after']).toBe('1');
     expect(((await r.body.json()) as { code: string }).code).toBe('standby');
   }
+
+  // An upgrade of the source waits for its standby's: the standby first (it upgrades as any
+  // cluster does, following all along), then the source.
+  await patchSpec(s, { version: '2.6.1' });
+  const held = await waitForCluster(s, 'the source upgrade held', (q) => q.status?.phase === 'Blocked', 120_000);
+  expect(held.status?.message).toBe(
+    `the standby ${s.ns}/dr runs 2.6.0: upgrade it to 2.6.1 first; a source on a newer version can write entries its standby does not read yet, and its replay would stop`,
+  );
+  await patchSpec(s, { version: '2.6.1' }, 'dr');
+  const upgraded = await waitForCluster(
+    s,
+    'the standby upgraded',
+    (q) => q.status?.lastOperation?.type === 'RollingUpgrade' && q.status.lastOperation.result === 'Succeeded' && q.status?.phase === 'Standby' && q.status?.version === '2.6.1',
+    600_000,
+    'dr',
+  );
+  expect(upgraded.status?.standby?.state).toBe('following');
+  await waitForCluster(
+    s,
+    'the source upgraded after it',
+    (q) => q.status?.lastOperation?.type === 'RollingUpgrade' && q.status.lastOperation.result === 'Succeeded' && q.status?.phase === 'Ready' && q.status?.version === '2.6.1',
+    600_000,
+  );
 
   const report = await load.stop();
   expect(report.unacknowledged).toEqual([]);
