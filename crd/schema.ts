@@ -284,7 +284,7 @@ const operationSchema = {
   type: 'object',
   required: ['type', 'workflowId'],
   properties: {
-    type: { type: 'string', description: 'FormCluster, RollingUpgrade, ScaleVoters, ReplaceNode or GrowVolumes.' },
+    type: { type: 'string', description: 'FormCluster, RollingUpgrade, ScaleVoters, ReplaceNode, GrowVolumes, PromoteStandby or Switchover.' },
     workflowId: { type: 'string' },
     runId: { type: 'string' },
     step: { type: 'string', description: 'The step running now, in the words of the step list.' },
