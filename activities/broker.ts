@@ -348,3 +348,6 @@ export async function probeWrite(base: string, via: string, timeoutMs: number = 
     return { ok: false, error: `the write probe through ${via} got ${describeError(err, timeoutMs)}` };
   }
 }
+
+/** One request to a broker, for the clients of routes other than these (activities/link.ts). */
+export { call as brokerCall, describeError as brokerCallError };

@@ -108,7 +108,7 @@ async function servingServices(kube: Kube, qc: QueenCluster): Promise<string[]> 
 }
 
 /** Whether the pod is an endpoint (in any condition) of one of those Services. */
-async function inEndpoints(kube: Kube, namespace: string, services: string[], pod: DrainTarget): Promise<boolean> {
+export async function inEndpoints(kube: Kube, namespace: string, services: string[], pod: DrainTarget): Promise<boolean> {
   const selector = encodeURIComponent(`kubernetes.io/service-name in (${services.join(',')})`);
   const list = (await rawRequest(kube.kc, 'GET', `/apis/discovery.k8s.io/v1/namespaces/${namespace}/endpointslices?labelSelector=${selector}`)) as {
     items?: V1EndpointSlice[];

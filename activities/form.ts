@@ -14,6 +14,7 @@ import { applyObject, getStatefulSet, listPods, patchClusterStatus, readObject }
 import { clusterObjects, keptShape, names, parseOrdinal, statefulSet } from './resources.ts';
 import { observedStatus } from './status.ts';
 import { inFlightLookAgainAt } from './membership.ts';
+import { sourceName } from '../plan/link.ts';
 
 /** An object of ours must carry a controller reference to this QueenCluster; anything else is someone else's. */
 function foreign(obj: KubernetesObject | null, qc: QueenCluster): boolean {
@@ -114,11 +115,15 @@ export function formActivities(deps: ActivityDeps) {
         });
         if (a.phase === 'Blocked') return { hold: { phase: 'Blocked', message: a.message, gate: a.reason ?? null } };
         const waiting = obs.pods.find((p) => p.unschedulable || p.waitingReason === 'CrashLoopBackOff');
+        const seeding = waiting?.ordinal === 0 && !waiting.unschedulable && qc.spec.standby && qc.spec.standby.seed !== false;
         const detail = waiting?.unschedulable
           ? `: pod ${waiting.ordinal} cannot be scheduled: ${waiting.unschedulable}`
-          : waiting
-            ? `: pod ${waiting.ordinal} is crash-looping (exit code ${waiting.lastExitCode ?? 'unknown'})`
-            : '';
+          : seeding
+            ? `: pod 0 takes its first state from the source's snapshot and is crash-looping (exit code ${waiting.lastExitCode ?? 'unknown'}): ` +
+              `the source ${sourceName(qc.spec, ref.namespace)} refuses it or does not answer; the link token is key ${qc.spec.standby!.tokenSecret.key} of Secret ${qc.spec.standby!.tokenSecret.name}`
+            : waiting
+              ? `: pod ${waiting.ordinal} is crash-looping (exit code ${waiting.lastExitCode ?? 'unknown'})`
+              : '';
         return { hold: { phase: 'Forming', message: `waiting for the pods to start and elect a leader${detail}`, gate: 'leader-known' } };
       });
     },
@@ -154,7 +159,9 @@ export function formActivities(deps: ActivityDeps) {
         const probe = await probeThrough(deps, qc, obs, null);
         await recordProbe(deps, ref, probe);
         if (probe.ok && probe.via !== undefined) {
-          await stepEvent(deps, qc, 'WriteCommitted', `a write committed through pod ${probe.via}`);
+          // A standby takes no write: what stands for one is its leader replaying its source.
+          if (obs.link?.role === 'standby') await stepEvent(deps, qc, 'StandbyFollows', `the standby follows its source ${sourceName(qc.spec, ref.namespace)}: its leader, pod ${probe.via}, replays it`);
+          else await stepEvent(deps, qc, 'WriteCommitted', `a write committed through pod ${probe.via}`);
           return { done: probe.via };
         }
         log.info({ error: probe.ok ? null : probe.error }, 'the write probe failed');

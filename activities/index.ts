@@ -8,6 +8,8 @@ import { guarded } from './guard.ts';
 import { membershipActivities } from './membership.ts';
 import { observerActivities, type ObserverRounds } from './observer.ts';
 import { operationActivities } from './operation.ts';
+import { promoteActivities } from './promote.ts';
+import { switchoverActivities } from './switchover.ts';
 import { replaceActivities } from './replace.ts';
 import { restoreActivities } from './restore.ts';
 import { scaleActivities } from './scale.ts';
@@ -28,6 +30,8 @@ function stepsOf(deps: ActivityDeps, rounds: ObserverRounds) {
     ...replaceActivities(deps),
     ...scaleActivities(deps),
     ...growActivities(deps),
+    ...promoteActivities(deps),
+    ...switchoverActivities(deps),
     ...observerActivities(deps, rounds),
     ...backupActivities(deps),
     ...restoreActivities(deps),

@@ -14,6 +14,7 @@ import type {
 import { withDefaults } from '../crd/defaults.ts';
 import { nodeIdOf } from '../crd/ordinals.ts';
 import { ANNOTATIONS, API_VERSION, KIND, type QueenCluster, type StoredSpec } from '../crd/schema.ts';
+import { LINK_LABEL, linkEnv, linkPodLabels } from './link-objects.ts';
 
 export const FIELD_MANAGER = 'queen-operator';
 export const CONTAINER = 'queen';
@@ -122,6 +123,7 @@ function brokerEnv(qc: QueenCluster, spec: StoredSpec, pods: number): V1EnvVar[]
     secretEnv(spec.secretName, 'QUEEN_ENCRYPTION_KEY', true),
     { name: 'QUEEN_SERVER_ID', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
     { name: 'QUEEN_LOG_JSON', value: 'true' },
+    ...linkEnv(qc, spec),
   ];
   if (spec.proxy.enabled) {
     env.push(
@@ -202,7 +204,7 @@ export function podTemplate(qc: QueenCluster, pods: number): { template: V1PodTe
   const spec = withDefaults(qc.spec);
   const name = qc.metadata.name;
   const selector = { matchLabels: selectorLabels(name) };
-  const labels = { ...(spec.podLabels ?? {}), ...selectorLabels(name), [SERVING_LABEL]: 'true' };
+  const labels = { ...(spec.podLabels ?? {}), ...linkPodLabels(spec), ...selectorLabels(name), [SERVING_LABEL]: 'true' };
   const template: V1PodTemplateSpec = {
     metadata: { labels, annotations: { ...(spec.podAnnotations ?? {}) } },
     spec: {
@@ -424,7 +426,9 @@ export function networkPolicy(qc: QueenCluster): NetworkPolicyObject | null {
       podSelector: { matchLabels: selectorLabels(name) },
       policyTypes: ['Ingress'],
       ingress: [
-        { from: [own], ports: [{ protocol: 'TCP', port: spec.raftPort }] },
+        // A source (or a standby, which serves once promoted) lets a standby's pods, in any
+        // namespace, reach its raft port: the link token authenticates them.
+        { from: spec.link || spec.standby ? [own, { namespaceSelector: {}, podSelector: { matchLabels: { [LINK_LABEL]: 'true' } } }] : [own], ports: [{ protocol: 'TCP', port: spec.raftPort }] },
         { from: brokerFrom, ports: [{ protocol: 'TCP', port: spec.port }] },
         ...(open.length ? [{ ports: open }] : []),
       ],

@@ -131,6 +131,7 @@ export function comparableStatus(status: Partial<QueenClusterStatus>, opts: { ne
 }
 
 export const READY_MESSAGE = 'every voter is in place and the cluster commits';
+export const STANDBY_READY_MESSAGE = 'every voter is in place and the standby follows its source';
 
 export interface ConditionInput {
   phase: Phase;
@@ -145,9 +146,10 @@ export interface ConditionInput {
 
 /**
  * The conditions tools read (kstatus conventions, as Flux and Argo CD read them), from the phase:
- * - Ready: True only in phase Ready;
+ * - Ready: True only in phase Ready, and Standby (a standby that follows its source);
  * - Progressing and Reconciling: True while an operation runs (reason: its type), or while the
- *   cluster is Degraded and the operator waits for it to recover (reason: Degraded);
+ *   cluster is Degraded and the operator waits for it to recover (reason: Degraded), or Fenced by a
+ *   switchover that runs on its standby (reason: Fenced);
  * - Stalled: True when Blocked (only a person can decide);
  * - Paused: True while the queenmq.com/pause annotation holds.
  * A condition's transition time moves only when its status flips.
@@ -160,11 +162,14 @@ export function clusterConditions(prev: Condition[] | undefined, c: ConditionInp
     return { type, status, reason, message, observedGeneration: c.generation, lastTransitionTime: old && old.status === status ? old.lastTransitionTime : at };
   };
   const operating = c.operation !== null;
-  const degraded = c.phase === 'Degraded';
-  const progressReason = operating ? c.operation!.type : degraded ? 'Degraded' : 'Idle';
+  // A fenced source waits for the switchover that fenced it (it runs on its standby's object).
+  const degraded = c.phase === 'Degraded' || c.phase === 'Fenced';
+  const progressReason = operating ? c.operation!.type : degraded ? c.phase : 'Idle';
   const progressMessage = operating ? (c.operation!.step ?? c.message) : degraded ? c.message : 'no operation runs';
+  // A standby at rest is ready for what it is: it follows its source.
+  const ready = c.phase === 'Ready' || c.phase === 'Standby';
   return [
-    make('Ready', c.phase === 'Ready', c.phase, c.phase === 'Ready' ? READY_MESSAGE : c.message),
+    make('Ready', ready, c.phase, c.phase === 'Ready' ? READY_MESSAGE : c.phase === 'Standby' ? STANDBY_READY_MESSAGE : c.message),
     make('Progressing', operating || degraded, progressReason, progressMessage),
     make('Reconciling', operating || degraded, progressReason, progressMessage),
     make('Stalled', c.phase === 'Blocked', c.phase === 'Blocked' ? 'Blocked' : 'NotStalled', c.phase === 'Blocked' ? c.message : ''),

@@ -69,6 +69,22 @@ export const USER_ANNOTATIONS: readonly AnnotationDoc[] = [
       'removed by the operator once the QueenBackup exists. Past `spec.backup.keep` only scheduled backups are deleted, never these',
   },
   {
+    annotation: ANNOTATIONS.promote,
+    values: '`true` or `force`',
+    effect:
+      'on a standby: promotes it to an ordinary cluster after the loss of its source (the Event says what it may have lost). `true` is ' +
+      'refused with `Blocked` while the source still answers the standby (two clusters would take writes): stop the source, or ask for ' +
+      'a switchover; `force` promotes anyway. Removed by the operator once promoted',
+  },
+  {
+    annotation: ANNOTATIONS.switchover,
+    values: '`true`',
+    effect:
+      'on a standby whose source is a QueenCluster of this Kubernetes cluster: a planned switch that loses nothing. The source stops ' +
+      'taking writes, the standby catches up with it and is promoted, and the old source becomes a standby of the new primary (its ' +
+      'volumes start again from a seed of it). Removed by the operator at the end',
+  },
+  {
     annotation: ANNOTATIONS.pause,
     values: '`true` or `false`',
     effect:
@@ -100,6 +116,10 @@ export interface UserRequests {
   planOnly: boolean;
   /** A backup asked for now (queenmq.com/backup): its value, '' when unset. */
   backup: string;
+  /** A standby's promotion: `true`, or `force` (even while its source still answers); null when not asked. */
+  promote: 'true' | 'force' | null;
+  /** A planned switchover to this standby. */
+  switchover: boolean;
   /** Annotations of ours whose value (or name) is not one the operator takes: they act as unset. */
   problems: AnnotationProblem[];
 }
@@ -122,6 +142,17 @@ export function readAnnotations(annotations: Record<string, string> | undefined)
   const pause = flag(a, ANNOTATIONS.pause, 'nothing is paused', problems);
   const planOnly = flag(a, ANNOTATIONS.planOnly, 'operations start as they are needed', problems);
   const plan = flag(a, ANNOTATIONS.plan, 'no plan is written', problems) || planOnly;
+  const switchover = flag(a, ANNOTATIONS.switchover, 'no switchover is asked for', problems);
+  let promote: UserRequests['promote'] = null;
+  const promoteValue = a[ANNOTATIONS.promote];
+  if (promoteValue === 'true' || promoteValue === 'force') promote = promoteValue;
+  else if (promoteValue !== undefined && promoteValue !== 'false') {
+    problems.push({
+      annotation: ANNOTATIONS.promote,
+      value: promoteValue,
+      message: `${ANNOTATIONS.promote}="${promoteValue}" is not a value it takes (true or force): it is read as unset, nothing is promoted`,
+    });
+  }
   let replacePod: string | null = a[ANNOTATIONS.replacePod] ?? null;
   if (replacePod === '') {
     problems.push({
@@ -139,7 +170,7 @@ export function readAnnotations(annotations: Record<string, string> | undefined)
       message: `${key} is not an annotation of this operator, which reads ${USER_ANNOTATIONS.map((d) => d.annotation).join(', ')}: it is ignored`,
     });
   }
-  return { replacePod, retry: a[ANNOTATIONS.retry] ?? '', cancel, pause, approve: a[ANNOTATIONS.approve] || null, plan, planOnly, backup: a[ANNOTATIONS.backup] ?? '', problems };
+  return { replacePod, retry: a[ANNOTATIONS.retry] ?? '', cancel, pause, approve: a[ANNOTATIONS.approve] || null, plan, planOnly, backup: a[ANNOTATIONS.backup] ?? '', promote, switchover, problems };
 }
 
 export type ReplaceRequest = { pod: string; ordinal: number; nodeId: number } | { pod: string; refused: string };

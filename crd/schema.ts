@@ -3,6 +3,7 @@
 import type { FromSchema } from './schema-types.ts';
 import { annotationMap, env, imagePullSecrets, labelMap, nodeSelector, priorityClassName, resources, subdomainRule, tolerations } from './embedded.ts';
 import { QUANTITY_LIMIT, QUANTITY_PATTERN } from './quantity.ts';
+import { fenceStatusSchema, linkSpecSchema, secretKey, roleStatusSchema, standbysStatusSchema, standbySpecSchema, standbyStatusSchema } from './link.ts';
 
 export const GROUP = 'queenmq.com';
 export const VERSION = 'v1alpha1';
@@ -179,23 +180,10 @@ export const specSchema = {
         },
       },
     },
-    adminTokenSecret: {
-      type: 'object',
-      required: ['name', 'key'],
-      description:
-        'For brokers run with JWT_ENABLED=true: a Secret key in the same namespace holding a bearer token with the Admin role, which ' +
+    adminTokenSecret: secretKey(
+      'For brokers run with JWT_ENABLED=true: a Secret key in the same namespace holding a bearer token with the Admin role, which ' +
         'the operator sends on the membership API. The operator reads it with get on that one Secret: grant it that (see the README).',
-      properties: {
-        name: { type: 'string', minLength: 1, maxLength: 253, 'x-kubernetes-validations': [subdomainRule('a Secret name')], description: 'The Secret.' },
-        key: {
-          type: 'string',
-          minLength: 1,
-          maxLength: 253,
-          pattern: '^[-._a-zA-Z0-9]+$',
-          description: 'The key in the Secret: letters, digits, -, _ and . only, as a Secret key is.',
-        },
-      },
-    },
+    ),
     networkPolicy: {
       type: 'object',
       default: {},
@@ -318,6 +306,8 @@ export const specSchema = {
       default: 90,
       description: 'Grace period of the pods; covers the broker shutdown sequence.',
     },
+    link: linkSpecSchema,
+    standby: standbySpecSchema,
   },
   'x-kubernetes-validations': [
     {
@@ -391,7 +381,7 @@ const operationSchema = {
   type: 'object',
   required: ['type', 'workflowId'],
   properties: {
-    type: { type: 'string', description: 'FormCluster, RollingUpgrade, ScaleVoters, ReplaceNode or GrowVolumes.' },
+    type: { type: 'string', description: 'FormCluster, RollingUpgrade, ScaleVoters, ReplaceNode, GrowVolumes, PromoteStandby or Switchover.' },
     workflowId: { type: 'string' },
     runId: { type: 'string' },
     step: { type: 'string', description: 'The step running now, in the words of the step list.' },
@@ -564,7 +554,7 @@ const conditionSchema = {
   },
 } as const;
 
-export const PHASES = ['Forming', 'Ready', 'Scaling', 'Upgrading', 'Replacing', 'Resizing', 'Degraded', 'Blocked'] as const;
+export const PHASES = ['Forming', 'Ready', 'Standby', 'Scaling', 'Upgrading', 'Replacing', 'Resizing', 'Promoting', 'SwitchingOver', 'Fenced', 'Degraded', 'Blocked'] as const;
 
 export const statusSchema = {
   type: 'object',
@@ -574,8 +564,10 @@ export const statusSchema = {
       type: 'string',
       enum: PHASES,
       description:
-        'Forming, Ready, Scaling, Upgrading, Replacing, Resizing (an operation runs), Degraded (a pod is down ' +
-        'or a voter is behind; the reason is in message) or Blocked (only a person can decide; the reason is in message).',
+        'Forming, Ready, Standby (a standby that follows its source, at rest), Scaling, Upgrading, Replacing, Resizing, ' +
+        'Promoting, SwitchingOver (an operation runs), Fenced (a source a switchover took out of its clients\' reach), Degraded (a pod ' +
+        'is down, a voter is behind, or a standby does not follow; the reason is in message) or Blocked (only a person can decide; ' +
+        'the reason is in message).',
     },
     message: { type: 'string', description: 'One line: what the operator is doing or waiting for.' },
     version: { type: 'string', description: 'The broker version every pod reports; empty while they differ.' },
@@ -596,6 +588,10 @@ export const statusSchema = {
     upgrade: { ...upgradeStatusSchema, description: 'What a rolling upgrade keeps so that it can go back.' },
     plan: { ...planSchema, nullable: true },
     restore: { ...restoreStatusSchema, description: 'A cluster formed from a backup (spec.bootstrap.fromBackup): from what, and how far it got.' },
+    role: roleStatusSchema,
+    standby: standbyStatusSchema,
+    fence: fenceStatusSchema,
+    standbys: standbysStatusSchema,
     conditions: {
       type: 'array',
       items: conditionSchema,
@@ -648,6 +644,8 @@ export const ANNOTATIONS = {
   plan: `${GROUP}/plan`,
   planOnly: `${GROUP}/plan-only`,
   backup: `${GROUP}/backup`,
+  promote: `${GROUP}/promote`,
+  switchover: `${GROUP}/switchover`,
   /** On the pod template and so on every pod: the hash of the template it was made from. */
   configHash: `${GROUP}/config-hash`,
   /** On the StatefulSet: the hash of everything the operator renders from the spec. */
@@ -659,6 +657,7 @@ export const printerColumns = [
   { name: 'Voters', type: 'string', jsonPath: '.status.voters' },
   { name: 'Commits', type: 'boolean', jsonPath: '.status.commits' },
   { name: 'Phase', type: 'string', jsonPath: '.status.phase' },
+  { name: 'Role', type: 'string', jsonPath: '.status.role', priority: 1 },
   { name: 'Message', type: 'string', jsonPath: '.status.message', priority: 1 },
   { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
 ] as const;

@@ -96,6 +96,16 @@ export const GATE_NAMES = [
   'no-operation-running',
   'backup-source-caught-up',
   'snapshot-ready',
+  // The cluster link (plan/link.ts): a standby that does not follow its source (it rests Degraded);
+  // a promotion asked with `true` while the source still answers the standby (Blocked: a person
+  // stops the source, or asks for `force` or a switchover); a switchover's source out of its
+  // clients' reach and its requests drained; the standby caught up with the source's last entry.
+  'standby-follows',
+  'source-stopped',
+  'source-fenced',
+  'standby-caught-up',
+  // An upgrade of a source held until its standbys run the new version (a person upgrades them).
+  'standby-upgraded-first',
 ] as const;
 export type GateName = (typeof GATE_NAMES)[number];
 
@@ -160,6 +170,14 @@ export const LIFTED_BY: Record<GateName, Lift> = {
   'no-operation-running': 'machine',
   'backup-source-caught-up': 'machine',
   'snapshot-ready': 'machine',
+  // The cluster link: a standby following its source, a switchover's source out of reach and its
+  // standby caught up (the machine's); a promotion held while the source still answers, and a
+  // source's upgrade held until its standbys run the new version (a person's, on another QueenCluster).
+  'standby-follows': 'machine',
+  'source-stopped': 'outside',
+  'source-fenced': 'machine',
+  'standby-caught-up': 'machine',
+  'standby-upgraded-first': 'outside',
 };
 
 /** Who lifts a hold: its gate's, and never the machine for one only a person can decide (Blocked). */

@@ -13,6 +13,7 @@ import { nextRestart } from './restarts.ts';
 import { nextVoterStep } from './voters.ts';
 import { nextVolumeStep } from './volumes.ts';
 import { restoring } from './backup.ts';
+import { PROMOTE_STEPS, SWITCHOVER_STEPS } from './link-steps.ts';
 
 export interface PlannedStep {
   step: string;
@@ -67,6 +68,10 @@ function stepsOf(need: Need, input: PlanInput): PlannedStep[] {
       return replaceSteps(input);
     case 'GrowVolumes':
       return volumeSteps(input);
+    case 'PromoteStandby':
+      return PROMOTE_STEPS;
+    case 'Switchover':
+      return SWITCHOVER_STEPS;
   }
 }
 

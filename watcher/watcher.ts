@@ -73,6 +73,8 @@ const WORKFLOW_OF: Partial<Record<OperationType, string>> = {
   ScaleVoters: 'scaleVoters',
   GrowVolumes: 'growVolumes',
   RollingUpgrade: 'rollingUpgrade',
+  PromoteStandby: 'promoteStandby',
+  Switchover: 'switchover',
 };
 const TYPE_OF: Record<string, OperationType> = {
   ...Object.fromEntries(Object.entries(WORKFLOW_OF).map(([type, workflow]) => [workflow, type as OperationType])),

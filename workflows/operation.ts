@@ -229,7 +229,7 @@ export type Outcome = { result: 'Succeeded' | 'Failed' | 'Yielded' | 'RolledBack
 
 export interface OperationShape {
   type: OperationType;
-  phase: 'Forming' | 'Upgrading' | 'Scaling' | 'Replacing' | 'Resizing';
+  phase: 'Forming' | 'Upgrading' | 'Scaling' | 'Replacing' | 'Resizing' | 'Promoting' | 'SwitchingOver';
   /** The first line status.message shows. */
   message: string;
   /** The line status keeps when the operation is cancelled (may ask the cluster, not cancellable). */

@@ -41,6 +41,7 @@ import { backups, requestedBackup, volumeSnapshot } from '../e2e/backups.ts';
 import { requestedBackupWorkflowId } from '../../watcher/backups.ts';
 import { followMembership, membershipViolations, changeKey, type MembershipLog } from './membership.ts';
 import { track, type Tracker } from './tracker.ts';
+import { LINK_CELLS, LINK_STEP_REASONS } from './link-cells.ts';
 
 export const OPERATIONS = [
   'FormCluster',
@@ -55,11 +56,13 @@ export const OPERATIONS = [
 ] as const;
 /**
  * A backup asked for by the annotation (takeBackup, beside the cluster's operations), and a cluster
- * of one voter formed from a backup (restoreCluster). Apart from OPERATIONS, which the seeded
- * sample of `npm test` draws from.
+ * of one voter formed from a backup (restoreCluster); a standby's promotion and a planned switchover
+ * (two clusters each, link-cells.ts). Apart from OPERATIONS, which the seeded sample of `npm test`
+ * draws from.
  */
 export const BACKUP_OPERATIONS = ['Backup', 'Restore'] as const;
-export type OperationName = (typeof OPERATIONS)[number] | (typeof BACKUP_OPERATIONS)[number];
+export const LINK_OPERATIONS = ['PromoteStandby', 'Switchover'] as const;
+export type OperationName = (typeof OPERATIONS)[number] | (typeof BACKUP_OPERATIONS)[number] | (typeof LINK_OPERATIONS)[number];
 
 /** The faults of item 2 of the issue: the world around the operator fails while it works. */
 export const WORLD_FAULTS = ['temporal-restart', 'apiserver-restart', 'node-stop', 'voter-kill', 'leader-mid-promote'] as const;
@@ -93,7 +96,7 @@ export interface CellResult {
   namespace: string;
 }
 
-interface Ctx {
+export interface Ctx {
   s: Scenario;
   tracker: Tracker;
   /** The leader's node id when the operation began. */
@@ -107,9 +110,9 @@ interface Ctx {
   sourcePods?: string[];
 }
 
-type Range = [number, number];
+export type Range = [number, number];
 
-interface OperationDef {
+export interface OperationDef {
   /** The workflow type in Temporal. */
   workflow: string;
   /** status.lastOperation.type. */
@@ -120,7 +123,8 @@ interface OperationDef {
   spec?: Partial<QueenClusterSpec>;
   /** A recorded history of this operation (test/workflows/histories), for its activity ids. */
   history: string;
-  prepare?: (c: Ctx) => Promise<void>;
+  /** Before the trigger (the load client pushing, if any). */
+  prepare?: (c: Ctx, load: Load | null) => Promise<void>;
   trigger: (c: Ctx) => Promise<void>;
   /** What a person does while it runs (an approval once it asks for one); ends by itself. */
   during?: (c: Ctx, began: number) => Promise<void>;
@@ -141,14 +145,19 @@ interface OperationDef {
   awaitEnd?: (c: Ctx, began: number, timeoutMs: number) => Promise<{ outcome: string; finishedAt: number | null }>;
   /** What a user sees of it once it ended, beyond the voters, pods, claims and Events. */
   check?: (c: Ctx, result: CellResult) => Promise<void>;
+  /**
+   * The cluster under test (`queen`) as it is before the trigger, when not a plain formed one: a
+   * standby of a source (link-cells.ts). Its load client (the Services it pushes through) with it.
+   */
+  cluster?: (s: Scenario) => Promise<{ qc: QueenCluster; service: string | string[] }>;
 }
 
 /** The node id of a pod `queen-N`. */
 const nodeOf = (pod: string | null) => Number(pod!.split('-').at(-1)) + 1;
 const replaced = (c: Ctx) => [`remove ${nodeOf(c.target)}`, `learner ${nodeOf(c.target)}`, `promote ${nodeOf(c.target)}`];
 
-const once: Range = [1, 1];
-const each = (n: number, r: Range) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`queen-${i}`, r]));
+export const once: Range = [1, 1];
+export const each = (n: number, r: Range) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`queen-${i}`, r]));
 
 export const DEFS: Record<OperationName, OperationDef> = {
   FormCluster: {
@@ -346,6 +355,7 @@ export const DEFS: Record<OperationName, OperationDef> = {
       if (JSON.stringify(source) !== JSON.stringify(c.sourcePods)) result.violations.push(`the source's pods changed: ${c.sourcePods?.join(' ')} → ${source.join(' ')}`);
     },
   },
+  ...LINK_CELLS,
   GrowVolumesRestart: {
     workflow: 'growVolumes',
     type: 'GrowVolumes',
@@ -363,8 +373,11 @@ export const DEFS: Record<OperationName, OperationDef> = {
 };
 
 /** The Event reasons that are steps of an operation (the observer's phase Events are not). */
-const STEP_REASON =
-  /^(RestoreClaim|RecoveredAlone|BackupStarted|BackupReady|BackupFailed|BackupsDeleted|ApplyObjects|LeaderElected|VotersLive|WriteCommitted|RestartPod|ExpandClaim|RecreateStatefulSet|AddLearner|Promote|RemoveMember|ReplaceStarted|ReplaceFinished|WipeVolume|DeleteClaim|ScalePods|UpdateTemplate|Canary|CanaryPassed|RollBack|FinishVoterChange|(FormCluster|ReplaceNode|ScaleVoters|GrowVolumes|RollingUpgrade)(Started|Succeeded|Failed|Yielded|Cancelled|RolledBack|Terminated))$/;
+const STEP_REASON = new RegExp(
+  '^(RestoreClaim|RecoveredAlone|BackupStarted|BackupReady|BackupFailed|BackupsDeleted|ApplyObjects|LeaderElected|VotersLive|WriteCommitted|RestartPod|ExpandClaim|' +
+    `RecreateStatefulSet|AddLearner|Promote|RemoveMember|ReplaceStarted|ReplaceFinished|WipeVolume|DeleteClaim|ScalePods|UpdateTemplate|Canary|CanaryPassed|RollBack|FinishVoterChange|${LINK_STEP_REASONS.join('|')}|` +
+    '(FormCluster|ReplaceNode|ScaleVoters|GrowVolumes|RollingUpgrade|PromoteStandby|Switchover)(Started|Succeeded|Failed|Yielded|Cancelled|RolledBack|Terminated))$',
+);
 
 /** The activity ids of an operation's recorded history, with their types ("4 restartPod"). */
 export function recordedSteps(op: OperationName): { id: number; type: string }[] {
@@ -552,14 +565,15 @@ export async function runCell(op: OperationName, fault: Fault, opts: CellOptions
     const c: Ctx = { s, tracker, leader: null, target: null, claimsBefore: new Map() };
     if (def.setup) await def.setup(c);
     else if (op !== 'FormCluster') {
-      const qc = await formed(s, seedSpec({ replicas: def.replicas, ...def.spec }));
+      const set = def.cluster ? await def.cluster(s) : { qc: await formed(s, seedSpec({ replicas: def.replicas, ...def.spec })), service: 'queen' };
+      const qc = set.qc;
       c.leader = qc.status?.leader ?? null;
-      load = startLoad({ kubeConfig: s.kc, namespace: s.ns, service: 'queen', rate: opts.rate ?? 20 });
+      load = startLoad({ kubeConfig: s.kc, namespace: s.ns, service: set.service, rate: opts.rate ?? 20 });
       // The load reaches every pod before the operation begins.
       await sleep(3000);
     }
     for (const [name, uids] of tracker.claimUids) c.claimsBefore.set(name, uids.at(-1)!);
-    await def.prepare?.(c);
+    await def.prepare?.(c, load);
     if (fault.kind === 'leader-mid-promote') {
       const ip = await podIp(s, `queen-${c.leader! - 1}`);
       await sim(ip, '/_sim/fault', { crashAfterJoint: true });

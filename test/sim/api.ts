@@ -182,6 +182,7 @@ export class ClientApi {
         `queen_raft_is_leader ${node.state === 'leader' ? 1 : 0}`,
         `queen_raft_storage_full ${node.stopped?.reason === 'disk_full' || node.gateClosed ? 1 : 0}`,
         `queen_raft_stopped ${node.isStopped() ? 1 : 0}`,
+        ...(node.link?.prometheus() ?? []),
       ];
       res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' });
       res.end(lines.join('\n') + '\n');
@@ -197,6 +198,14 @@ export class ClientApi {
     }
     if (p.startsWith('/api/v1/system/raft/membership')) {
       await this.membership(req, res, url, method);
+      return;
+    }
+    if (p === '/api/v1/system/link' && method === 'GET') {
+      sendJson(res, 200, node.link?.status() ?? { role: 'primary', leader: node.state === 'leader' });
+      return;
+    }
+    if (p === '/api/v1/system/link/promote' && method === 'POST') {
+      this.send(res, node.link ? await node.link.promote() : { status: 409, body: { code: 'not_standby', error: 'this cluster is not a standby' } });
       return;
     }
     if (p.startsWith('/api/v1/kv/')) {
@@ -591,11 +600,17 @@ export function createRaftServer(node: RaftNode, cfg: SimConfig, net: Net, logge
       dropRequest(req, net.scope);
       return;
     }
+    const route = (req.url ?? '').split('?')[0] ?? '';
+    // The cluster link's routes take the link token, not the raft token (link.ts).
+    if (route.startsWith('/link/')) {
+      if (node.link) node.link.serveRaftPort(route, req, res);
+      else sendJson(res, 404, { error: 'this node serves no link: QUEEN_LINK_TOKEN is not set' });
+      return;
+    }
     if (cfg.token !== null && req.headers['x-queen-raft-token'] !== cfg.token) {
       sendJson(res, 401, { error: 'missing or wrong x-queen-raft-token' });
       return;
     }
-    const route = (req.url ?? '').split('?')[0];
     net.scope
       .guard(readBody(req))
       .then(async (text) => {

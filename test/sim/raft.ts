@@ -10,6 +10,7 @@ import { isHostPort, liveWithinMs, transferMs, type Logger, type SimConfig } fro
 import { Net, RawJson, Unreachable } from './net.ts';
 import { NodeScope } from './scope.ts';
 import { DiskFullError, Store, type SnapshotPayload } from './store.ts';
+import type { LinkNode } from './link.ts';
 import { applyEntry, entryDigest, PoisonError, skipEntry, type SmState } from './statemachine.ts';
 import {
   allMembers,
@@ -157,6 +158,9 @@ export class RaftNode {
 
   // disk gate
   gateClosed = false;
+
+  /** The cluster link (link.ts): set by node.ts when the node has a link setting. */
+  link: LinkNode | null = null;
 
   constructor(cfg: SimConfig, logger: Logger, store: Store, net: Net) {
     this.t = net.scope;
@@ -639,7 +643,10 @@ export class RaftNode {
   private appendAsLeader(partial: { kind: Entry['kind']; cmd?: Command; membership?: MembershipConfig }): Entry | null {
     const e: Entry = { index: this.store.lastIndex() + 1, term: this.term, ts: Date.now(), kind: partial.kind };
     if (partial.cmd) e.cmd = partial.cmd;
-    if (partial.cmd && this.cfg.entryBytes > 0) {
+    if (partial.cmd?.t === 'link') {
+      // A mirrored entry counts for what its source entry counted for; the link's role rows for nothing.
+      if (partial.cmd.op === 'mirror' && partial.cmd.pad) e.pad = partial.cmd.pad;
+    } else if (partial.cmd && this.cfg.entryBytes > 0) {
       // Each message of the entry (a KV put, each pushed message) counts for QUEEN_SIM_ENTRY_BYTES:
       // a realistic message with its metadata.
       const messages = partial.cmd.t === 'push' ? partial.cmd.items.length : 1;
@@ -1156,6 +1163,8 @@ export class RaftNode {
   private maybePurge(): void {
     const keep = this.cfg.logKeep;
     let limit = Math.min(this.store.stateIndex, this.sm.applied) - keep;
+    // A standby that reads this log holds it too (link.ts).
+    if (this.link) limit = Math.min(limit, this.link.purgeFloor());
     if (this.state === 'leader') {
       const now = mono();
       const hold = this.cfg.purgeHoldMs;
@@ -1210,6 +1219,8 @@ export class RaftNode {
   async execute(cmd: Command): Promise<Answer> {
     const deadline = mono() + this.cfg.stmtTimeoutMs;
     if (this.isStopped()) return retry503(null, 'raft is stopped on this node; retry against another node');
+    const standby = this.link?.refuseWrite(cmd);
+    if (standby) return standby;
     let placed: { index: number; term: number } | null = null;
     // No leader known: an election (a SIGTERM hand-off takes milliseconds) is given up to one
     // election timeout to produce one before the client is told to retry.
@@ -1332,6 +1343,7 @@ export class RaftNode {
     const q = this.quorumAckMs();
     const quorumOk = this.cfg.readyQuorumMs === 0 || this.cfg.legacy || (q !== null && q <= this.cfg.readyQuorumMs);
     const ready = leaderKnown && lag <= this.cfg.readyLagMs && quorumOk && !this.cfg.neverReady;
+    const linkView = this.link?.view() ?? null;
     const body = {
       status: ready ? 'healthy' : 'settling',
       engine: 'raft',
@@ -1348,6 +1360,7 @@ export class RaftNode {
         clusterVersion: this.clusterVersion(),
         kinds: this.cfg.kinds,
         apply: { skipped: this.sm.skipped, failure: this.applyFailure },
+        ...(linkView ? { link: linkView } : {}),
       },
     };
     return { ready, body };

@@ -68,7 +68,7 @@ describe('the QueenCluster API', () => {
       storage: true, resources: true, podAntiAffinity: true, zoneSpread: true, nodeSelector: true, tolerations: true,
       priorityClassName: true, proxy: true, kafka: true, env: true, podLabels: true, podAnnotations: true, port: true,
       raftPort: true, clusterDomain: true, minReadySeconds: true, terminationGracePeriodSeconds: true, upgrade: true,
-      adminTokenSecret: true, networkPolicy: true, backup: true, bootstrap: true,
+      adminTokenSecret: true, networkPolicy: true, backup: true, bootstrap: true, link: true, standby: true,
     };
     expect(Object.keys(typed).sort()).toEqual(specKeys);
   });
@@ -97,10 +97,11 @@ describe('the QueenCluster API', () => {
     });
   });
 
-  it('prints the columns of the README, with the message only in -o wide', () => {
+  it('prints the columns of the README, with the role and the message only in -o wide', () => {
     const cols = customResourceDefinition().spec.versions[0]!.additionalPrinterColumns;
-    expect(cols.map((c) => c.name)).toEqual(['Version', 'Voters', 'Commits', 'Phase', 'Message', 'Age']);
+    expect(cols.map((c) => c.name)).toEqual(['Version', 'Voters', 'Commits', 'Phase', 'Role', 'Message', 'Age']);
     expect(cols.find((c) => c.name === 'Message')).toMatchObject({ priority: 1 });
+    expect(cols.find((c) => c.name === 'Role')).toMatchObject({ priority: 1 });
   });
 
   it('install.yaml holds the CRD, the namespace, a least-privilege ClusterRole and the Deployment', () => {

@@ -82,7 +82,15 @@ function kstatus(generation: number, observedGeneration: number | undefined, con
 
 describe('the conditions, by kstatus', () => {
   const now = new Date('2026-12-01T00:00:00Z');
-  const operations: Partial<Record<Phase, string>> = { Forming: 'FormCluster', Upgrading: 'RollingUpgrade', Scaling: 'ScaleVoters', Replacing: 'ReplaceNode', Resizing: 'GrowVolumes' };
+  const operations: Partial<Record<Phase, string>> = {
+    Forming: 'FormCluster',
+    Upgrading: 'RollingUpgrade',
+    Scaling: 'ScaleVoters',
+    Replacing: 'ReplaceNode',
+    Resizing: 'GrowVolumes',
+    Promoting: 'PromoteStandby',
+    SwitchingOver: 'Switchover',
+  };
   const expected: Record<Phase, Health> = {
     Forming: 'InProgress',
     Upgrading: 'InProgress',
@@ -90,6 +98,10 @@ describe('the conditions, by kstatus', () => {
     Replacing: 'InProgress',
     Resizing: 'InProgress',
     Ready: 'Current',
+    Standby: 'Current',
+    Promoting: 'InProgress',
+    SwitchingOver: 'InProgress',
+    Fenced: 'InProgress',
     Degraded: 'InProgress',
     Blocked: 'Failed',
   };
@@ -98,8 +110,8 @@ describe('the conditions, by kstatus', () => {
     const conditions = clusterConditions(undefined, { phase, message: 'why', operation: type ? { type, step: 'a step' } : null, paused: false, generation: 4, now });
     expect(kstatus(4, 4, conditions)).toBe(expected[phase]);
     const byType = Object.fromEntries(conditions.map((c) => [c.type, c]));
-    expect(byType.Ready!.status).toBe(phase === 'Ready' ? 'True' : 'False');
-    expect(byType.Progressing!.status).toBe(type || phase === 'Degraded' ? 'True' : 'False');
+    expect(byType.Ready!.status).toBe(phase === 'Ready' || phase === 'Standby' ? 'True' : 'False');
+    expect(byType.Progressing!.status).toBe(type || phase === 'Degraded' || phase === 'Fenced' ? 'True' : 'False');
     if (type) expect(byType.Progressing!.reason).toBe(type);
     expect(byType.Stalled!.status).toBe(phase === 'Blocked' ? 'True' : 'False');
     expect(byType.Paused!.status).toBe('False');

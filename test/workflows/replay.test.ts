@@ -24,7 +24,7 @@ beforeAll(async () => {
 describe('recorded histories replay against the current workflows', () => {
   it('there is a history of every workflow type', () => {
     const types = new Set(files.map((f) => load(f).events[0]?.workflowExecutionStartedEventAttributes?.workflowType?.name));
-    expect([...types].sort()).toEqual(['clusterObserver', 'formCluster', 'growVolumes', 'replaceNode', 'restoreCluster', 'rollingUpgrade', 'scaleVoters', 'takeBackup']);
+    expect([...types].sort()).toEqual(['clusterObserver', 'formCluster', 'growVolumes', 'promoteStandby', 'replaceNode', 'restoreCluster', 'rollingUpgrade', 'scaleVoters', 'switchover', 'takeBackup']);
   });
 
   it.each(files)('%s', async (file) => {
