@@ -182,7 +182,8 @@ export function startLoad(opts: LoadOptions): Load {
         bodyTimeout: attemptTimeout,
       });
       const text = await res.body.text();
-      if (res.statusCode === 200) return null;
+      // The broker acknowledges a push with 201 Created (a 200 would be no broker's answer).
+      if (res.statusCode === 201) return null;
       let code = '';
       try {
         code = JSON.parse(text).code ?? '';
