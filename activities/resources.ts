@@ -13,6 +13,7 @@ import type {
 } from '@kubernetes/client-node';
 import { withDefaults } from '../crd/defaults.ts';
 import { nodeIdOf } from '../crd/ordinals.ts';
+import { holdsClusterVersion } from '../plan/door.ts';
 import { ANNOTATIONS, API_VERSION, KIND, type QueenCluster, type StoredSpec } from '../crd/schema.ts';
 
 export const FIELD_MANAGER = 'queen-operator';
@@ -123,6 +124,8 @@ function brokerEnv(qc: QueenCluster, spec: StoredSpec, pods: number): V1EnvVar[]
     { name: 'QUEEN_SERVER_ID', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
     { name: 'QUEEN_LOG_JSON', value: 'true' },
   ];
+  // spec.upgrade.finalize Manual, not finalized yet: the leader never raises the cluster version.
+  if (holdsClusterVersion(qc)) env.push({ name: 'QUEEN_RAFT_CLUSTER_VERSION_MS', value: '0' });
   if (spec.proxy.enabled) {
     env.push(
       { name: 'QUEEN_PROXY_EMBEDDED', value: 'true' },

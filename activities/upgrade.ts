@@ -9,6 +9,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { withDefaults } from '../crd/defaults.ts';
 import { readAnnotations } from '../crd/annotations.ts';
 import { ANNOTATIONS, type QueenCluster, type StoredSpec, type UpgradeStatus } from '../crd/schema.ts';
+import { rollbackRefusedText, versionDoor, versionRefusedText, type ClosedDoor } from '../plan/door.ts';
 import { goDuration, listText, podsText } from '../plan/format.ts';
 import { stopGate } from '../plan/gates.ts';
 import { podAt, type Observation, type PodObservation } from '../plan/observation.ts';
@@ -31,6 +32,9 @@ export interface RollbackTarget {
   failedVersion: string;
   reason: string;
 }
+
+/** The next step of a rollback; `superseded`: it cannot be made and the spec changed since. */
+export type RollbackStep = { kind: 'done' } | { kind: 'restart'; pick: RestartPick } | { kind: 'superseded'; message: string };
 
 export interface AppliedTemplate {
   specHash: string;
@@ -94,14 +98,28 @@ export function approvalHold(qc: QueenCluster, pick: RestartPick): Hold | null {
   };
 }
 
-/** With spec.upgrade.onFailure Hold, a failed new version waits for a person, who is told what they can do. */
-export function failureHold(version: string, reason: string): Hold {
+/**
+ * With spec.upgrade.onFailure Hold, a failed new version waits for a person, who is told what they
+ * can do: roll it back, or, when the cluster's catalogue version was raised past what the previous
+ * version's build reads (`door`), only go forward.
+ */
+export function failureHold(version: string, reason: string, door: ClosedDoor | null = null): Hold {
+  if (door) return { phase: 'Blocked', gate: 'new-version-healthy', message: rollbackRefusedText(door, version, reason).replace(/^the upgrade to (\S+) failed:/, 'the upgrade to $1 holds:') };
   return {
     phase: 'Blocked',
     gate: 'new-version-healthy',
     message: `the upgrade to ${version} holds: ${reason}; set spec.upgrade.onFailure to Rollback to roll it back, or change spec.version`,
   };
 }
+
+/** The version the pods run now (status.version), when they all run one. */
+const runningVersion = (qc: QueenCluster) => (qc.status?.version && !qc.status.version.includes('→') ? qc.status.version : null);
+
+/** The door of the version the pods ran before the upgrade (where a rollback goes), if it is closed. */
+const previousDoor = (qc: QueenCluster, obs: Observation) => {
+  const prev = qc.status?.upgrade?.previous?.version;
+  return prev ? versionDoor(qc.status, obs, prev) : null;
+};
 
 /** Tracks whether the pod restarted last has come up on the new version, and judges the new version. */
 function progressJudge(watch: ProgressWatch | null | undefined) {
@@ -117,7 +135,7 @@ function progressJudge(watch: ProgressWatch | null | undefined) {
     });
     if (!reason) return null;
     if (spec.upgrade.onFailure === 'Rollback') return { failed: { reason, failedVersion: spec.version } };
-    return { hold: failureHold(spec.version, reason) };
+    return { hold: failureHold(spec.version, reason, previousDoor(qc, obs)) };
   };
 }
 
@@ -180,6 +198,22 @@ function previousTemplate(qc: QueenCluster, spec: StoredSpec, recorded: Record<s
   return template;
 }
 
+/** The recorded template goes back on the StatefulSet (OnDelete: no pod restarts), with a Warning Event when it changes. */
+async function applyRollbackTemplate(deps: ActivityDeps, qc: QueenCluster, live: V1StatefulSet, prev: NonNullable<UpgradeStatus['previous']>, target: RollbackTarget) {
+  const spec = withDefaults(qc.spec);
+  const shape = keptShape(live, spec);
+  const sts = statefulSet(qc, shape);
+  sts.spec!.template = previousTemplate(qc, spec, prev.template!, shape.pods);
+  // Not the spec hash of either: the Services and the budget stay as the failed spec made them,
+  // so a spec put back as it was is applied again (its template restarts no pod).
+  sts.metadata!.annotations = { ...sts.metadata!.annotations, [ANNOTATIONS.specHash]: `rolled-back:${prev.specHash ?? ''}` };
+  const before = live.spec?.template.metadata?.annotations?.[ANNOTATIONS.configHash];
+  await applyObject(deps.kube, sts);
+  if (before !== target.templateHash) {
+    await stepEvent(deps, qc, 'RollBack', `rolling back to ${target.version}: ${target.reason}`, 'Warning');
+  }
+}
+
 export function upgradeActivities(deps: ActivityDeps) {
   return {
     /**
@@ -207,12 +241,31 @@ export function upgradeActivities(deps: ActivityDeps) {
       }
       // A rollback of another request is over: this one supersedes it.
       if (rollback) await patchUpgradeStatus(deps, ref, { rollback: null });
+      // A version whose build cannot start on the cluster's catalogue version: nothing is applied
+      // (a pod that restarts by itself meanwhile stays on what it runs); awaitNextRestart holds.
+      if (live.spec?.template.metadata?.annotations?.[ANNOTATIONS.configHash] !== hash && versionDoor(qc.status, await observeCluster(deps, qc), spec.version)) {
+        return applied;
+      }
       const before = live.spec?.template.metadata?.annotations?.[ANNOTATIONS.configHash];
       // The template every pod runs is recorded before the StatefulSet takes the new one.
       await Promise.all([recordPrevious(deps, ref, qc, live, hash), applyObjectsBesideStatefulSet(deps, ref, qc)]);
-      await applyObject(deps.kube, statefulSet(qc, shape));
+      const sts = statefulSet(qc, shape);
+      await applyObject(deps.kube, sts);
       if (before !== hash) {
-        await stepEvent(deps, qc, 'UpdateTemplate', `the pod template now runs ${imageRef(spec)}; pods restart one at a time`);
+        // A finalize (queenmq.com/finalize): the same image, without the setting that held the cluster version.
+        const holds = (t: V1PodTemplateSpec | undefined) =>
+          !!t?.spec?.containers.find((c) => c.name === CONTAINER)?.env?.some((e) => e.name === 'QUEEN_RAFT_CLUSTER_VERSION_MS' && e.value === '0');
+        const image = (t: V1PodTemplateSpec | undefined) => t?.spec?.containers.find((c) => c.name === CONTAINER)?.image;
+        if (holds(live.spec?.template) && !holds(sts.spec?.template) && image(live.spec?.template) === image(sts.spec?.template)) {
+          await stepEvent(
+            deps,
+            qc,
+            'Finalize',
+            `finalizing ${spec.version}: a rolling restart, one pod at a time, the leader last, without QUEEN_RAFT_CLUSTER_VERSION_MS=0; the leader then raises the cluster's catalogue version`,
+          );
+        } else {
+          await stepEvent(deps, qc, 'UpdateTemplate', `the pod template now runs ${imageRef(spec)}; pods restart one at a time`);
+        }
       }
       return applied;
     },
@@ -234,6 +287,9 @@ export function upgradeActivities(deps: ActivityDeps) {
         const wanted = specHash(qc);
         if (wanted !== applied.specHash) return { done: { kind: 'retarget', specHash: wanted } };
         const obs = await look.observe(qc);
+        // Refused before any pod stops: the version's build cannot start on the cluster as it is.
+        const door = versionDoor(qc.status, obs, spec.version);
+        if (door) return { hold: { phase: 'Blocked', gate: 'version-can-boot', message: versionRefusedText(door, ref, runningVersion(qc)) } };
         const verdict = judge(qc, obs);
         if (verdict && 'failed' in verdict) return { done: { kind: 'failed', failure: verdict.failed } };
         if (verdict) return verdict;
@@ -400,17 +456,14 @@ export function upgradeActivities(deps: ActivityDeps) {
           rollback: { ...target, fingerprint: failure.fingerprint, startedAt: new Date().toISOString() },
         });
       }
-      const shape = keptShape(live, spec);
-      const sts = statefulSet(qc, shape);
-      sts.spec!.template = previousTemplate(qc, spec, prev.template, shape.pods);
-      // Not the spec hash of either: the Services and the budget stay as the failed spec made them,
-      // so a spec put back as it was is applied again (its template restarts no pod).
-      sts.metadata!.annotations = { ...sts.metadata!.annotations, [ANNOTATIONS.specHash]: `rolled-back:${prev.specHash ?? ''}` };
-      const before = live.spec?.template.metadata?.annotations?.[ANNOTATIONS.configHash];
-      await applyObject(deps.kube, sts);
-      if (before !== target.templateHash) {
-        await stepEvent(deps, qc, 'RollBack', `rolling back to ${target.version}: ${target.reason}`, 'Warning');
+      // The cluster's catalogue version was raised past what the previous version's build reads:
+      // its template is not applied (a pod recreated on it would crash-loop); the rollback holds.
+      const door = versionDoor(qc.status, await observeCluster(deps, qc), target.version);
+      if (door) {
+        if (underWay?.fingerprint !== failure.fingerprint) await stepEvent(deps, qc, 'RollBackRefused', rollbackRefusedText(door, target.failedVersion, target.reason), 'Warning');
+        return target;
       }
+      await applyRollbackTemplate(deps, qc, live, prev, target);
       return target;
     },
 
@@ -419,10 +472,25 @@ export function upgradeActivities(deps: ActivityDeps) {
      * first, then those that do not lead from the highest ordinal, the leader last, through the
      * same stop gate as the upgrade (no approval: the leader only moved forward with one).
      */
-    async awaitRollbackRestart(ref: ClusterRef, back: RollbackTarget): Promise<{ kind: 'done' } | { kind: 'restart'; pick: RestartPick }> {
-      return holdUntil<{ kind: 'done' } | { kind: 'restart'; pick: RestartPick }>(deps, ref, async (look) => {
+    async awaitRollbackRestart(ref: ClusterRef, back: RollbackTarget): Promise<RollbackStep> {
+      return holdUntil<RollbackStep>(deps, ref, async (look) => {
         const qc = await look.cluster();
         const obs = { ...(await look.observe(qc)), wantedHash: back.templateHash };
+        // No pod goes back to a version that cannot start on the cluster: Blocked, until the spec
+        // names another version (the rollback then ends, and the new spec goes on).
+        const door = versionDoor(qc.status, obs, back.version);
+        if (door) {
+          const refused = rollbackRefusedText(door, back.failedVersion, back.reason);
+          const underWay = qc.status?.upgrade?.rollback?.fingerprint;
+          if (underWay && underWay !== fingerprintOf(qc)) return { done: { kind: 'superseded', message: `${refused}; the spec changed since: it goes on` } };
+          return { hold: { phase: 'Blocked', gate: 'version-can-boot', message: refused } };
+        }
+        // The template goes back before any pod does (it was held while the door was closed).
+        if (obs.statefulSet && obs.statefulSet.templateHash !== back.templateHash) {
+          if (look.fromWatch) return ASK_THE_API_SERVER;
+          const [live, prev] = [await getStatefulSet(deps.kube, ref.namespace, names.statefulSet(ref.name)), qc.status?.upgrade?.previous];
+          if (live && prev?.template && prev.templateHash === back.templateHash) await applyRollbackTemplate(deps, qc, live, prev, back);
+        }
         const pick = nextRestart(obs);
         if (!pick) return { done: { kind: 'done' } };
         const hold = await stopHold(deps, qc, obs, pick.ordinal, { phase: 'Upgrading', next: `rolling back to ${back.version}: pod ${pick.ordinal} is next` }, { fromWatch: look.fromWatch });

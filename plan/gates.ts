@@ -77,6 +77,9 @@ export const GATE_NAMES = [
   'membership-change',
   'volume-can-grow',
   'broker-credentials',
+  // A version whose build reads less than the cluster's catalogue version cannot start on it (a
+  // revert, a rollback after the raise): lifted by a person naming a version that can (plan/door.ts).
+  'version-can-boot',
   // What the phase at rest names when it is Degraded or Blocked (status.operation is not set).
   'pod-config',
   'crash-loop',

@@ -6,6 +6,7 @@
 import { replaceRequest } from '../crd/annotations.ts';
 import type { StoredSpec } from '../crd/schema.ts';
 import { neededOperation, type ClusterView, type Need, type OperationType } from './decide.ts';
+import { raiseNote, versionDoor, versionRefusedText } from './door.ts';
 import { goDuration, parseQuantity } from './format.ts';
 import { STOP_GATES, type GateName } from './gates.ts';
 import { claimAt, memberOf, podAt, type Observation } from './observation.ts';
@@ -81,6 +82,10 @@ function formSteps({ obs, spec }: PlanInput): PlannedStep[] {
 
 /** The pods restart one at a time in the order nextRestart gives, each left on the new template, Ready. */
 function upgradeSteps({ view, obs, spec, image }: PlanInput): PlannedStep[] {
+  // A version whose build cannot start on the cluster's catalogue version is refused before any pod stops.
+  const door = versionDoor(view.qc.status, obs, spec.version);
+  const running = view.qc.status?.version && !view.qc.status.version.includes('→') ? view.qc.status.version : null;
+  if (door) return [{ step: versionRefusedText(door, obs, running), gates: ['version-can-boot'], note: 'Blocked: it waits for a person' }];
   const sim = structuredClone(obs);
   sim.wantedHash = view.wantedTemplateHash;
   const steps: PlannedStep[] = [];
@@ -102,6 +107,10 @@ function upgradeSteps({ view, obs, spec, image }: PlanInput): PlannedStep[] {
     }
   }
   if (steps.length === 0) steps.push({ step: 'applying the spec to the Services, the disruption budget and the StatefulSet; no pod restarts', gates: [] });
+  // After the last pod: the leader raises the catalogue version (or does not: finalize Manual).
+  const raise = raiseNote(view.qc, obs);
+  const last = steps.at(-1)!;
+  if (raise) last.note = last.note ? `${last.note}; ${raise}` : raise;
   return steps;
 }
 

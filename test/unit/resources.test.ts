@@ -122,6 +122,19 @@ describe('which changes restart pods', () => {
     expect(specHash(qc({ minReadySeconds: 10 }))).not.toBe(specHash(qc()));
     expect(specHash(qc({ storage: { size: '100Gi' } }))).toBe(specHash(qc()));
   });
+  it('finalize Manual holds the cluster version on the pods until queenmq.com/finalize names the version: one restart each way', () => {
+    const manual = qc({ upgrade: { finalize: 'Manual' } });
+    expect(env(manual).QUEEN_RAFT_CLUSTER_VERSION_MS).toEqual({ name: 'QUEEN_RAFT_CLUSTER_VERSION_MS', value: '0' });
+    expect(env(qc()).QUEEN_RAFT_CLUSTER_VERSION_MS).toBeUndefined();
+    // Auto (the default, or said) renders the template of before the field: nothing restarts for it.
+    expect(hash({ upgrade: { finalize: 'Auto' } })).toBe(hash({}));
+    expect(hash({ upgrade: { finalize: 'Manual' } })).not.toBe(hash({}));
+    const finalized = { ...manual, metadata: { ...manual.metadata, annotations: { 'queenmq.com/finalize': '2.6.0' } } };
+    expect(env(finalized).QUEEN_RAFT_CLUSTER_VERSION_MS).toBeUndefined();
+    expect(podTemplate(finalized, 3).hash).toBe(hash({}));
+    const other = { ...manual, metadata: { ...manual.metadata, annotations: { 'queenmq.com/finalize': '2.5.0' } } };
+    expect(env(other).QUEEN_RAFT_CLUSTER_VERSION_MS?.value).toBe('0');
+  });
   it('the hash is the same however the spec keys are ordered', () => {
     const a = qc({ podLabels: { a: '1', b: '2' } });
     const b = qc({ podLabels: { b: '2', a: '1' } });
