@@ -24,6 +24,11 @@ export interface SimConfig {
   bootFail: boolean;
   /** A build whose node never reports itself ready (`-unready` in the image tag): /health stays 503. */
   neverReady: boolean;
+  /**
+   * A build that fails once its own format is in use (`-breaksonraise` in the image tag): it runs
+   * and reports ready until the cluster version reaches what it reads, then /health stays 503.
+   */
+  breaksOnRaise: boolean;
   /** A build that crashes (exit 1, no shutdown sequence) this long after it serves (`-crashafter<seconds>`), or null. */
   crashAfterMs: number | null;
   timeFactor: number;
@@ -203,6 +208,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): SimConfig {
   const version = versionFromImage(image);
   const bootFail = image.includes('-bootfail');
   const neverReady = image.includes('-unready');
+  const breaksOnRaise = image.includes('-breaksonraise');
   const crashAfter = /-crashafter([0-9]+)/.exec(image);
 
   // Node id: integer >= 1, or `ordinal` = trailing digits of HOSTNAME + 1.
@@ -288,6 +294,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): SimConfig {
     kinds: kindsOf(version),
     bootFail,
     neverReady,
+    breaksOnRaise,
     crashAfterMs: crashAfter ? Number(crashAfter[1]) * 1000 : null,
     timeFactor: num(env, 'QUEEN_SIM_TIME_FACTOR', 1, 0),
     dnsServer: env.QUEEN_SIM_DNS && env.QUEEN_SIM_DNS.trim() !== '' ? env.QUEEN_SIM_DNS.trim() : null,

@@ -1401,7 +1401,8 @@ export class RaftNode {
     const lag = this.lag();
     const q = this.quorumAckMs();
     const quorumOk = this.cfg.readyQuorumMs === 0 || this.cfg.legacy || (q !== null && q <= this.cfg.readyQuorumMs);
-    const ready = leaderKnown && lag <= this.cfg.readyLagMs && quorumOk && !this.cfg.neverReady;
+    const broken = this.cfg.neverReady || (this.cfg.breaksOnRaise && this.clusterVersion() >= this.cfg.kinds);
+    const ready = leaderKnown && lag <= this.cfg.readyLagMs && quorumOk && !broken;
     const body = {
       status: ready ? 'healthy' : 'settling',
       engine: 'raft',

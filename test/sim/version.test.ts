@@ -139,4 +139,30 @@ describe('the cluster version', () => {
     expect(refused.json).toMatchObject({ ok: false, code: 'kinds_behind' });
     expect(refused.json.error).toContain('reads catalogue version 6 but the cluster is at 7');
   });
+
+  it('-breaksonraise: a build that is ready until the cluster reaches what it reads, then answers 503 for good', async () => {
+    const c = (cluster = new SimCluster({ env: { ...image('2.6.0'), QUEEN_RAFT_CLUSTER_VERSION_MS: '0' } }));
+    c.startAll();
+    await c.waitLeader();
+    await c.waitHealthy([1, 2, 3]);
+    // Held at the baseline (the raise is off): the broken 2.7.0 build serves and is ready.
+    for (const id of [1, 2, 3]) await rollTo(c, id, '2.7.0-breaksonraise');
+    expect((await versions(c, [1, 2, 3])).map((x) => [x.clusterVersion, x.kinds])).toEqual([[3, 7], [3, 7], [3, 7]]);
+    // The raise on again, the leader last: 7 is reached, and every node turns 503 while it commits.
+    const on = { ...image('2.7.0-breaksonraise'), QUEEN_RAFT_CLUSTER_VERSION_MS: '100' };
+    const leader = (await c.waitLeader()).id;
+    for (const id of [1, 2, 3].filter((x) => x !== leader)) await rollTo(c, id, '2.7.0-breaksonraise', on);
+    expect(await c.sigterm(leader)).toBe(0);
+    c.start(leader, { env: on });
+    await waitFor('every node at 7, none ready', async () => {
+      for (const id of [1, 2, 3]) {
+        const h = await c.health(id);
+        if (isError(h) || h.json.raft.clusterVersion !== 7 || h.status !== 503) return false;
+      }
+      return true;
+    });
+    const other = [1, 2, 3].find((id) => id !== leader)!;
+    expect(statusOf(await c.put(other, 'still-commits', 1))).toBe(200);
+  });
 });
+
