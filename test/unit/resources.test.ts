@@ -45,7 +45,7 @@ describe('the StatefulSet', () => {
     expect(imageTag('registry.local:5000/queen:2.6.1')).toBe('2.6.1');
   });
   it('every variable the operator sets is reserved in the CRD, and only those', () => {
-    const all = qc({ proxy: { enabled: true, publicUrl: 'https://q.example.com' }, kafka: { enabled: true }, replicas: 3 });
+    const all = qc({ proxy: { enabled: true, publicUrl: 'https://q.example.com' }, kafka: { enabled: true }, replicas: 3, upgrade: { finalize: 'Manual' } });
     const set = new Set(Object.keys(env(all)));
     // The Kafka node id is derived at start by the container's command.
     expect(container(all).command?.join(' ')).toContain('QUEEN_KAFKA_NODE_ID');
