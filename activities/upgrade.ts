@@ -9,7 +9,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { withDefaults } from '../crd/defaults.ts';
 import { readAnnotations } from '../crd/annotations.ts';
 import { ANNOTATIONS, type QueenCluster, type StoredSpec, type UpgradeStatus } from '../crd/schema.ts';
-import { rollbackRefusedText, versionDoor, versionRefusedText, type ClosedDoor } from '../plan/door.ts';
+import { rollbackRefusedText, runningVersion, versionDoor, versionRefusedText, type ClosedDoor } from '../plan/door.ts';
 import { goDuration, listText, podsText } from '../plan/format.ts';
 import { stopGate } from '../plan/gates.ts';
 import { podAt, type Observation, type PodObservation } from '../plan/observation.ts';
@@ -21,7 +21,7 @@ import { drainAheadOrHold, gateOptions, recordProbe, stallMemory, stopHold } fro
 import { applyObject, getStatefulSet, listPods, patchClusterStatus, rawRequest } from './kube.ts';
 import { brokerBase, podObservation } from './observe.ts';
 import { applyObjectsBesideStatefulSet } from './apply.ts';
-import { CONTAINER, imageRef, imageTag, keptShape, names, peersFor, podTemplate, SERVING_LABEL, specHash, statefulSet } from './resources.ts';
+import { CONTAINER, imageRef, imageTag, keptShape, names, peersFor, podTemplate, SERVING_LABEL, specHash, statefulSet, templateHoldsClusterVersion } from './resources.ts';
 import { podVersion } from './status.ts';
 
 /** Where a rollback goes: the template recorded before the first pod moved. */
@@ -104,16 +104,13 @@ export function approvalHold(qc: QueenCluster, pick: RestartPick): Hold | null {
  * version's build reads (`door`), only go forward.
  */
 export function failureHold(version: string, reason: string, door: ClosedDoor | null = null): Hold {
-  if (door) return { phase: 'Blocked', gate: 'new-version-healthy', message: rollbackRefusedText(door, version, reason).replace(/^the upgrade to (\S+) failed:/, 'the upgrade to $1 holds:') };
+  if (door) return { phase: 'Blocked', gate: 'new-version-healthy', message: rollbackRefusedText(door, version, reason, 'holds') };
   return {
     phase: 'Blocked',
     gate: 'new-version-healthy',
     message: `the upgrade to ${version} holds: ${reason}; set spec.upgrade.onFailure to Rollback to roll it back, or change spec.version`,
   };
 }
-
-/** The version the pods run now (status.version), when they all run one. */
-const runningVersion = (qc: QueenCluster) => (qc.status?.version && !qc.status.version.includes('→') ? qc.status.version : null);
 
 /** The door of the version the pods ran before the upgrade (where a rollback goes), if it is closed. */
 const previousDoor = (qc: QueenCluster, obs: Observation) => {
@@ -253,10 +250,10 @@ export function upgradeActivities(deps: ActivityDeps) {
       await applyObject(deps.kube, sts);
       if (before !== hash) {
         // A finalize (queenmq.com/finalize): the same image, without the setting that held the cluster version.
-        const holds = (t: V1PodTemplateSpec | undefined) =>
-          !!t?.spec?.containers.find((c) => c.name === CONTAINER)?.env?.some((e) => e.name === 'QUEEN_RAFT_CLUSTER_VERSION_MS' && e.value === '0');
         const image = (t: V1PodTemplateSpec | undefined) => t?.spec?.containers.find((c) => c.name === CONTAINER)?.image;
-        if (holds(live.spec?.template) && !holds(sts.spec?.template) && image(live.spec?.template) === image(sts.spec?.template)) {
+        const finalizing =
+          templateHoldsClusterVersion(live.spec?.template) && !templateHoldsClusterVersion(sts.spec?.template) && image(live.spec?.template) === image(sts.spec?.template);
+        if (finalizing) {
           await stepEvent(
             deps,
             qc,
@@ -289,7 +286,7 @@ export function upgradeActivities(deps: ActivityDeps) {
         const obs = await look.observe(qc);
         // Refused before any pod stops: the version's build cannot start on the cluster as it is.
         const door = versionDoor(qc.status, obs, spec.version);
-        if (door) return { hold: { phase: 'Blocked', gate: 'version-can-boot', message: versionRefusedText(door, ref, runningVersion(qc)) } };
+        if (door) return { hold: { phase: 'Blocked', gate: 'version-can-boot', message: versionRefusedText(door, ref, runningVersion(qc.status)) } };
         const verdict = judge(qc, obs);
         if (verdict && 'failed' in verdict) return { done: { kind: 'failed', failure: verdict.failed } };
         if (verdict) return verdict;
@@ -488,7 +485,8 @@ export function upgradeActivities(deps: ActivityDeps) {
         // The template goes back before any pod does (it was held while the door was closed).
         if (obs.statefulSet && obs.statefulSet.templateHash !== back.templateHash) {
           if (look.fromWatch) return ASK_THE_API_SERVER;
-          const [live, prev] = [await getStatefulSet(deps.kube, ref.namespace, names.statefulSet(ref.name)), qc.status?.upgrade?.previous];
+          const live = await getStatefulSet(deps.kube, ref.namespace, names.statefulSet(ref.name));
+          const prev = qc.status?.upgrade?.previous;
           if (live && prev?.template && prev.templateHash === back.templateHash) await applyRollbackTemplate(deps, qc, live, prev, back);
         }
         const pick = nextRestart(obs);

@@ -123,6 +123,10 @@ export function cannotStartText(d: ClosedDoor): string {
   return `${d.version} cannot start on this cluster: its build reads catalogue version ${d.reads} and the cluster is at ${d.clusterVersion}`;
 }
 
+/** The version every pod runs (status.version), or null while they run two. */
+export const runningVersion = (status: { version?: string | null } | null | undefined): string | null =>
+  status?.version && !status.version.includes('→') ? status.version : null;
+
 /** What a person can do: name a version whose build can start (the one the pods run, when it can). */
 function wayForward(d: ClosedDoor, ref: { namespace: string; name: string }, running: string | null): string {
   const to = running && d.canStart.includes(running) ? running : d.canStart[0];
@@ -136,10 +140,13 @@ export function versionRefusedText(d: ClosedDoor, ref: { namespace: string; name
   return `${cannotStartText(d)}: no pod is stopped; ${wayForward(d, ref, running)}`;
 }
 
-/** The Blocked line of a rollback the door makes impossible: no pod goes back. */
-export function rollbackRefusedText(d: ClosedDoor, failedVersion: string, reason: string): string {
+/**
+ * The Blocked line of a rollback the door makes impossible: no pod goes back. `holds`: said of an
+ * upgrade that holds on its failure (onFailure Hold) rather than one that tried to roll back.
+ */
+export function rollbackRefusedText(d: ClosedDoor, failedVersion: string, reason: string, how: 'failed' | 'holds' = 'failed'): string {
   return (
-    `the upgrade to ${failedVersion} failed: ${reason}; it cannot roll back: ${cannotStartText(d)}, and no pod goes back to it; ` +
+    `the upgrade to ${failedVersion} ${how}: ${reason}; it cannot roll back: ${cannotStartText(d)}, and no pod goes back to it; ` +
     `set spec.version to a version whose build reads ${d.clusterVersion} or more (a fixed ${failedVersion})`
   );
 }

@@ -6,7 +6,7 @@
 import { replaceRequest } from '../crd/annotations.ts';
 import type { StoredSpec } from '../crd/schema.ts';
 import { neededOperation, type ClusterView, type Need, type OperationType } from './decide.ts';
-import { raiseNote, versionDoor, versionRefusedText } from './door.ts';
+import { raiseNote, runningVersion, versionDoor, versionRefusedText } from './door.ts';
 import { goDuration, parseQuantity } from './format.ts';
 import { STOP_GATES, type GateName } from './gates.ts';
 import { claimAt, memberOf, podAt, type Observation } from './observation.ts';
@@ -84,8 +84,7 @@ function formSteps({ obs, spec }: PlanInput): PlannedStep[] {
 function upgradeSteps({ view, obs, spec, image }: PlanInput): PlannedStep[] {
   // A version whose build cannot start on the cluster's catalogue version is refused before any pod stops.
   const door = versionDoor(view.qc.status, obs, spec.version);
-  const running = view.qc.status?.version && !view.qc.status.version.includes('→') ? view.qc.status.version : null;
-  if (door) return [{ step: versionRefusedText(door, obs, running), gates: ['version-can-boot'], note: 'Blocked: it waits for a person' }];
+  if (door) return [{ step: versionRefusedText(door, obs, runningVersion(view.qc.status)), gates: ['version-can-boot'], note: 'Blocked: it waits for a person' }];
   const sim = structuredClone(obs);
   sim.wantedHash = view.wantedTemplateHash;
   const steps: PlannedStep[] = [];

@@ -106,6 +106,8 @@ describe('the door of a version', () => {
         '2.6.0 cannot start on this cluster: its build reads catalogue version 6 and the cluster is at 7, and no pod goes back to it; ' +
         'set spec.version to a version whose build reads 7 or more (a fixed 2.7.0)',
     );
+    // An upgrade that holds on its failure (onFailure Hold) says it holds, and suggests no rollback.
+    expect(rollbackRefusedText(d, '2.7.0', 'a reason', 'holds')).toMatch(/^the upgrade to 2\.7\.0 holds: a reason; it cannot roll back: /);
   });
 });
 
