@@ -188,6 +188,8 @@ export function parseHealth(status: number, json: unknown): HealthObservation | 
     quorumAckMs: numOrNull(raft.quorumAckMs),
     version: typeof h?.version === 'string' ? h.version : '',
     applyFailure: failure && typeof failure === 'object' ? (failure as Record<string, unknown>) : null,
+    clusterVersion: numOrNull(raft.clusterVersion),
+    kinds: numOrNull(raft.kinds),
   };
 }
 
@@ -204,6 +206,7 @@ export function parseMembership(json: unknown): MembershipObservation | null {
         lag: numOrNull(x.lag),
         lastAckMs: numOrNull(x.lastAckMs),
         live: x.live === true,
+        kinds: numOrNull(x.kinds),
       }))
     : [];
   return {

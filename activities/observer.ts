@@ -28,7 +28,8 @@ import { serveAgain } from './drain.ts';
 import { changeThroughLeader } from './membership.ts';
 import { getCluster, isConflict, patchClusterStatus } from './kube.ts';
 import { leaderChanges, observerRounds } from '../metrics.ts';
-import { clusterConditions, comparableStatus, observedStatus, READY_MESSAGE, STANDBY_READY_MESSAGE } from './status.ts';
+import { clusterConditions, comparableStatus, doorStatus, observedStatus, READY_MESSAGE, STANDBY_READY_MESSAGE } from './status.ts';
+import { withDefaults } from '../crd/defaults.ts';
 import { clusterView } from './view.ts';
 import { planStatus } from './plan.ts';
 
@@ -276,6 +277,8 @@ async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: Observer
   // A source's standbys here, with their versions: its upgrade waits for theirs (plan/link.ts).
   const standbys = qc.spec.link && deps.cache ? standbysOf(qc, deps.cache.clusters()) : [];
   if (standbys.length > 0 || (qc.status?.standbys?.length ?? 0) > 0) status.standbys = standbys;
+  // The one-way door: the catalogue version, what each version's build reads, finalized or not.
+  Object.assign(status, doorStatus(qc.status, obs, status.version ?? '', new Date()));
   // While writes do not commit, look again sooner, so COMMITS turns true soon after they do.
   const interval = lastProbe && !lastProbe.ok ? Math.min(deps.settings.probeIntervalMs, 5000) : deps.settings.probeIntervalMs;
   if (!lastProbe || obs.at - lastProbe.at >= interval) {
@@ -320,6 +323,10 @@ async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: Observer
     });
     if (decision.action === 'paused' && assessment.phase === 'Ready') {
       assessment = { phase: 'Ready', message: decision.message };
+    }
+    // spec.upgrade.finalize Manual: at rest, the line says the way back is open (or that it closed).
+    if (assessment.phase === 'Ready' && !assessment.message && withDefaults(qc.spec).upgrade.finalize === 'Manual' && status.finalization) {
+      assessment = { phase: 'Ready', message: status.finalization };
     }
     // A voter change left half done that could not be finished: no membership change can run.
     if (joint?.held && assessment.phase === 'Ready') assessment = { phase: 'Degraded', message: joint.held };

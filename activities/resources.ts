@@ -13,6 +13,7 @@ import type {
 } from '@kubernetes/client-node';
 import { withDefaults } from '../crd/defaults.ts';
 import { nodeIdOf } from '../crd/ordinals.ts';
+import { holdsClusterVersion } from '../plan/door.ts';
 import { ANNOTATIONS, API_VERSION, KIND, type QueenCluster, type StoredSpec } from '../crd/schema.ts';
 import { LINK_LABEL, linkEnv, linkPodLabels } from './link-objects.ts';
 
@@ -112,6 +113,14 @@ export function requiredSecretKeys(spec: StoredSpec): string[] {
   return keys;
 }
 
+const HOLD_CLUSTER_VERSION: V1EnvVar = { name: 'QUEEN_RAFT_CLUSTER_VERSION_MS', value: '0' };
+
+/** Whether a pod template's broker holds the cluster version (spec.upgrade.finalize Manual, not finalized). */
+export function templateHoldsClusterVersion(template: V1PodTemplateSpec | undefined): boolean {
+  const env = template?.spec?.containers.find((c) => c.name === CONTAINER)?.env ?? [];
+  return env.some((e) => e.name === HOLD_CLUSTER_VERSION.name && e.value === HOLD_CLUSTER_VERSION.value);
+}
+
 function brokerEnv(qc: QueenCluster, spec: StoredSpec, pods: number): V1EnvVar[] {
   const env: V1EnvVar[] = [
     { name: 'PORT', value: String(spec.port) },
@@ -125,6 +134,8 @@ function brokerEnv(qc: QueenCluster, spec: StoredSpec, pods: number): V1EnvVar[]
     { name: 'QUEEN_LOG_JSON', value: 'true' },
     ...linkEnv(qc, spec),
   ];
+  // spec.upgrade.finalize Manual, not finalized yet: the leader never raises the cluster version.
+  if (holdsClusterVersion(qc)) env.push({ ...HOLD_CLUSTER_VERSION });
   if (spec.proxy.enabled) {
     env.push(
       { name: 'QUEEN_PROXY_EMBEDDED', value: 'true' },

@@ -1,6 +1,7 @@
 // What the observation says in status: leader, term, voters, members, version. Pure functions,
 // written by the observer with a merge patch.
 import type { Condition, MemberStatus, Phase, QueenClusterStatus } from '../crd/schema.ts';
+import { clusterCatalogue, finalizationText, versionsSeen } from '../plan/door.ts';
 import { memberOf, type Observation, podAt } from '../plan/observation.ts';
 import { behindSince, type StallMemory } from '../plan/stalls.ts';
 import { canonicalJson, imageTag } from './resources.ts';
@@ -55,6 +56,23 @@ export function commonVersion(obs: Observation, podCount: number): string {
   return `${old}→${next} (${known.filter((v) => v === next).length}/${podCount})`;
 }
 
+/** The image version a pod runs, as status.versions keys it: its image's tag (spec.version), else what its broker says. */
+export function recordedVersion(obs: Observation, ordinal: number): string | null {
+  const image = podAt(obs, ordinal)?.image;
+  return (image ? imageTag(image) : null) ?? (obs.health[ordinal]?.version || null);
+}
+
+/**
+ * The door's part of the status: the cluster's catalogue version (never lower than recorded),
+ * what each version's build reads (merged into what was recorded) and whether the version the
+ * pods run (`version`, status.version) is finalized.
+ */
+export function doorStatus(recorded: Pick<QueenClusterStatus, 'clusterVersion' | 'versions'> | undefined, obs: Observation, version: string, now: Date) {
+  const clusterVersion = clusterCatalogue(obs, recorded?.clusterVersion);
+  const versions = versionsSeen(recorded?.versions, obs, recordedVersion, now);
+  return { clusterVersion, versions, finalization: finalizationText({ obs, version, clusterVersion, versions }) };
+}
+
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
 /** One entry per pod ordinal of the StatefulSet, and per member without a pod. */
@@ -84,6 +102,9 @@ export function memberStatuses(obs: Observation, memory: StallMemory): MemberSta
       };
       const version = podVersion(obs, ordinal);
       if (version && obs.health[ordinal]) entry.version = version;
+      // What its build reads: its own /health, else what the leader heard from it.
+      const kinds = obs.health[ordinal]?.kinds ?? member?.kinds ?? null;
+      if (typeof kinds === 'number') entry.kinds = kinds;
       return entry;
     });
 }

@@ -9,6 +9,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { withDefaults } from '../crd/defaults.ts';
 import { readAnnotations } from '../crd/annotations.ts';
 import { ANNOTATIONS, type QueenCluster, type StoredSpec, type UpgradeStatus } from '../crd/schema.ts';
+import { rollbackRefusedText, runningVersion, versionDoor, versionRefusedText, type ClosedDoor } from '../plan/door.ts';
 import { goDuration, listText, podsText } from '../plan/format.ts';
 import { stopGate } from '../plan/gates.ts';
 import { podAt, type Observation, type PodObservation } from '../plan/observation.ts';
@@ -21,7 +22,7 @@ import { drainAheadOrHold, gateOptions, recordProbe, stallMemory, stopHold } fro
 import { applyObject, getStatefulSet, listPods, patchClusterStatus, rawRequest } from './kube.ts';
 import { brokerBase, podObservation } from './observe.ts';
 import { applyObjectsBesideStatefulSet } from './apply.ts';
-import { CONTAINER, imageRef, imageTag, keptShape, names, peersFor, podTemplate, SERVING_LABEL, specHash, statefulSet } from './resources.ts';
+import { CONTAINER, imageRef, imageTag, keptShape, names, peersFor, podTemplate, SERVING_LABEL, specHash, statefulSet, templateHoldsClusterVersion } from './resources.ts';
 import { podVersion } from './status.ts';
 
 /** Where a rollback goes: the template recorded before the first pod moved. */
@@ -32,6 +33,9 @@ export interface RollbackTarget {
   failedVersion: string;
   reason: string;
 }
+
+/** The next step of a rollback; `superseded`: it cannot be made and the spec changed since. */
+export type RollbackStep = { kind: 'done' } | { kind: 'restart'; pick: RestartPick } | { kind: 'superseded'; message: string };
 
 export interface AppliedTemplate {
   specHash: string;
@@ -108,15 +112,26 @@ export function approvalHold(qc: QueenCluster, pick: RestartPick): Hold | null {
   };
 }
 
-/** With spec.upgrade.onFailure Hold, a failed new version waits for a person, who is told what they can do. */
-export function failureHold(version: string, reason: string, retry?: { namespace: string; name: string }): Hold {
-  const again = retry ? `, or try it again: kubectl -n ${retry.namespace} annotate queencluster ${retry.name} ${ANNOTATIONS.retry}=$(date +%s) --overwrite` : '';
+/**
+ * With spec.upgrade.onFailure Hold, a failed new version waits for a person, who is told what they
+ * can do: roll it back, or, when the cluster's catalogue version was raised past what the previous
+ * version's build reads (`door`), only go forward; and (`retry`: the cluster) try it again.
+ */
+export function failureHold(version: string, reason: string, opts: { retry?: { namespace: string; name: string }; door?: ClosedDoor | null } = {}): Hold {
+  const again = opts.retry ? `, or try it again: kubectl -n ${opts.retry.namespace} annotate queencluster ${opts.retry.name} ${ANNOTATIONS.retry}=$(date +%s) --overwrite` : '';
+  if (opts.door) return { phase: 'Blocked', gate: 'new-version-healthy', message: `${rollbackRefusedText(opts.door, version, reason, 'holds')}${again}` };
   return {
     phase: 'Blocked',
     gate: 'new-version-healthy',
     message: `the upgrade to ${version} holds: ${reason}; set spec.upgrade.onFailure to Rollback to roll it back, or change spec.version${again}`,
   };
 }
+
+/** The door of the version the pods ran before the upgrade (where a rollback goes), if it is closed. */
+const previousDoor = (qc: QueenCluster, obs: Observation) => {
+  const prev = qc.status?.upgrade?.previous?.version;
+  return prev ? versionDoor(qc.status, obs, prev) : null;
+};
 
 /**
  * Tracks whether the pod restarted last has come up on the new version, and judges the new
@@ -138,7 +153,7 @@ function progressJudge(watch: ProgressWatch | null | undefined, parks = false) {
     if (!reason) return null;
     if (spec.upgrade.onFailure === 'Rollback') return { failed: { reason, failedVersion: spec.version } };
     if (parks) return { failed: { reason, failedVersion: spec.version, failedImage: imageRef(spec) }, held: true };
-    return { hold: failureHold(spec.version, reason) };
+    return { hold: failureHold(spec.version, reason, { door: previousDoor(qc, obs) }) };
   };
 }
 
@@ -209,6 +224,22 @@ function previousTemplate(qc: QueenCluster, spec: StoredSpec, recorded: Record<s
   return template;
 }
 
+/** The recorded template goes back on the StatefulSet (OnDelete: no pod restarts), with a Warning Event when it changes. */
+async function applyRollbackTemplate(deps: ActivityDeps, qc: QueenCluster, live: V1StatefulSet, prev: NonNullable<UpgradeStatus['previous']>, target: RollbackTarget) {
+  const spec = withDefaults(qc.spec);
+  const shape = keptShape(live, spec);
+  const sts = statefulSet(qc, shape);
+  sts.spec!.template = previousTemplate(qc, spec, prev.template!, shape.pods);
+  // Not the spec hash of either: the Services and the budget stay as the failed spec made them,
+  // so a spec put back as it was is applied again (its template restarts no pod).
+  sts.metadata!.annotations = { ...sts.metadata!.annotations, [ANNOTATIONS.specHash]: `rolled-back:${prev.specHash ?? ''}` };
+  const before = live.spec?.template.metadata?.annotations?.[ANNOTATIONS.configHash];
+  await applyObject(deps.kube, sts);
+  if (before !== target.templateHash) {
+    await stepEvent(deps, qc, 'RollBack', `rolling back to ${target.version}: ${target.reason}`, 'Warning');
+  }
+}
+
 export function upgradeActivities(deps: ActivityDeps) {
   return {
     /**
@@ -243,12 +274,31 @@ export function upgradeActivities(deps: ActivityDeps) {
         return { ...applied, held: { reason: held.reason ?? '', failedVersion: held.version ?? spec.version, failedImage: held.image } };
       }
       if (held) await patchUpgradeStatus(deps, ref, { held: null });
+      // A version whose build cannot start on the cluster's catalogue version: nothing is applied
+      // (a pod that restarts by itself meanwhile stays on what it runs); awaitNextRestart holds.
+      if (live.spec?.template.metadata?.annotations?.[ANNOTATIONS.configHash] !== hash && versionDoor(qc.status, await observeCluster(deps, qc), spec.version)) {
+        return applied;
+      }
       const before = live.spec?.template.metadata?.annotations?.[ANNOTATIONS.configHash];
       // The template every pod runs is recorded before the StatefulSet takes the new one.
       await Promise.all([recordPrevious(deps, ref, qc, live, hash), applyObjectsBesideStatefulSet(deps, ref, qc)]);
-      await applyObject(deps.kube, statefulSet(qc, shape));
+      const sts = statefulSet(qc, shape);
+      await applyObject(deps.kube, sts);
       if (before !== hash) {
-        await stepEvent(deps, qc, 'UpdateTemplate', `the pod template now runs ${imageRef(spec)}; pods restart one at a time`);
+        // A finalize (queenmq.com/finalize): the same image, without the setting that held the cluster version.
+        const image = (t: V1PodTemplateSpec | undefined) => t?.spec?.containers.find((c) => c.name === CONTAINER)?.image;
+        const finalizing =
+          templateHoldsClusterVersion(live.spec?.template) && !templateHoldsClusterVersion(sts.spec?.template) && image(live.spec?.template) === image(sts.spec?.template);
+        if (finalizing) {
+          await stepEvent(
+            deps,
+            qc,
+            'Finalize',
+            `finalizing ${spec.version}: a rolling restart, one pod at a time, the leader last, without QUEEN_RAFT_CLUSTER_VERSION_MS=0; the leader then raises the cluster's catalogue version`,
+          );
+        } else {
+          await stepEvent(deps, qc, 'UpdateTemplate', `the pod template now runs ${imageRef(spec)}; pods restart one at a time`);
+        }
       }
       return applied;
     },
@@ -270,6 +320,9 @@ export function upgradeActivities(deps: ActivityDeps) {
         const wanted = specHash(qc);
         if (wanted !== applied.specHash) return { done: { kind: 'retarget', specHash: wanted } };
         const obs = await look.observe(qc);
+        // Refused before any pod stops: the version's build cannot start on the cluster as it is.
+        const door = versionDoor(qc.status, obs, spec.version);
+        if (door) return { hold: { phase: 'Blocked', gate: 'version-can-boot', message: versionRefusedText(door, ref, runningVersion(qc.status)) } };
         const verdict = judge(qc, obs);
         if (verdict && 'failed' in verdict) return { done: { kind: 'failed', failure: verdict.failed, ...(verdict.held ? { hold: true } : {}) } };
         if (verdict) return verdict;
@@ -442,10 +495,10 @@ export function upgradeActivities(deps: ActivityDeps) {
         if (!held || held.image !== image) {
           held = { version: failure.failedVersion, image, reason: failure.reason, retryToken: retry, since: new Date().toISOString() };
           await patchUpgradeStatus(deps, ref, { held });
-          await stepEvent(deps, qc, 'UpgradeHeld', failureHold(failure.failedVersion, failure.reason, qc.metadata).message, 'Warning');
+          await stepEvent(deps, qc, 'UpgradeHeld', failureHold(failure.failedVersion, failure.reason, { retry: qc.metadata }).message, 'Warning');
         }
         const decided: FailureDecision | null = imageRef(spec) !== image ? 'retarget' : spec.upgrade.onFailure === 'Rollback' ? 'rollback' : retry !== (held.retryToken ?? '') ? 'again' : null;
-        if (!decided) return { hold: failureHold(failure.failedVersion, failure.reason, qc.metadata) };
+        if (!decided) return { hold: failureHold(failure.failedVersion, failure.reason, { retry: qc.metadata, door: previousDoor(qc, await observeCluster(deps, qc)) }) };
         await patchUpgradeStatus(deps, ref, { held: null });
         return { done: decided };
       });
@@ -480,17 +533,14 @@ export function upgradeActivities(deps: ActivityDeps) {
           rollback: { ...target, fingerprint: failure.fingerprint, startedAt: new Date().toISOString() },
         });
       }
-      const shape = keptShape(live, spec);
-      const sts = statefulSet(qc, shape);
-      sts.spec!.template = previousTemplate(qc, spec, prev.template, shape.pods);
-      // Not the spec hash of either: the Services and the budget stay as the failed spec made them,
-      // so a spec put back as it was is applied again (its template restarts no pod).
-      sts.metadata!.annotations = { ...sts.metadata!.annotations, [ANNOTATIONS.specHash]: `rolled-back:${prev.specHash ?? ''}` };
-      const before = live.spec?.template.metadata?.annotations?.[ANNOTATIONS.configHash];
-      await applyObject(deps.kube, sts);
-      if (before !== target.templateHash) {
-        await stepEvent(deps, qc, 'RollBack', `rolling back to ${target.version}: ${target.reason}`, 'Warning');
+      // The cluster's catalogue version was raised past what the previous version's build reads:
+      // its template is not applied (a pod recreated on it would crash-loop); the rollback holds.
+      const door = versionDoor(qc.status, await observeCluster(deps, qc), target.version);
+      if (door) {
+        if (underWay?.fingerprint !== failure.fingerprint) await stepEvent(deps, qc, 'RollBackRefused', rollbackRefusedText(door, target.failedVersion, target.reason), 'Warning');
+        return target;
       }
+      await applyRollbackTemplate(deps, qc, live, prev, target);
       return target;
     },
 
@@ -499,10 +549,26 @@ export function upgradeActivities(deps: ActivityDeps) {
      * first, then those that do not lead from the highest ordinal, the leader last, through the
      * same stop gate as the upgrade (no approval: the leader only moved forward with one).
      */
-    async awaitRollbackRestart(ref: ClusterRef, back: RollbackTarget): Promise<{ kind: 'done' } | { kind: 'restart'; pick: RestartPick }> {
-      return holdUntil<{ kind: 'done' } | { kind: 'restart'; pick: RestartPick }>(deps, ref, async (look) => {
+    async awaitRollbackRestart(ref: ClusterRef, back: RollbackTarget): Promise<RollbackStep> {
+      return holdUntil<RollbackStep>(deps, ref, async (look) => {
         const qc = await look.cluster();
         const obs = { ...(await look.observe(qc)), wantedHash: back.templateHash };
+        // No pod goes back to a version that cannot start on the cluster: Blocked, until the spec
+        // names another version (the rollback then ends, and the new spec goes on).
+        const door = versionDoor(qc.status, obs, back.version);
+        if (door) {
+          const refused = rollbackRefusedText(door, back.failedVersion, back.reason);
+          const underWay = qc.status?.upgrade?.rollback?.fingerprint;
+          if (underWay && underWay !== fingerprintOf(qc)) return { done: { kind: 'superseded', message: `${refused}; the spec changed since: it goes on` } };
+          return { hold: { phase: 'Blocked', gate: 'version-can-boot', message: refused } };
+        }
+        // The template goes back before any pod does (it was held while the door was closed).
+        if (obs.statefulSet && obs.statefulSet.templateHash !== back.templateHash) {
+          if (look.fromWatch) return ASK_THE_API_SERVER;
+          const live = await getStatefulSet(deps.kube, ref.namespace, names.statefulSet(ref.name));
+          const prev = qc.status?.upgrade?.previous;
+          if (live && prev?.template && prev.templateHash === back.templateHash) await applyRollbackTemplate(deps, qc, live, prev, back);
+        }
         const pick = nextRestart(obs);
         if (!pick) return { done: { kind: 'done' } };
         const hold = await stopHold(deps, qc, obs, pick.ordinal, { phase: 'Upgrading', next: `rolling back to ${back.version}: pod ${pick.ordinal} is next` }, { fromWatch: look.fromWatch });

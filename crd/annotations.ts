@@ -46,6 +46,15 @@ export const USER_ANNOTATIONS: readonly AnnotationDoc[] = [
       'upgrade is over (done, or rolled back): the next upgrade, even to the same version, asks again',
   },
   {
+    annotation: ANNOTATIONS.finalize,
+    values: 'the version the pods run, such as `2.7.0`',
+    effect:
+      'with `spec.upgrade.finalize: Manual`, closes the way back: the pods restart once, one at a time through the stop gate ' +
+      '(a rolling restart, the leader last), without `QUEEN_RAFT_CLUSTER_VERSION_MS=0`, and the leader then raises the cluster ' +
+      'to the catalogue version that build reads; versions whose builds read less can no longer start. Another version does ' +
+      'nothing; the next upgrade needs a finalize of its own',
+  },
+  {
     annotation: ANNOTATIONS.plan,
     values: '`true` or `false`',
     effect:
@@ -110,6 +119,8 @@ export interface UserRequests {
   pause: boolean;
   /** The version approved for the leader's restart (spec.upgrade.approval: Manual), or null. */
   approve: string | null;
+  /** The version a person finalized (spec.upgrade.finalize: Manual), or null. */
+  finalize: string | null;
   /** status.plan is written (plan or plan-only). */
   plan: boolean;
   /** No operation starts: its plan is written instead. */
@@ -170,7 +181,20 @@ export function readAnnotations(annotations: Record<string, string> | undefined)
       message: `${key} is not an annotation of this operator, which reads ${USER_ANNOTATIONS.map((d) => d.annotation).join(', ')}: it is ignored`,
     });
   }
-  return { replacePod, retry: a[ANNOTATIONS.retry] ?? '', cancel, pause, approve: a[ANNOTATIONS.approve] || null, plan, planOnly, backup: a[ANNOTATIONS.backup] ?? '', promote, switchover, problems };
+  return {
+    replacePod,
+    retry: a[ANNOTATIONS.retry] ?? '',
+    cancel,
+    pause,
+    approve: a[ANNOTATIONS.approve] || null,
+    finalize: a[ANNOTATIONS.finalize] || null,
+    plan,
+    planOnly,
+    backup: a[ANNOTATIONS.backup] ?? '',
+    promote,
+    switchover,
+    problems,
+  };
 }
 
 export type ReplaceRequest = { pod: string; ordinal: number; nodeId: number } | { pod: string; refused: string };

@@ -277,6 +277,16 @@ export const specSchema = {
           default: 600,
           description: 'How long a restarted pod has to become Ready and live on the new version before the upgrade counts as failed.',
         },
+        finalize: {
+          type: 'string',
+          enum: ['Auto', 'Manual'],
+          default: 'Auto',
+          description:
+            'Auto: once every pod runs a version whose build reads a newer catalogue version, the leader raises the cluster to it, ' +
+            'and from then on no older version can start (the way back is closed). Manual: the pods run with ' +
+            'QUEEN_RAFT_CLUSTER_VERSION_MS=0, so the cluster stays where it is and the way back stays open, until the ' +
+            'queenmq.com/finalize annotation names the version (its pods then restart once, one at a time, without it).',
+        },
         canarySeconds: {
           type: 'integer',
           format: 'int32',
@@ -372,6 +382,12 @@ const memberSchema = {
       description: 'Since when the node has been behind the leader without moving.',
     },
     version: { type: 'string' },
+    kinds: {
+      type: 'integer',
+      format: 'int32',
+      nullable: true,
+      description: 'The catalogue version its build reads, as its broker reports it (/health raft.kinds).',
+    },
     restarts: { type: 'integer', format: 'int32' },
     lastExitCode: { type: 'integer', format: 'int32', nullable: true },
   },
@@ -573,6 +589,33 @@ export const statusSchema = {
     version: { type: 'string', description: 'The broker version every pod reports; empty while they differ.' },
     leader: { type: 'integer', format: 'int64', nullable: true },
     term: { type: 'integer', format: 'int64', nullable: true },
+    clusterVersion: {
+      type: 'integer',
+      format: 'int32',
+      nullable: true,
+      description:
+        "The cluster's catalogue version, as its brokers report it (/health raft.clusterVersion): a build that reads less cannot start on it. It never goes down.",
+    },
+    versions: {
+      type: 'array',
+      description: 'What the build of each image version run here reads, as its pods reported it: what a change of version is judged by before any pod stops.',
+      'x-kubernetes-list-type': 'map',
+      'x-kubernetes-list-map-keys': ['version'],
+      items: {
+        type: 'object',
+        required: ['version', 'kinds'],
+        properties: {
+          version: { type: 'string' },
+          kinds: { type: 'integer', format: 'int32', description: 'The catalogue version its build reads.' },
+          seenAt: { type: 'string', format: 'date-time', description: 'When a pod of it last reported it.' },
+        },
+      },
+    },
+    finalization: {
+      type: 'string',
+      nullable: true,
+      description: 'Whether the version the pods run is finalized: "2.7.0, not finalized: the way back to 2.6.0 is open", or "2.7.0, finalized at catalogue version 7".',
+    },
     voters: { type: 'array', items: { type: 'integer', format: 'int64' } },
     learners: { type: 'array', items: { type: 'integer', format: 'int64' } },
     members: { type: 'array', items: memberSchema },
@@ -646,6 +689,7 @@ export const ANNOTATIONS = {
   backup: `${GROUP}/backup`,
   promote: `${GROUP}/promote`,
   switchover: `${GROUP}/switchover`,
+  finalize: `${GROUP}/finalize`,
   /** On the pod template and so on every pod: the hash of the template it was made from. */
   configHash: `${GROUP}/config-hash`,
   /** On the StatefulSet: the hash of everything the operator renders from the spec. */

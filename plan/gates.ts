@@ -83,6 +83,9 @@ export const GATE_NAMES = [
   // A pod on a node that does not report, or reports NotReady: it neither stops nor starts until
   // the node is back, or a person says it is off for good.
   'node-down',
+  // A version whose build reads less than the cluster's catalogue version cannot start on it (a
+  // revert, a rollback after the raise): lifted by a person naming a version that can (plan/door.ts).
+  'version-can-boot',
   // What the phase at rest names when it is Degraded or Blocked (status.operation is not set).
   'pod-config',
   'crash-loop',
@@ -158,6 +161,7 @@ export const LIFTED_BY: Record<GateName, Lift> = {
   'volume-can-grow': 'outside',
   'broker-credentials': 'outside',
   'node-down': 'outside',
+  'version-can-boot': 'person',
   'pod-config': 'outside',
   'crash-loop': 'outside',
   'image-pull': 'outside',

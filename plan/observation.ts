@@ -94,6 +94,10 @@ export interface HealthObservation {
   quorumAckMs: number | null;
   version: string;
   applyFailure: Record<string, unknown> | null;
+  /** The cluster's committed catalogue version as this node applied it (raft.clusterVersion); null when not said. */
+  clusterVersion?: number | null;
+  /** The highest catalogue version this node's build reads (raft.kinds); null when not said. */
+  kinds?: number | null;
 }
 
 export interface MemberObservation {
@@ -105,6 +109,8 @@ export interface MemberObservation {
   lag: number | null;
   lastAckMs: number | null;
   live: boolean;
+  /** The catalogue version the member's build said it reads, as the leader heard it; null when not said. */
+  kinds?: number | null;
 }
 
 export interface MembershipObservation {

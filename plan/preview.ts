@@ -6,6 +6,7 @@
 import { replaceRequest } from '../crd/annotations.ts';
 import type { StoredSpec } from '../crd/schema.ts';
 import { neededOperation, type ClusterView, type Need, type OperationType } from './decide.ts';
+import { raiseNote, runningVersion, versionDoor, versionRefusedText } from './door.ts';
 import { goDuration, parseQuantity } from './format.ts';
 import { STOP_GATES, type GateName } from './gates.ts';
 import { claimAt, memberOf, podAt, type Observation } from './observation.ts';
@@ -106,6 +107,9 @@ function restoreSteps(spec: StoredSpec): PlannedStep[] {
 
 /** The pods restart one at a time in the order nextRestart gives, each left on the new template, Ready. */
 function upgradeSteps({ view, obs, spec, image }: PlanInput): PlannedStep[] {
+  // A version whose build cannot start on the cluster's catalogue version is refused before any pod stops.
+  const door = versionDoor(view.qc.status, obs, spec.version);
+  if (door) return [{ step: versionRefusedText(door, obs, runningVersion(view.qc.status)), gates: ['version-can-boot'], note: 'Blocked: it waits for a person' }];
   const sim = structuredClone(obs);
   sim.wantedHash = view.wantedTemplateHash;
   const steps: PlannedStep[] = [];
@@ -127,6 +131,10 @@ function upgradeSteps({ view, obs, spec, image }: PlanInput): PlannedStep[] {
     }
   }
   if (steps.length === 0) steps.push({ step: 'applying the spec to the Services, the disruption budget and the StatefulSet; no pod restarts', gates: [] });
+  // After the last pod: the leader raises the catalogue version (or does not: finalize Manual).
+  const raise = raiseNote(view.qc, obs);
+  const last = steps.at(-1)!;
+  if (raise) last.note = last.note ? `${last.note}; ${raise}` : raise;
   return steps;
 }
 

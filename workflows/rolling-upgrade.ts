@@ -72,6 +72,12 @@ export async function rollingUpgrade(input: OperationInput): Promise<string> {
     for (;;) {
       const next = await yielding.run(() => step('wait until the next pod may go back', 'wait').awaitRollbackRestart(ref, to));
       if (next === YIELDED) return yielded();
+      // It cannot be made (the cluster's catalogue version was raised past the previous version's
+      // build) and the spec changed since: the rollback ends, and the new spec goes on.
+      if (next.kind === 'superseded') {
+        await step('the rollback is over').endRollback(ref);
+        return { result: 'Failed', message: next.message };
+      }
       if (next.kind === 'restart') {
         const pick = next.pick;
         const r = await CancellationScope.nonCancellable(() =>

@@ -451,8 +451,13 @@ export class ClientApi {
       return;
     }
     const items = (body as { items?: unknown } | null)?.items;
-    if (!Array.isArray(items) || items.length === 0) {
-      this.send(res, { status: 400, body: { error: '`items` must be a non-empty array', code: 'bad_request' } });
+    if (!Array.isArray(items)) {
+      this.send(res, { status: 400, body: { error: '`items` must be an array', code: 'bad_request' } });
+      return;
+    }
+    // The broker answers a push 201 Created (server/src/handlers/data.rs handle_push), an empty one too.
+    if (items.length === 0) {
+      this.send(res, { status: 201, body: [] });
       return;
     }
     const out: PushItem[] = [];
@@ -477,7 +482,8 @@ export class ClientApi {
       this.send(res, gate);
       return;
     }
-    this.send(res, await this.node.execute({ t: 'push', items: out }));
+    const a = await this.node.execute({ t: 'push', items: out });
+    this.send(res, a.status === 200 ? { ...a, status: 201 } : a);
   }
 
   private async pop(res: http.ServerResponse, url: URL): Promise<void> {
@@ -496,7 +502,14 @@ export class ClientApi {
     }
     const a = await this.node.execute({ t: 'pop', queue, partition: partition && partition !== '' ? partition : null, batch });
     if (a.status === 200) {
-      this.send(res, { status: 200, body: { messages: a.body } });
+      const messages = a.body as unknown[];
+      // Nothing to pop: 204 No Content, no body (the broker's pop).
+      if (messages.length === 0) {
+        res.writeHead(204);
+        res.end();
+        return;
+      }
+      this.send(res, { status: 200, body: { messages } });
       return;
     }
     this.send(res, a);

@@ -43,7 +43,7 @@ async function push(c: SimCluster, id: number, n: number, queue = 'orders') {
 async function pushMany(c: SimCluster, from: number, to: number, via: (n: number) => number) {
   for (let n = from; n < to; n++) {
     const r = await push(c, via(n), n);
-    if (isError(r) || r.status !== 200) throw new Error(`push ${n}: ${JSON.stringify(isError(r) ? r : r.json)}`);
+    if (isError(r) || r.status !== 201) throw new Error(`push ${n}: ${JSON.stringify(isError(r) ? r : r.json)}`);
   }
 }
 
@@ -135,7 +135,7 @@ describe('cluster link', () => {
     for (const id of [1, 2, 3]) {
       const r = await push(standby, id, 100 + id);
       if (isError(r)) throw new Error(r.error);
-      expect(r.status).toBe(200);
+      expect(r.status).toBe(201);
     }
     const after = await committed(standby, b);
     expect(after.slice(0, want.length)).toEqual(want);

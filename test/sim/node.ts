@@ -162,8 +162,19 @@ export function startSimNode(env: Record<string, string | undefined>, io: SimNod
       fatal(`boot refused: cannot open the data dir ${cfg.dataDir}: ${(e as Error).message}`);
     }
 
-    if (store.state.clusterVersion > cfg.kinds) {
-      fatal(`boot refused: this binary (${cfg.version}) reads catalogue version ${cfg.kinds} but the cluster is at ${store.state.clusterVersion}; run a newer image`);
+    // The cluster version this node's data is at: its saved state's, or a committed raise in its
+    // log past it. A build that reads less refuses to start on it (the broker's D20 boot check:
+    // "an older build is refused at boot"), before anything listens.
+    const atVersion = Math.max(
+      store.state.clusterVersion,
+      ...store.log.filter((e) => e.kind === 'version' && e.index <= store.commit).map((e) => e.version ?? 0),
+    );
+    if (atVersion > cfg.kinds) {
+      fatal(
+        `boot refused: the cluster's data writes catalogue version ${atVersion}, and this binary (${cfg.version}) reads ${cfg.kinds}: ` +
+          `it cannot start on it; run a build that reads ${atVersion} or later`,
+        { clusterVersion: atVersion, kinds: cfg.kinds },
+      );
     }
     for (const s of cfg.applySkip) {
       const e = store.entry(s.index);

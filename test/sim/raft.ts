@@ -6,7 +6,7 @@
 import * as fs from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { randomUUID, createHash } from 'node:crypto';
-import { isHostPort, liveWithinMs, transferMs, type Logger, type SimConfig } from './config.ts';
+import { BASELINE_KINDS, isHostPort, liveWithinMs, transferMs, type Logger, type SimConfig } from './config.ts';
 import { Net, RawJson, Unreachable } from './net.ts';
 import { NodeScope } from './scope.ts';
 import { DiskFullError, Store, type SnapshotPayload } from './store.ts';
@@ -123,6 +123,7 @@ export class RaftNode {
   private slowTimer: NodeJS.Timeout | null = null;
   private readTimer: NodeJS.Timeout | null = null;
   private diskTimer: NodeJS.Timeout | null = null;
+  private versionTimer: NodeJS.Timeout | null = null;
   private electionRound = 0;
 
   // leader state
@@ -258,6 +259,7 @@ export class RaftNode {
     this.tickTimer = this.t.setInterval(() => this.tick(), this.cfg.heartbeatMs);
     this.slowTimer = this.t.setInterval(() => this.slowTick(), 250);
     this.readTimer = this.t.setInterval(() => this.probeLeaderCommit(), 1000);
+    if (this.cfg.clusterVersionMs > 0) this.versionTimer = this.t.setInterval(() => this.raiseClusterVersion(), this.cfg.clusterVersionMs);
     if (this.cfg.volumeBytes !== null || this.cfg.volumeFile) this.diskTimer = this.t.setInterval(() => this.checkDisk(), this.cfg.diskCheckMs);
     // The volume file: re-read when the test bed rewrites it (at once), and every 2 s anyway
     // (every disk check where its folder cannot be watched).
@@ -275,9 +277,9 @@ export class RaftNode {
   }
 
   shutdownTimers(): void {
-    for (const t of [this.tickTimer, this.slowTimer, this.readTimer, this.diskTimer]) if (t) this.t.clear(t);
+    for (const t of [this.tickTimer, this.slowTimer, this.readTimer, this.diskTimer, this.versionTimer]) if (t) this.t.clear(t);
     if (this.electionTimer) this.t.clear(this.electionTimer);
-    this.tickTimer = this.slowTimer = this.readTimer = this.diskTimer = this.electionTimer = null;
+    this.tickTimer = this.slowTimer = this.readTimer = this.diskTimer = this.electionTimer = this.versionTimer = null;
   }
 
   // Writes that may hit a full disk: the node stops (ENOSPC in the raft log writer, §3.4).
@@ -335,16 +337,40 @@ export class RaftNode {
 
   // ---- timers ----------------------------------------------------------------------------
 
-  private canElect(): boolean {
-    return this.running && !this.stopped && !this.electionsDisabled && this.state !== 'leader' && this.isVoter();
+  /**
+   * A node shutting down starts no election of its own, but one asked by a leader's transfer it
+   * still runs: the broker's hand-off picks any voter that acked within 1 s, one that is itself
+   * terminating included, and that one then leads until its own shutdown hands off again (F11 in
+   * the broker's test/recovery/FINDINGS.md: "the SIGTERM hand-off cascaded onto pods that were
+   * themselves terminating"; §3.5 step 6).
+   */
+  private canElect(transfer = false): boolean {
+    return this.running && !this.stopped && (transfer || !this.electionsDisabled) && this.state !== 'leader' && this.isVoter();
   }
 
+  /**
+   * The leader lease: openraft's election_timeout_max, twice QUEEN_RAFT_ELECTION_MS (the broker's
+   * raft_config, server/src/rsm/replicator/raft/mod.rs). A voter that heard its leader within it
+   * grants no vote.
+   */
+  leaseMs(): number {
+    return 2 * this.cfg.electionMs;
+  }
+
+  /**
+   * A follower of a known leader waits out the lease before its randomized election timeout runs
+   * (openraft adds the lease to the timeout while the vote it follows is committed; inferred, see
+   * test/sim/README.md): a leader killed is replaced after lease + 1-2 s, about 3.5 s at the
+   * broker's defaults, as its rehearsals measure. Once the lease has run out (an election that
+   * did not succeed), only the randomized timeout.
+   */
   resetElectionTimer(): void {
     if (this.electionTimer) this.t.clear(this.electionTimer);
     this.electionTimer = null;
     if (!this.canElect()) return;
     const e = this.cfg.electionMs;
-    this.electionTimer = this.t.setTimeout(() => this.preVote(), e + Math.random() * e);
+    const lease = this.leaderId !== null && this.lastLeaderContact > 0 ? Math.max(0, this.lastLeaderContact + this.leaseMs() - mono()) : 0;
+    this.electionTimer = this.t.setTimeout(() => this.preVote(), lease + e + Math.random() * e);
   }
 
   private tick(): void {
@@ -441,6 +467,49 @@ export class RaftNode {
     }
   }
 
+  // ---- the cluster version (the broker's D20, §12.8) -----------------------------------------
+
+  /** The index of a raise this leader proposed that this node has not applied yet: one at a time. */
+  private versionRaise: number | null = null;
+
+  /**
+   * The catalogue version every member reads, as this leader heard it: its own build's, and each
+   * member's from its answers to this leader's appends; null while a member has not answered
+   * this leader yet or is not live (a member it does not hear from holds any raise back).
+   */
+  kindsFloor(): number | null {
+    const m = this.membership();
+    if (!m) return null;
+    const now = mono();
+    let floor = this.cfg.kinds;
+    for (const id of allMembers(m.config)) {
+      if (id === this.self) continue;
+      const kinds = this.progress.get(id)?.kinds ?? null;
+      if (kinds === null || !this.memberLive(id, now)) return null;
+      floor = Math.min(floor, kinds);
+    }
+    return floor;
+  }
+
+  /**
+   * Every QUEEN_RAFT_CLUSTER_VERSION_MS on the leader: when every member reads a higher catalogue
+   * version than the cluster is at, one log entry raises it to that floor (the broker's
+   * RunState::raise_cluster_version proposes one ClusterVersionSet, and nothing else until it is
+   * answered). It never goes down; from that entry on a build that reads less refuses to boot on
+   * the data (node.ts) and cannot be added as a learner (kinds_behind).
+   */
+  private raiseClusterVersion(): void {
+    if (!this.isLeaderReady() || this.handingOff || this.plannerPaused) return;
+    if (this.versionRaise !== null && this.versionRaise > this.sm.applied) return;
+    this.versionRaise = null;
+    const floor = this.kindsFloor();
+    const committed = this.clusterVersion();
+    if (floor === null || floor <= committed) return;
+    this.logger.info(`every member reads effect catalogue version ${floor}: raising the cluster version`, { from: committed, to: floor });
+    const e = this.appendAsLeader({ kind: 'version', version: floor });
+    if (e) this.versionRaise = e.index;
+  }
+
   // ---- elections -------------------------------------------------------------------------
 
   private lastLog(): { index: number; term: number } {
@@ -484,7 +553,7 @@ export class RaftNode {
   }
 
   startElection(transfer: boolean): void {
-    if (!this.canElect()) return;
+    if (!this.canElect(transfer)) return;
     const round = ++this.electionRound;
     this.setTerm(this.term + 1, this.self);
     if (this.stopped) return;
@@ -578,11 +647,11 @@ export class RaftNode {
     const deny = { term: this.term, granted: false };
     if (this.stopped || !this.running) return deny;
     if (req.term < this.term) return deny;
-    const e = this.cfg.electionMs;
+    const lease = this.leaseMs();
     if (this.state === 'leader') {
       const q = this.quorumAckMs();
-      if (q !== null && q < e) return deny;
-    } else if (this.leaderId !== null && mono() - this.lastLeaderContact < e) {
+      if (q !== null && q < lease) return deny;
+    } else if (this.leaderId !== null && mono() - this.lastLeaderContact < lease) {
       return deny;
     }
     const last = this.lastLog();
@@ -608,7 +677,7 @@ export class RaftNode {
   // TransferLeader received: start an election at once (skipping pre-vote) when caught up.
   handleTransfer(req: { term: number; from: number; lastLogIndex: number }): { ok: boolean; reason?: string } {
     if (this.stopped || !this.running) return { ok: false, reason: 'stopped' };
-    if (this.electionsDisabled) return { ok: false, reason: 'elections disabled (shutting down)' };
+    // A node that is shutting down takes the transfer too (F11): see canElect.
     if (!this.isVoter()) return { ok: false, reason: 'not a voter' };
     if (req.term < this.term) return { ok: false, reason: 'stale term' };
     if (this.state === 'leader') return { ok: true };
@@ -640,9 +709,10 @@ export class RaftNode {
     });
   }
 
-  private appendAsLeader(partial: { kind: Entry['kind']; cmd?: Command; membership?: MembershipConfig }): Entry | null {
+  private appendAsLeader(partial: { kind: Entry['kind']; cmd?: Command; membership?: MembershipConfig; version?: number }): Entry | null {
     const e: Entry = { index: this.store.lastIndex() + 1, term: this.term, ts: Date.now(), kind: partial.kind };
     if (partial.cmd) e.cmd = partial.cmd;
+    if (partial.version !== undefined) e.version = partial.version;
     if (partial.cmd?.t === 'link') {
       // A mirrored entry counts for what its source entry counted for; the link's role rows for nothing.
       if (partial.cmd.op === 'mirror' && partial.cmd.pad) e.pad = partial.cmd.pad;
@@ -1342,7 +1412,8 @@ export class RaftNode {
     const lag = this.lag();
     const q = this.quorumAckMs();
     const quorumOk = this.cfg.readyQuorumMs === 0 || this.cfg.legacy || (q !== null && q <= this.cfg.readyQuorumMs);
-    const ready = leaderKnown && lag <= this.cfg.readyLagMs && quorumOk && !this.cfg.neverReady;
+    const broken = this.cfg.neverReady || (this.cfg.breaksOnRaise && this.clusterVersion() >= this.cfg.kinds);
+    const ready = leaderKnown && lag <= this.cfg.readyLagMs && quorumOk && !broken;
     const linkView = this.link?.view() ?? null;
     const body = {
       status: ready ? 'healthy' : 'settling',
@@ -1850,7 +1921,8 @@ export class RaftNode {
       learners: [],
       nodes,
       clusterId,
-      clusterVersion: this.cfg.kinds,
+      // Every cluster begins at the baseline; its leader raises it once every member says what it reads.
+      clusterVersion: BASELINE_KINDS,
     };
     const e: Entry = { index: 1, term: 0, ts: 0, kind: 'membership', membership: config };
     this.store.appendEntries([e]);

@@ -52,7 +52,7 @@ export function emptyState(): SmState {
 export class PoisonError extends Error {}
 
 export function entryDigest(e: Entry): string {
-  const body = JSON.stringify({ kind: e.kind, cmd: e.cmd ?? null, membership: e.membership ?? null });
+  const body = JSON.stringify({ kind: e.kind, cmd: e.cmd ?? null, membership: e.membership ?? null, ...(e.version !== undefined ? { version: e.version } : {}) });
   return createHash('sha256').update(body).digest('hex').slice(0, 16);
 }
 
@@ -162,6 +162,9 @@ export function applyEntry(s: SmState, e: Entry): ApplyResult {
   if (e.kind === 'membership' && e.membership) {
     s.membership = { index: e.index, term: e.term, config: e.membership };
     if (s.clusterVersion === 0) s.clusterVersion = e.membership.clusterVersion;
+  } else if (e.kind === 'version' && typeof e.version === 'number') {
+    // The cluster version never goes down: apply writes what the leader proposed, only ever higher.
+    s.clusterVersion = Math.max(s.clusterVersion, e.version);
   } else if (e.kind === 'cmd' && e.cmd) {
     result = applyCommand(s, e, e.cmd);
     if (e.pad) s.pad = (s.pad ?? 0) + e.pad;

@@ -68,8 +68,10 @@ export interface Entry {
   index: number;
   term: number;
   ts: number; // leader's wall clock when proposed (ms since the epoch)
-  kind: 'blank' | 'membership' | 'cmd';
+  /** `version`: the leader raises the cluster's catalogue version to `version` (the broker's ClusterVersionSet). */
+  kind: 'blank' | 'membership' | 'cmd' | 'version';
   membership?: MembershipConfig;
+  version?: number;
   cmd?: Command;
   /** Bytes this entry counts for beyond its own JSON (QUEEN_SIM_ENTRY_BYTES): not written, but counted as written. */
   pad?: number;

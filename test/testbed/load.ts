@@ -192,7 +192,8 @@ export function startLoad(opts: LoadOptions): Load {
         bodyTimeout: attemptTimeout,
       });
       const text = await res.body.text();
-      if (res.statusCode === 200) {
+      // The broker acknowledges a push with 201 Created (a 200 would be no broker's answer).
+      if (res.statusCode === 201) {
         try {
           for (const r of JSON.parse(text) as { transactionId?: string; messageId?: string }[]) if (r.transactionId && r.messageId) messageIds[r.transactionId] = r.messageId;
         } catch {

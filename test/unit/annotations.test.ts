@@ -59,7 +59,7 @@ describe('reading the annotations', () => {
       {
         annotation: 'queenmq.com/pasue',
         value: 'true',
-        message: 'queenmq.com/pasue is not an annotation of this operator, which reads queenmq.com/replace-pod, queenmq.com/cancel, queenmq.com/retry, queenmq.com/approve, queenmq.com/plan, queenmq.com/plan-only, queenmq.com/backup, queenmq.com/promote, queenmq.com/switchover, queenmq.com/pause: it is ignored',
+        message: 'queenmq.com/pasue is not an annotation of this operator, which reads queenmq.com/replace-pod, queenmq.com/cancel, queenmq.com/retry, queenmq.com/approve, queenmq.com/finalize, queenmq.com/plan, queenmq.com/plan-only, queenmq.com/backup, queenmq.com/promote, queenmq.com/switchover, queenmq.com/pause: it is ignored',
       },
     ]);
   });

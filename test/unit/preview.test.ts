@@ -8,13 +8,19 @@ import type { Observation } from '../../plan/observation.ts';
 import { planOperation, REMOVAL_GATE_NAMES, STOP_GATE_NAMES } from '../../plan/preview.ts';
 import { cluster, pod } from './fixture.ts';
 
-function planOf(obs: Observation, spec: Partial<QueenClusterSpec> = {}, annotations: Record<string, string> = {}, wantedTemplateHash = 'new') {
+function planOf(
+  obs: Observation,
+  spec: Partial<QueenClusterSpec> = {},
+  annotations: Record<string, string> = {},
+  wantedTemplateHash = 'new',
+  status: QueenCluster['status'] = {},
+) {
   const qc: QueenCluster = {
     apiVersion: 'queenmq.com/v1alpha1',
     kind: 'QueenCluster',
     metadata: { name: 'queen', namespace: 'queen', uid: 'u1', annotations },
     spec: { version: '2.6.1', secretName: 'queen', replicas: 3, storage: { size: '50Gi' }, ...spec },
-    status: { voters: obs.membership?.voters ?? [] },
+    status: { voters: obs.membership?.voters ?? [], ...status },
   };
   const view: ClusterView = {
     qc,
@@ -69,6 +75,40 @@ describe('a plan', () => {
     for (const s of p.steps.slice(1)) expect(s.gates).toEqual(STOP_GATE_NAMES);
     expect(STOP_GATE_NAMES).toEqual(expect.arrayContaining(['not-paused', 'pod-ready-for-min-ready-seconds', 'voter-caught-up', 'voter-not-stalled', 'write-commits']));
     expect(p.message).toBe('RollingUpgrade (2.6.1): the pod template now runs ghcr.io/queen-mq/queen:2.6.1; pods restart one at a time, restarting pod 2, restarting pod 0, restarting pod 1');
+  });
+
+  it('of a revert to a version whose build cannot start on the cluster: Blocked before any pod stops, and why', () => {
+    const obs = behind(cluster(3, 3, 2));
+    for (const h of Object.values(obs.health)) Object.assign(h, { version: '2.7.0', kinds: 7, clusterVersion: 7 });
+    const status = { version: '2.7.0', clusterVersion: 7, versions: [{ version: '2.6.0', kinds: 6 }, { version: '2.7.0', kinds: 7 }] };
+    const p = planOf(obs, { version: '2.6.0' }, {}, 'new', status);
+    expect(p.operation).toBe('RollingUpgrade');
+    expect(p.steps).toEqual([
+      {
+        step:
+          '2.6.0 cannot start on this cluster: its build reads catalogue version 6 and the cluster is at 7: no pod is stopped; set spec.version back to 2.7.0 ' +
+          `(or to a version whose build reads 7 or more): kubectl -n queen patch queencluster queen --type merge -p '{"spec":{"version":"2.7.0"}}'`,
+        gates: ['version-can-boot'],
+        note: 'Blocked: it waits for a person',
+      },
+    ]);
+    // The same revert before the raise goes as any upgrade.
+    const before = behind(cluster(3, 3, 2));
+    for (const h of Object.values(before.health)) Object.assign(h, { version: '2.7.0', kinds: 7, clusterVersion: 6 });
+    expect(steps(planOf(before, { version: '2.6.0' }, {}, 'new', { ...status, clusterVersion: 6 })).slice(1)).toEqual(['restarting pod 2', 'restarting pod 0', 'restarting pod 1']);
+  });
+
+  it('of an upgrade to a build that reads more: the last step says the leader raises the catalogue version after it', () => {
+    const obs = behind(cluster(3, 3, 2));
+    for (const h of Object.values(obs.health)) Object.assign(h, { kinds: 6, clusterVersion: 6 });
+    const status = { clusterVersion: 6, versions: [{ version: '2.6.0', kinds: 6 }, { version: '2.7.0', kinds: 7 }] };
+    const p = planOf(obs, { version: '2.7.0' }, {}, 'new', status);
+    expect(p.steps.at(-1)).toMatchObject({
+      step: 'restarting pod 1',
+      note:
+        'the leader, last; once every pod runs 2.7.0, the leader raises the cluster from catalogue version 6 to 7: from then on 2.6.0 cannot start on it ' +
+        '(spec.upgrade.finalize: Manual keeps the way back open)',
+    });
   });
 
   it('of an upgrade with a pod that is not Ready: that pod first, whatever its ordinal', () => {

@@ -3,9 +3,9 @@
 // first, then Reconciling and Stalled, then Ready).
 import { describe, expect, it } from 'vitest';
 import { PHASES, type Condition, type MemberStatus, type Phase } from '../../crd/schema.ts';
-import { clusterConditions, commonVersion, comparableStatus } from '../../activities/status.ts';
+import { clusterConditions, commonVersion, comparableStatus, doorStatus, memberStatuses } from '../../activities/status.ts';
 import { rolledOutGeneration, type ClusterView } from '../../plan/decide.ts';
-import { cluster } from './fixture.ts';
+import { cluster, T0 } from './fixture.ts';
 
 describe('the VERSION column', () => {
   /** Pod `o` on the new template (its image 2.6.1); answering 2.6.1, or silent while it starts. */
@@ -66,6 +66,24 @@ describe('the VERSION column', () => {
     three.health[1]!.version = '2.6.1';
     three.health[2]!.version = '2.6.2';
     expect(commonVersion(three, 3)).toBe('');
+  });
+});
+
+describe('the door in status', () => {
+  it('each member says what its build reads; the cluster its catalogue version; the versions what their builds read', () => {
+    const obs = cluster(3, 3, 1);
+    for (const h of Object.values(obs.health)) Object.assign(h, { kinds: 6, clusterVersion: 6 });
+    obs.health[2]!.kinds = null;
+    obs.membership!.members.find((m) => m.nodeId === 3)!.kinds = 6;
+    expect(memberStatuses(obs, {}).map((m) => m.kinds)).toEqual([6, 6, 6]);
+    const door = doorStatus({ clusterVersion: 5, versions: [] }, obs, '2.6.0', new Date(T0));
+    expect(door).toEqual({
+      clusterVersion: 6,
+      versions: [{ version: '2.6.0', kinds: 6, seenAt: new Date(T0).toISOString() }],
+      finalization: null, // pod 2 does not say what its build reads
+    });
+    obs.health[2]!.kinds = 6;
+    expect(doorStatus(door, obs, '2.6.0', new Date(T0 + 1000)).finalization).toBe('2.6.0, finalized at catalogue version 6');
   });
 });
 
