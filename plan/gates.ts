@@ -132,7 +132,9 @@ export const LIFTED_BY: Record<GateName, Lift> = {
   'apply-running': 'outside',
   'no-change-in-flight': 'machine',
   'pod-running': 'machine',
-  'voter-not-stalled': 'outside',
+  // A voter behind that does not move: often a slow follower under load, which moves again by itself
+  // (a wiped one is replaced by a person, whose annotation makes the operation yield).
+  'voter-not-stalled': 'machine',
   'pod-ready': 'machine',
   'pod-ready-for-min-ready-seconds': 'machine',
   'voter-live': 'machine',
@@ -160,7 +162,8 @@ export const LIFTED_BY: Record<GateName, Lift> = {
   'membership-change': 'outside',
   'volume-can-grow': 'outside',
   'broker-credentials': 'outside',
-  'node-down': 'outside',
+  // A node that stops reporting mostly comes back by itself (a person's taint moves its pods).
+  'node-down': 'machine',
   'version-can-boot': 'person',
   'pod-config': 'outside',
   'crash-loop': 'outside',

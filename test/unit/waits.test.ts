@@ -13,13 +13,14 @@ describe('who lifts a gate', () => {
     expect(liftOf('not-paused', 'Scaling')).toBe('person');
     expect(liftOf('new-version-healthy', 'Blocked')).toBe('person');
     expect(liftOf('replace-target', 'Blocked')).toBe('person');
-    // Lifted by something outside the QueenCluster: a Secret, a node, an image, a StorageClass.
+    // Lifted by something outside the QueenCluster: an object someone else owns, an image, a StorageClass.
     expect(liftOf('objects-ours', 'Blocked')).toBe('outside');
-    expect(liftOf('node-down', 'Upgrading')).toBe('outside');
     expect(liftOf('image-pull', 'Upgrading')).toBe('outside');
     expect(liftOf('volume-can-grow', 'Blocked')).toBe('outside');
     // The machine's: a step waits for them.
-    for (const gate of ['pod-ready', 'pod-ready-for-min-ready-seconds', 'voter-caught-up', 'learner-caught-up', 'write-commits', 'canary-soaked', 'disruption-budget'] as const) {
+    // A node that stops reporting, a voter that does not move: mostly back by themselves (a person's
+    // taint, or replace annotation, ends the wait otherwise).
+    for (const gate of ['pod-ready', 'pod-ready-for-min-ready-seconds', 'voter-caught-up', 'learner-caught-up', 'write-commits', 'canary-soaked', 'disruption-budget', 'node-down', 'voter-not-stalled'] as const) {
       expect(liftOf(gate, 'Upgrading')).toBe('machine');
     }
     expect(liftOf(null, 'Scaling')).toBe('machine');
