@@ -141,7 +141,7 @@ const previousDoor = (qc: QueenCluster, obs: Observation) => {
  */
 function progressJudge(watch: ProgressWatch | null | undefined, parks = false) {
   let progressed = false;
-  return (qc: QueenCluster, obs: Observation): { failed: UpgradeFailure; held?: boolean } | { hold: Hold } | null => {
+  const judge = (qc: QueenCluster, obs: Observation): { failed: UpgradeFailure; held?: boolean } | { hold: Hold } | null => {
     const spec = withDefaults(qc.spec);
     if (watch && !progressed && podAt(obs, watch.ordinal)?.hash === obs.wantedHash && readyAndLive(obs, watch.ordinal)) progressed = true;
     const reason = newVersionFailure({
@@ -155,6 +155,18 @@ function progressJudge(watch: ProgressWatch | null | undefined, parks = false) {
     if (parks) return { failed: { reason, failedVersion: spec.version, failedImage: imageRef(spec) }, held: true };
     return { hold: failureHold(spec.version, reason, { door: previousDoor(qc, obs) }) };
   };
+  /**
+   * A hold while the pod restarted last has not come up yet, looked at again by its deadline at
+   * the latest: a wait that parks (for an approval, a pause) still judges the new version on time.
+   */
+  judge.byDeadline = (qc: QueenCluster, hold: Hold): Hold => {
+    if (!watch || progressed) return hold;
+    const at = watch.since + withDefaults(qc.spec).upgrade.progressDeadlineSeconds * 1000 + 1000;
+    // Past it, with no verdict (the pod's node is down, say): nothing falls due any more.
+    if (at <= Date.now()) return hold;
+    return { ...hold, lookAgainAt: Math.min(hold.lookAgainAt ?? Infinity, at) };
+  };
+  return judge;
 }
 
 /** The failed version a person is asked about, recorded in status.upgrade.held. */
@@ -329,13 +341,13 @@ export function upgradeActivities(deps: ActivityDeps) {
         const pick = nextRestart(obs);
         if (!pick) return { done: { kind: 'done' } };
         const approval = approvalHold(qc, pick);
-        if (approval) return { hold: approval };
+        if (approval) return { hold: judge.byDeadline(qc, approval) };
         const hold = await stopHold(deps, qc, obs, pick.ordinal, { phase: 'Upgrading', next: `pod ${pick.ordinal} is next` }, { fromWatch: look.fromWatch });
         // The pick's drain runs in the last seconds of the other voters' minimum Ready time, so
         // its restart follows the gate at once; a pod drained ahead for a pick that changed, or
         // whose gate closed again, takes clients again.
         const held = await drainAheadOrHold(deps, ref, qc, obs, pick.ordinal, hold, { phase: 'Upgrading', next: `pod ${pick.ordinal} is next` }, look.fromWatch);
-        if (held) return held;
+        if (held) return 'hold' in held ? { hold: judge.byDeadline(qc, held.hold) } : held;
         const first = !obs.pods.some((p) => !p.terminating && p.hash === obs.wantedHash);
         const canary = first && spec.upgrade.canarySeconds > 0 ? { canarySeconds: spec.upgrade.canarySeconds } : {};
         return { done: { kind: 'restart', pick, specHash: wanted, ...canary } };
@@ -389,7 +401,8 @@ export function upgradeActivities(deps: ActivityDeps) {
           : rollback
             ? 'every pod went back; waiting for the cluster to settle'
             : 'every pod restarted; waiting for the cluster to settle';
-        return { hold: { phase: 'Upgrading', message: `${waiting}: ${reason}`, gate: hold?.gate ?? 'write-commits' } };
+        const waits: Hold = { phase: 'Upgrading', message: `${waiting}: ${reason}`, gate: hold?.gate ?? 'write-commits' };
+        return { hold: applied.stopping || rollback ? waits : judge.byDeadline(qc, waits) };
       });
     },
 

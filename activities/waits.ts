@@ -240,7 +240,7 @@ async function park(deps: ActivityDeps, ref: ClusterRef, hold: Hold, lift: Exclu
   const since = before && qc.status?.operation?.gate === (hold.gate ?? null) && before.since ? before.since : new Date().toISOString();
   await writePhase(deps, ref, hold.phase, hold.message, { operation: { step: hold.message, gate: hold.gate ?? null, parked: { lift, since, token } } }, qc);
   opLogger(deps, ref).info({ phase: hold.phase, gate: hold.gate, lift }, `parked: ${hold.message}`);
-  throw new Parking({ gate: hold.gate ?? null, phase: hold.phase, message: hold.message, lift });
+  throw new Parking({ gate: hold.gate ?? null, phase: hold.phase, message: hold.message, lift, ...(hold.lookAgainAt !== undefined ? { lookAgainAt: hold.lookAgainAt } : {}) });
 }
 
 /**

@@ -159,7 +159,9 @@ export const LIFTED_BY: Record<GateName, Lift> = {
   'disruption-budget': 'machine',
   'objects-ours': 'outside',
   'replace-target': 'person',
-  'membership-change': 'outside',
+  // A change the leader did not take now (busy, timeout, the leader changing): the machine's; one it
+  // refuses for good is Blocked, and so outside.
+  'membership-change': 'machine',
   'volume-can-grow': 'outside',
   'broker-credentials': 'outside',
   // A node that stops reporting mostly comes back by itself (a person's taint moves its pods).
@@ -199,6 +201,8 @@ export interface ParkedHold {
   phase: string;
   message: string;
   lift: Exclude<Lift, 'machine'>;
+  /** Looked at again by then at the latest (ms since the epoch): something the wait judges falls due (a new version's deadline). */
+  lookAgainAt?: number;
 }
 
 /** What a wait step that parked returns in place of its result; the workflow waits, then runs it again (workflows/operation.ts). */

@@ -68,15 +68,17 @@ const parking = new AsyncLocalStorage<Parking>();
 const OUTSIDE_LOOK_AGAIN = { firstMs: 30_000, lastMs: 30 * 60_000 };
 
 /**
- * Waits after a step parked: until the watcher says the cluster changed, and for a hold lifted
- * outside the QueenCluster, at most the `n`th look-again time (a durable timer). The Web UI's
- * details say what it waits for.
+ * Waits after a step parked: until the watcher says the cluster changed; for a hold lifted outside
+ * the QueenCluster, at most the `n`th look-again time; and at most until the time the step said it
+ * must look again by (durable timers). The Web UI's details say what it waits for.
  */
 async function waitForAPerson(p: Parking, hold: ParkedHold, summary: string, n: number): Promise<void> {
   const seen = p.wakes;
   setCurrentDetails(`${summary}: waits for ${hold.lift === 'person' ? 'a person' : 'a change outside the QueenCluster'} (${hold.gate ?? 'no gate'}): ${hold.message}`);
-  const timeout = hold.lift === 'outside' ? Math.min(OUTSIDE_LOOK_AGAIN.firstMs * 2 ** n, OUTSIDE_LOOK_AGAIN.lastMs) : undefined;
-  await condition(() => p.wakes !== seen, timeout);
+  const backoff = hold.lift === 'outside' ? Math.min(OUTSIDE_LOOK_AGAIN.firstMs * 2 ** n, OUTSIDE_LOOK_AGAIN.lastMs) : Infinity;
+  const due = hold.lookAgainAt !== undefined ? Math.max(1000, hold.lookAgainAt - Date.now()) : Infinity;
+  const timeout = Math.min(backoff, due);
+  await condition(() => p.wakes !== seen, Number.isFinite(timeout) ? timeout : undefined);
   setCurrentDetails(summary);
 }
 
