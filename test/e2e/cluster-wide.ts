@@ -79,5 +79,8 @@ export async function removeClusterWide(s: Scenario | null): Promise<void> {
   await s?.close();
   await kubectl(['delete', 'namespace', ...NAMESPACES, '--ignore-not-found', '--wait=true', '--timeout=180s']);
   await kubectl(['delete', 'clusterrolebinding,clusterrole', 'queen-operator', '--ignore-not-found']);
-  await kubectl(['delete', 'crd', 'queenclusters.queenmq.com', '--ignore-not-found']);
+  await kubectl(['delete', 'crd', ...OPERATOR_CRDS, '--ignore-not-found']);
 }
+
+/** The operator's definitions (deploy/crd.yaml), which the chart installs and keeps on uninstall. */
+export const OPERATOR_CRDS = ['queenclusters.queenmq.com', 'queenbackups.queenmq.com'];

@@ -7,7 +7,7 @@
 // from a watch). Last, helm uninstall: the operator goes, and the QueenCluster, its definition and
 // its pods stay, running, the same pods.
 import { afterAll, expect, it } from 'vitest';
-import { awaitNamespacesGone, bash, command, removeClusterWide, withTestbedTemporal } from './cluster-wide.ts';
+import { awaitNamespacesGone, bash, command, OPERATOR_CRDS, removeClusterWide, withTestbedTemporal } from './cluster-wide.ts';
 import { getCluster, InstalledOperator, kubectl, monitor, scenario, sleep, waitFor, waitForCluster, type Scenario } from './harness.ts';
 import { settledRuns } from './temporal.ts';
 
@@ -83,7 +83,8 @@ it('helm: lint, install, the operator upgraded in the middle of a cluster upgrad
   expect(uninstalled.code, uninstalled.out).toBe(0);
   await waitFor('the operator pods gone', async () => (await op.pods(s!.core)).length === 0, 120_000);
   await sleep(15_000);
-  expect((await kubectl(['get', 'crd', 'queenclusters.queenmq.com', '-o', 'name'])).stdout.trim()).toBe('customresourcedefinition.apiextensions.k8s.io/queenclusters.queenmq.com');
+  // The definitions stay with their objects: the QueenClusters and their backups.
+  for (const crd of OPERATOR_CRDS) expect((await kubectl(['get', 'crd', crd, '-o', 'name'])).stdout.trim()).toBe(`customresourcedefinition.apiextensions.k8s.io/${crd}`);
   const left = await getCluster(s);
   expect(left.status?.phase).toBe('Ready');
   const pods = await brokers();
