@@ -162,18 +162,26 @@ export async function connectTemporal(t: TemporalOptions, log: Logger, signal: A
   );
 }
 
+/** While the search attributes are missing, how often the operator looks for them again. */
+export const SEARCH_ATTRIBUTE_RECHECK_MS = 30_000;
+
+/** The operator's search attributes the namespace does not have yet. */
+async function missingSearchAttributes(connection: NativeConnection, namespace: string) {
+  const listed = await connection.operatorService.listSearchAttributes({ namespace });
+  const have = new Set(Object.keys(listed.customAttributes ?? {}));
+  return Object.values(SEARCH_ATTRIBUTES).filter((k) => !have.has(k.name));
+}
+
 /**
  * Registers the operator's search attributes in the Temporal namespace if they are missing.
  * Returns whether they are there: a server that does not let this account register them (Temporal
  * Cloud registers them through its console or tcld) is said once, and the workflows start without
  * them (the operations work; the Web UI then finds them by workflow id only).
  */
-export async function ensureSearchAttributes(connection: NativeConnection, namespace: string, log: Logger): Promise<boolean> {
+async function ensureSearchAttributes(connection: NativeConnection, namespace: string, log: Logger): Promise<boolean> {
   const wanted = Object.values(SEARCH_ATTRIBUTES);
   try {
-    const listed = await connection.operatorService.listSearchAttributes({ namespace });
-    const have = new Set(Object.keys(listed.customAttributes ?? {}));
-    const missing = wanted.filter((k) => !have.has(k.name));
+    const missing = await missingSearchAttributes(connection, namespace);
     if (missing.length === 0) return true;
     const INDEXED_VALUE_TYPE_KEYWORD = 2;
     await connection.operatorService.addSearchAttributes({
@@ -189,10 +197,42 @@ export async function ensureSearchAttributes(connection: NativeConnection, names
     log.warn(
       { err: text.split('\n')[0] },
       `could not register the search attributes ${wanted.map((k) => k.name).join(', ')} (Keyword) in Temporal namespace ${namespace}: ` +
-        'register them yourself (deploy/temporal.md); until then the operations start without them',
+        `register them yourself (docs/temporal.md); until then the operations start without them, and the operator looks for them every ${SEARCH_ATTRIBUTE_RECHECK_MS / 1000}s`,
     );
     return false;
   }
+}
+
+/**
+ * Whether the search attributes are registered now, for the watcher to ask at each start: checked
+ * (and registered where it may) at once; while they are missing, looked for again every
+ * `recheckMs`, so attributes someone adds later (in a console, with tcld or the CLI) are used from
+ * the next start on, with no restart.
+ */
+export async function searchAttributesState(
+  connection: NativeConnection,
+  namespace: string,
+  log: Logger,
+  signal: AbortSignal,
+  recheckMs = SEARCH_ATTRIBUTE_RECHECK_MS,
+): Promise<() => boolean> {
+  let registered = await ensureSearchAttributes(connection, namespace, log);
+  if (!registered) {
+    const timer = setInterval(() => {
+      missingSearchAttributes(connection, namespace).then(
+        (missing) => {
+          if (missing.length > 0 || registered) return;
+          registered = true;
+          clearInterval(timer);
+          log.info(`the search attributes are registered in Temporal namespace ${namespace} now: the operations start with them`);
+        },
+        () => undefined,
+      );
+    }, recheckMs);
+    timer.unref();
+    signal.addEventListener('abort', () => clearInterval(timer), { once: true });
+  }
+  return () => registered;
 }
 
 /**

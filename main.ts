@@ -8,16 +8,17 @@
 import { fileURLToPath } from 'node:url';
 import { Client } from '@temporalio/client';
 import type { NativeConnection, Worker } from '@temporalio/worker';
-import { pino, type Logger } from 'pino';
+import type { Logger } from 'pino';
 import { loadKubeConfig, makeKube } from './activities/kube.ts';
 import { useResolver } from './activities/broker.ts';
 import { setOperatorNamespace } from './activities/resources.ts';
 import { ClusterCache } from './activities/cluster-cache.ts';
 import type { ObserverRounds } from './activities/observer.ts';
-import { apiServerOf, awaitKubernetes, backlogOf, connectTemporal, ensureSearchAttributes, kubeConfigured, Stopped } from './connect.ts';
+import { apiServerOf, awaitKubernetes, backlogOf, connectTemporal, kubeConfigured, searchAttributesState, Stopped } from './connect.ts';
 import { checksRoute, healthChecks, serve, type Parts } from './health.ts';
+import { operatorLogger } from './log.ts';
 import { trimMemoryAfterBursts } from './memory.ts';
-import { countApiServerRequests, exposition, registerClusterGauges, registerTaskQueueBacklog } from './metrics.ts';
+import { countApiServerRequests, exposition, registerClusterGauges, registerGauge, registerObservedClusters, registerTaskQueueBacklog } from './metrics.ts';
 import { OptionsError, parseOptions, type Options } from './options.ts';
 import { OBSERVER_CHECK_BESIDE_WORKER_MS, Watcher } from './watcher/watcher.ts';
 import { createWorker, freeLoopbackPort, installTemporalRuntime } from './worker.ts';
@@ -38,7 +39,7 @@ export async function main(argv: string[]): Promise<number> {
     }
     throw err;
   }
-  const log = pino({ level: opts.logLevel, base: { component: 'queen-operator' } });
+  const log = operatorLogger(opts.logLevel, opts.logFormat);
   const sdkMetricsPort = opts.metricsPort !== null ? await freeLoopbackPort() : null;
   installTemporalRuntime(log, sdkMetricsPort);
   if (opts.resolver) useResolver(opts.resolver);
@@ -56,6 +57,9 @@ export async function main(argv: string[]): Promise<number> {
 
   const parts: Parts = { kubernetes: false, temporal: false, worker: null, watches: null, stopping: false };
   const checks = healthChecks(opts, parts);
+  registerGauge('queen_operator_ready', 'Whether this replica is ready (its /readyz checks pass: it reaches the API server and Temporal, its watches synced, its worker polls): 1 or 0.', () =>
+    checks.ready().every((c) => c.ok) ? 1 : 0,
+  );
   if (opts.healthPort !== null) {
     await serve('the health endpoints (--health-port)', opts.healthPort, opts.bindAddress, {
       '/healthz': checksRoute(checks.live),
@@ -130,12 +134,14 @@ export async function main(argv: string[]): Promise<number> {
         log,
         workflowBundlePath: opts.workflowBundle,
         shutdownGraceMs: opts.shutdownGraceMs,
+        maxConcurrentSteps: opts.maxConcurrentSteps,
         stopping: stop.signal,
         cache,
       });
       if (stop.signal.aborted) return null;
       parts.worker = worker;
       rounds = taken;
+      registerObservedClusters(() => taken.observed());
       workerDone = worker.run();
       // A worker that fails by itself (not on SIGTERM) takes the process down: the pod restarts.
       workerDone.catch((err) => {
@@ -147,7 +153,7 @@ export async function main(argv: string[]): Promise<number> {
     }
     if (opts.run.has('watcher')) {
       const temporal = new Client({ connection, namespace: opts.temporal.namespace });
-      const searchAttributes = await ensureSearchAttributes(connection, opts.temporal.namespace, log);
+      const searchAttributes = await searchAttributesState(connection, opts.temporal.namespace, log, stop.signal);
       // Beside a worker, its rounds tell the watcher of an observer run gone: checked more rarely.
       const observerCheckMs = rounds ? OBSERVER_CHECK_BESIDE_WORKER_MS : undefined;
       watcher = new Watcher({ cache, kube, temporal, taskQueue: opts.temporal.taskQueue, log, searchAttributes, observerCheckMs, eagerStart: rounds !== null });

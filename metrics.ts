@@ -20,7 +20,7 @@ export const operationsStarted = new Counter({
 
 export const operationsEnded = new Counter({
   name: 'queen_operations_ended_total',
-  help: 'Operations ended, by type and result (Succeeded, Failed, Cancelled, Yielded, Terminated).',
+  help: 'Operations ended, by type and result (Succeeded, Failed, Cancelled, Yielded, RolledBack; Terminated: ended from outside, by temporal workflow terminate or a timeout).',
   labelNames: ['type', 'result'] as const,
   registers: [registry],
 });
@@ -38,6 +38,13 @@ export const stepDuration = new Histogram({
   help: 'How long each attempt of a step (an activity) took, by step and outcome (completed, failed, cancelled).',
   labelNames: ['step', 'outcome'] as const,
   buckets: DURATIONS,
+  registers: [registry],
+});
+
+export const stepFailures = new Counter({
+  name: 'queen_step_failures_total',
+  help: "Failed attempts of an operation's steps that are tried again, by cluster and step: a step failing again and again is said in status from its third attempt (StepFailing).",
+  labelNames: ['namespace', 'name', 'step'] as const,
   registers: [registry],
 });
 
@@ -121,10 +128,14 @@ interface ClusterGauges {
   namespace: string;
   name: string;
   phase: string | null;
+  /** The running operation, as status.operation names it, with the gate that holds it ('' for none). */
+  operation: { type: string; gate: string } | null;
   commits: boolean | null;
   voters: number;
   learners: number;
   term: number | null;
+  /** The running operation waits for a person (status.operation.parked): at which gate, since when (ms). */
+  parked: { type: string; gate: string; since: number } | null;
 }
 
 const PHASES = ['Forming', 'Ready', 'Scaling', 'Upgrading', 'Replacing', 'Resizing', 'Degraded', 'Blocked'];
@@ -138,10 +149,12 @@ export function registerClusterGauges(source: ClusterGaugeSource): void {
         namespace: qc.metadata.namespace,
         name: qc.metadata.name,
         phase: st?.phase ?? null,
+        operation: st?.operation?.type ? { type: st.operation.type, gate: st.operation.gate ?? '' } : null,
         commits: typeof st?.commits === 'boolean' ? st.commits : null,
         voters: st?.voters?.length ?? 0,
         learners: st?.learners?.length ?? 0,
         term: typeof st?.term === 'number' ? st.term : null,
+        parked: st?.operation?.parked ? { type: st.operation.type, gate: st.operation.gate ?? '', since: Date.parse(st.operation.parked.since) } : null,
       });
     }
   };
@@ -155,6 +168,16 @@ export function registerClusterGauges(source: ClusterGaugeSource): void {
       each((c) => {
         for (const p of PHASES) this.set({ namespace: c.namespace, name: c.name, phase: p }, c.phase === p ? 1 : 0);
       });
+    },
+  });
+  new Gauge({
+    name: 'queen_cluster_operation',
+    help: "1 for each cluster's running operation, by type and the gate that holds it now ('' when none; worker-polling: it waits for a worker, step-succeeds: a step keeps failing).",
+    labelNames: ['namespace', 'name', 'type', 'gate'] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      each((c) => c.operation && this.set({ namespace: c.namespace, name: c.name, type: c.operation.type, gate: c.operation.gate }, 1));
     },
   });
   new Gauge({
@@ -195,6 +218,30 @@ export function registerClusterGauges(source: ClusterGaugeSource): void {
     collect() {
       this.reset();
       each((c) => c.term !== null && this.set({ namespace: c.namespace, name: c.name }, c.term));
+    },
+  });
+  new Gauge({
+    name: 'queen_operation_waiting_for_person_since_seconds',
+    help: 'An operation that waits for a person (an approval, a pause, a failed version held, a Blocked hold): when it began to, in seconds since the epoch, by gate. It holds no worker slot meanwhile.',
+    labelNames: ['namespace', 'name', 'type', 'gate'] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      each((c) => c.parked && Number.isFinite(c.parked.since) && this.set({ namespace: c.namespace, name: c.name, type: c.parked.type, gate: c.parked.gate }, c.parked.since / 1000));
+    },
+  });
+}
+
+/** The clusters whose observer runs its round in this process (queen_cluster_observed), read at scrape time. */
+export function registerObservedClusters(observed: () => Array<{ namespace: string; name: string }>): void {
+  new Gauge({
+    name: 'queen_cluster_observed',
+    help: 'Clusters whose observer (health, membership, the write probe behind COMMITS) runs in this process: 1 each. A cluster no replica reports here has no observer.',
+    labelNames: ['namespace', 'name'] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const c of observed()) this.set({ namespace: c.namespace, name: c.name }, 1);
     },
   });
 }

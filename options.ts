@@ -8,6 +8,8 @@ import { DEFAULT_SETTINGS, type Settings } from './activities/settings.ts';
 
 export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
+export const LOG_FORMATS = ['auto', 'json', 'pretty'] as const;
+export type LogFormat = (typeof LOG_FORMATS)[number];
 
 export interface TemporalOptions {
   /** host:port of the Temporal frontend. */
@@ -43,10 +45,13 @@ export interface Options {
   workflowBundle: string | undefined;
   /** On SIGTERM, how long running steps may take to finish before the process exits. */
   shutdownGraceMs: number;
+  /** How many steps (activities) this replica runs at once: its worker slots. */
+  maxConcurrentSteps: number;
   /** /healthz fails once the watches have been broken (or the worker stopped polling) this long. */
   unhealthyAfterMs: number;
   settings: Settings;
   logLevel: LogLevel;
+  logFormat: LogFormat;
 }
 
 // ---- values -------------------------------------------------------------------------------------
@@ -82,6 +87,12 @@ function port(text: string): number {
   if (n > 65535) throw new InvalidArgumentError('a port is a number from 1 to 65535 (0 turns it off)');
   return n;
 }
+
+const countWithin = (min: number, max: number) => (text: string) => {
+  const n = Number(text.trim());
+  if (!Number.isInteger(n) || n < min || n > max) throw new InvalidArgumentError(`not a whole number from ${min} to ${max}`);
+  return n;
+};
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 
@@ -190,8 +201,10 @@ export function operatorCommand(): Command {
     .addOption(opt('--settle-timeout <duration>', 'how long an upgrade waits for the cluster after its last restart (10s to 24h)', 'QUEEN_SETTLE_TIMEOUT').argParser(durationWithin('10s', '24h')).default(d.settleTimeoutMs, ms(d.settleTimeoutMs)))
     .addOption(opt('--drain-wait <duration>', "before a node leaves the membership, how long its pod stays up once out of the client Service's endpoints, for clients to see it and requests in flight to finish (0s to 10m)", 'QUEEN_DRAIN_WAIT').argParser(durationWithin('0s', '10m')).default(d.drainMs, ms(d.drainMs)))
     .addOption(opt('--shutdown-grace <duration>', "on SIGTERM, how long running steps may take to finish (0s to 1h; keep it under the pod's terminationGracePeriodSeconds)", 'QUEEN_SHUTDOWN_GRACE').argParser(durationWithin('0s', '1h')).default(20_000, '20s'))
+    .addOption(opt('--max-concurrent-steps <n>', 'how many steps this replica runs at once: each wait for the machine (a pod to be Ready, a learner to catch up) holds one while it waits; a wait for a person holds none (1 to 10000)', 'QUEEN_MAX_CONCURRENT_STEPS').argParser(countWithin(1, 10_000)).default(200))
     .addOption(opt('--unhealthy-after <duration>', '/healthz fails once the watches have been broken this long (10s to 24h)', 'QUEEN_UNHEALTHY_AFTER').argParser(durationWithin('10s', '24h')).default(120_000, '2m'))
     .addOption(opt('--log-level <level>', 'how much the log says', 'LOG_LEVEL').choices(LOG_LEVELS).default('info'))
+    .addOption(opt('--log-format <format>', 'json (a line of JSON per event), pretty (readable lines), or auto: pretty when stdout is a terminal, json otherwise (a pod)', 'LOG_FORMAT').choices(LOG_FORMATS).default('auto'))
     .allowExcessArguments(false)
     .exitOverride()
     .configureOutput({ writeOut: () => undefined, writeErr: () => undefined });
@@ -249,8 +262,10 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): Options | 
     metricsPort: (o.metricsPort as number) || null,
     workflowBundle: o.workflowBundle as string | undefined,
     shutdownGraceMs: o.shutdownGrace as number,
+    maxConcurrentSteps: o.maxConcurrentSteps as number,
     unhealthyAfterMs: o.unhealthyAfter as number,
     logLevel: o.logLevel as LogLevel,
+    logFormat: o.logFormat as LogFormat,
     settings: {
       ...DEFAULT_SETTINGS,
       brokerAccess: o.brokerAccess as Settings['brokerAccess'],

@@ -16,6 +16,8 @@ process.env.NODE_COMPILE_CACHE ??= join(import.meta.dirname, '.cache', 'node-com
 // Temporal worker do not mix.
 /** Scenarios that act on a whole test bed node (see the `testbed-alone` project). */
 const ALONE = ['test/testbed/nodes.test.ts', 'test/e2e/upgrade-drain.test.ts'];
+/** Scenarios that install the operator cluster-wide (see the `cluster-wide` project). */
+const CLUSTER_WIDE = ['test/e2e/install.test.ts', 'test/e2e/helm.test.ts'];
 
 export default defineConfig({
   test: {
@@ -46,9 +48,9 @@ export default defineConfig({
         test: {
           name: 'testbed',
           include: ['test/testbed/**/*.test.ts', 'test/e2e/**/*.test.ts'],
-          // The cluster-wide install acts on every namespace: it has a test bed of its own. The
+          // The cluster-wide installs act on every namespace: they have a test bed of their own. The
           // scenarios that act on a whole node run in `testbed-alone`.
-          exclude: ['test/e2e/install.test.ts', ...ALONE],
+          exclude: [...CLUSTER_WIDE, ...ALONE],
           // The test bed first, then what the operator needs in it (CRD, RBAC, the workflow bundle).
           globalSetup: ['test/testbed/global-setup.ts', 'test/e2e/global-setup.ts'],
           testTimeout: 600_000,
@@ -67,11 +69,14 @@ export default defineConfig({
         },
       },
       {
-        // deploy/install.yaml as the README installs it, cluster-wide, in a test bed of its own.
+        // The operator as the README installs it cluster-wide (deploy/install.yaml, the Helm chart),
+        // in a test bed of its own, one file after the other: both take the namespace queen-system,
+        // the cluster-wide objects and the README's example cluster, and each leaves none behind.
         test: {
-          name: 'install',
-          include: ['test/e2e/install.test.ts'],
+          name: 'cluster-wide',
+          include: CLUSTER_WIDE,
           globalSetup: ['test/testbed/global-setup.ts'],
+          fileParallelism: false,
           testTimeout: 900_000,
           hookTimeout: 300_000,
         },

@@ -8,7 +8,7 @@ import { Runtime, Worker, bundleWorkflowCode, makeTelemetryFilterString, type Ac
 import { CancelledFailure, CompleteAsyncError } from '@temporalio/common';
 import { AsyncCompletionClient } from '@temporalio/client';
 import type { Logger } from 'pino';
-import { gatesHeld } from './activities/common.ts';
+import { gatesHeld } from './activities/waits.ts';
 import type { ClusterCache } from './activities/cluster-cache.ts';
 import { createActivities } from './activities/index.ts';
 import { ObserverRounds } from './activities/observer.ts';
@@ -108,6 +108,8 @@ export interface WorkerConfig {
   workflowBundlePath?: string;
   /** On shutdown, how long running activities may take to finish before they are cancelled. */
   shutdownGraceMs?: number;
+  /** How many activities (steps) run at once (--max-concurrent-steps). */
+  maxConcurrentSteps?: number;
   /** Aborted when the process stops: waiting steps then hand over to another replica at once. */
   stopping?: AbortSignal;
   /** The process's watches: the observer reads resting clusters from them. */
@@ -141,9 +143,9 @@ export async function createWorker(cfg: WorkerConfig): Promise<OperatorWorker> {
     identity: formatIdentity(PROCESS),
     activities: createActivities(deps, rounds),
     ...(cfg.workflowBundlePath ? { workflowBundle: { codePath: cfg.workflowBundlePath } } : { workflowBundle: { code: await bundleWorkflows() } }),
-    // Waiting steps are long-running heartbeating activities: allow plenty at once. The observers'
-    // rounds hold none of these slots.
-    maxConcurrentActivityTaskExecutions: 200,
+    // A wait for the machine is a heartbeating activity that holds a slot while it waits; a wait for
+    // a person holds none (it parks in its workflow), nor do the observers' rounds.
+    maxConcurrentActivityTaskExecutions: cfg.maxConcurrentSteps ?? 200,
     // A cached workflow costs about a megabyte; a resting cluster's observer wakes once a round (ten
     // minutes) and replays its short history when it is not cached. The cache keeps what runs now.
     maxCachedWorkflows: 100,

@@ -188,6 +188,8 @@ export function parseHealth(status: number, json: unknown): HealthObservation | 
     quorumAckMs: numOrNull(raft.quorumAckMs),
     version: typeof h?.version === 'string' ? h.version : '',
     applyFailure: failure && typeof failure === 'object' ? (failure as Record<string, unknown>) : null,
+    clusterVersion: numOrNull(raft.clusterVersion),
+    kinds: numOrNull(raft.kinds),
   };
 }
 
@@ -204,6 +206,7 @@ export function parseMembership(json: unknown): MembershipObservation | null {
         lag: numOrNull(x.lag),
         lastAckMs: numOrNull(x.lastAckMs),
         live: x.live === true,
+        kinds: numOrNull(x.kinds),
       }))
     : [];
   return {
@@ -348,3 +351,6 @@ export async function probeWrite(base: string, via: string, timeoutMs: number = 
     return { ok: false, error: `the write probe through ${via} got ${describeError(err, timeoutMs)}` };
   }
 }
+
+/** One request to a broker, for the clients of routes other than these (activities/link.ts). */
+export { call as brokerCall, describeError as brokerCallError };

@@ -1,6 +1,7 @@
 // What every activity shares: loading the cluster it works on, writing the running operation's
-// step into status, waiting on a gate inside one heartbeating activity, and the write probe.
-import { activityInfo, Context, heartbeat, sleep } from '@temporalio/activity';
+// step into status and its Events, keeping a step alive with heartbeats, and the write probe.
+// The waits live in waits.ts.
+import { activityInfo, Context, sleep } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { AsyncCompletionClient } from '@temporalio/client';
 import type { Logger } from 'pino';
@@ -11,12 +12,12 @@ import type { Observation } from '../plan/observation.ts';
 import type { GateName } from '../plan/gates.ts';
 import { probeWrite, type ProbeResult } from './broker.ts';
 import { brokerCredentials, forgetCredentials } from './credentials.ts';
-import { getCluster, patchClusterStatus, recordEvent, statusCode, type EventStep, type Kube } from './kube.ts';
+import { getCluster, patchClusterStatus, recordEvent, statusCode, type EventStep, type EventSubject, type Kube } from './kube.ts';
 import { clusterConditions } from './status.ts';
 import { readAnnotations } from '../crd/annotations.ts';
 import { brokerBase, observe } from './observe.ts';
 import type { Settings } from './settings.ts';
-import { gateWait } from '../metrics.ts';
+import { standbyProbe } from '../plan/link.ts';
 
 export interface ActivityDeps {
   kube: Kube;
@@ -30,15 +31,6 @@ export interface ActivityDeps {
   completions?: AsyncCompletionClient;
 }
 
-/**
- * Ends a waiting step when this replica stops, with a failure Temporal retries at once on another
- * replica (a wait is a loop of looks, so the next attempt simply looks again).
- */
-export function handOverIfStopping(deps: ActivityDeps): void {
-  if (deps.stopping?.aborted) {
-    throw ApplicationFailure.retryable('this operator replica is stopping: another one takes the step over', 'ReplicaStopping');
-  }
-}
 
 /** The details each running activity heartbeated last: a keep-alive beat sends them again. */
 const lastDetails = new WeakMap<Context, unknown>();
@@ -76,24 +68,18 @@ export async function keepAlive<T>(body: () => Promise<T>): Promise<T> {
   }
 }
 
-/** Sleeps for a poll interval; wakes up early when the activity is cancelled or the replica stops. */
-export async function pause(deps: ActivityDeps, ms: number): Promise<void> {
-  if (deps.stopping?.aborted) return;
-  const signal = deps.stopping;
-  if (!signal) return sleep(ms);
-  let onAbort: (() => void) | undefined;
-  try {
-    await Promise.race([sleep(ms), new Promise<void>((resolve) => signal.addEventListener('abort', (onAbort = () => resolve()), { once: true }))]);
-  } finally {
-    if (onAbort) signal.removeEventListener('abort', onAbort);
-  }
-}
 
 /** The QueenCluster an operation works on; the uid tells a re-created object of the same name apart. */
 export interface ClusterRef {
   namespace: string;
   name: string;
   uid: string;
+  /**
+   * The workflow that runs this step waits for a person itself: a hold that only a person (or
+   * something outside the QueenCluster) lifts ends the step `parked` (waits.ts). Absent where the
+   * workflow was recorded before it could (it then waits in the step, as it always did).
+   */
+  parks?: boolean;
 }
 
 export const clusterKey = (ref: Pick<ClusterRef, 'namespace' | 'name'>) => `${ref.namespace}/${ref.name}`;
@@ -165,9 +151,12 @@ export async function writePhase(deps: ActivityDeps, ref: ClusterRef, phase: Pha
   });
 }
 
-/** Mirrors the running step into status: phase, message, and operation.step / operation.gate. */
+/**
+ * Mirrors the running step into status: phase, message, and operation.step / operation.gate. A step
+ * that writes its line does not wait for a person (operation.parked goes).
+ */
 export async function writeStep(deps: ActivityDeps, ref: ClusterRef, step: StepStatus, read?: QueenCluster) {
-  await writePhase(deps, ref, step.phase, step.message, { operation: { step: step.message, gate: step.gate ?? null } }, read);
+  await writePhase(deps, ref, step.phase, step.message, { operation: { step: step.message, gate: step.gate ?? null, parked: null } }, read);
 }
 
 /**
@@ -189,7 +178,7 @@ function eventStep(): EventStep | undefined {
  * Records a completed step as an Event on the QueenCluster, once per step whatever its attempts
  * (`perAttempt`: an Event about the attempt itself, such as a step that keeps failing).
  */
-export async function stepEvent(deps: ActivityDeps, qc: QueenCluster, reason: string, message: string, type: 'Normal' | 'Warning' = 'Normal', perAttempt = false) {
+export async function stepEvent(deps: ActivityDeps, qc: EventSubject, reason: string, message: string, type: 'Normal' | 'Warning' = 'Normal', perAttempt = false) {
   let step = perAttempt ? undefined : eventStep();
   const giveUpAt = Date.now() + EVENT_RETRY_MS;
   for (let tries = 1; ; tries++) {
@@ -216,14 +205,6 @@ export async function stepEvent(deps: ActivityDeps, qc: QueenCluster, reason: st
 /** How long a step keeps trying to record its Event while the API server does not answer. */
 const EVENT_RETRY_MS = 90_000;
 
-export interface Hold extends StepStatus {
-  /**
-   * When to look again, if sooner than the poll interval (ms since the epoch): when what holds the
-   * step lifts by time alone (another pod's minimum Ready time running out), or soon when only
-   * the brokers can show it lift (a learner near the end of its catch-up).
-   */
-  lookAgainAt?: number;
-}
 /**
  * The QueenCluster `ref` and what it owns as the process's watches have them, or null when they
  * cannot say: not fresh, or the object there is not `ref` (deleted, re-created, being deleted).
@@ -235,210 +216,12 @@ export function watchedCluster(deps: ActivityDeps, ref: ClusterRef): { cluster: 
   return { cluster: qc, owned: snap.owned };
 }
 
-/**
- * One look of a wait at its cluster. A look may read the QueenCluster and what it owns from the
- * process's watches when they are fresh: no request to the API server for them. A watch lags the
- * API server by a moment and never shows what was not so, so such a look can only hold a step a
- * moment too long, and the change it waits for wakes the next look. A wait never ends on one: a
- * check that finds its step done on a look from the watches is run again on one from the API
- * server (holdUntil does it), and that answer ends the wait. On a look from the watches a check
- * only reads: where it would act (a write probe, a drain) it answers ASK_THE_API_SERVER instead.
- */
-export class Look {
-  /** This look read the QueenCluster from the watches: it ends no wait. */
-  fromWatch = false;
-  /** The QueenCluster as this look read it last (a status line of the wait is written on it). */
-  read: QueenCluster | undefined;
-  private owned: OwnedObjects | undefined;
-  private readonly deps: ActivityDeps;
-  private readonly ref: ClusterRef;
-  private readonly mayWatch: boolean;
-
-  constructor(deps: ActivityDeps, ref: ClusterRef, mayWatch: boolean) {
-    this.deps = deps;
-    this.ref = ref;
-    this.mayWatch = mayWatch;
-  }
-
-  /** The QueenCluster as it is now (from the watches on a watch look, while they have it and are fresh). */
-  async cluster(): Promise<QueenCluster> {
-    const watched = this.mayWatch ? watchedCluster(this.deps, this.ref) : null;
-    if (watched) {
-      this.fromWatch = true;
-      this.owned = watched.owned;
-      this.read = watched.cluster;
-      return watched.cluster;
-    }
-    this.fromWatch = false;
-    this.owned = undefined;
-    this.read = await loadCluster(this.deps, this.ref);
-    return this.read;
-  }
-
-  /** The cluster observed: its objects as cluster() read them (the watches' or the API server's), the brokers asked now. */
-  observe(qc: QueenCluster): Promise<Observation> {
-    return observeCluster(this.deps, qc, this.owned);
-  }
-}
-
-/** What a look from the watches answers when what comes next (an end, a drain) is the API server's to say. */
-export const ASK_THE_API_SERVER = { askTheApiServer: true } as const;
-
-export type Check<T> = (look: Look) => Promise<{ done: T } | { hold: Hold } | typeof ASK_THE_API_SERVER>;
-
-/**
- * The least time from one look of a wait to the next that a change wakes: the events of a pod
- * coming up arrive in bursts, and one look sees the whole burst.
- */
-export const WOKEN_LOOK_GAP_MS = 200;
-
-/**
- * Wakes a wait when its cluster or an object the cluster owns changes (the process's watches): a
- * step held by a pod's state looks again as soon as the pod moves, not at the next poll. The
- * cluster's status (which the wait writes itself) wakes nothing; what only the brokers show (a
- * learner's catch-up) is still seen at the next poll.
- */
-class ChangeWake {
-  private changed = false;
-  private wake: (() => void) | null = null;
-  private readonly off: () => void;
-
-  constructor(deps: ActivityDeps, ref: ClusterRef) {
-    this.off =
-      deps.cache?.onChange((namespace, name, what) => {
-        if (what === 'status' || namespace !== ref.namespace || name !== ref.name) return;
-        this.changed = true;
-        this.wake?.();
-      }) ?? (() => undefined);
-  }
-
-  /** A look begins: it sees every change until now. */
-  looking(): void {
-    this.changed = false;
-  }
-
-  /** Until `ms` passed or a change came, but not sooner than `earliest` (performance.now()). */
-  async next(deps: ActivityDeps, ms: number, earliest: number): Promise<void> {
-    if (!this.changed) {
-      await Promise.race([pause(deps, ms), new Promise<void>((resolve) => (this.wake = resolve))]);
-      this.wake = null;
-    }
-    const left = earliest - performance.now();
-    if (this.changed && left > 0) await pause(deps, left);
-  }
-
-  close(): void {
-    this.off();
-    this.wake = null;
-  }
-}
-
-/** The time each named gate held the running activity's waits (ms), read by the worker when it ends. */
-const heldByGate = new WeakMap<object, Map<string, number>>();
-
-function currentActivity(): object | null {
-  try {
-    return Context.current();
-  } catch {
-    return null;
-  }
-}
-
-/**
- * Adds to the time `gate` held the running activity: for a wait that looks again without holdUntil
- * (restartPod's eviction while the disruption budget refuses it, its wait for a pod whose node is down).
- */
-export function accountHeld(ref: Pick<ClusterRef, 'namespace' | 'name'>, gate: GateName, ms: number): void {
-  const activity = currentActivity();
-  if (!activity || ms <= 0) return;
-  const held = heldByGate.get(activity) ?? new Map<string, number>();
-  heldByGate.set(activity, held);
-  held.set(gate, (held.get(gate) ?? 0) + ms);
-  gateWait.inc({ namespace: ref.namespace, name: ref.name, gate }, ms / 1000);
-}
-
-/**
- * Which named gates held the activity that just ran, and how long each, in words
- * ("pod-ready-for-min-ready-seconds 25 s, write-commits 0.4 s"); null when none held it.
- */
-export function gatesHeld(activity: object): string | null {
-  const held = heldByGate.get(activity);
-  if (!held || held.size === 0) return null;
-  const secs = (ms: number) => (ms >= 10_000 ? String(Math.round(ms / 1000)) : (Math.round(ms / 100) / 10).toString());
-  return [...held.entries()].map(([gate, ms]) => `${gate} ${secs(ms)} s`).join(', ');
-}
-
-/**
- * Waits inside one activity until `check` is done: it looks again every pollMs, as soon as the
- * cluster's objects change (ChangeWake), or when the hold lifts by time alone (lookAgainAt),
- * heartbeats each time (so a cancel reaches it, and a crashed worker is noticed), and writes the
- * reason it waits into status whenever the reason changes. Each look may read from the watches
- * (Look); one that finds the step done from them is taken again from the API server.
- */
-export async function holdUntil<T>(deps: ActivityDeps, ref: ClusterRef, check: Check<T>): Promise<T> {
-  let shown = '';
-  const log = opLogger(deps, ref);
-  // The time since the last look goes to the gate that held the step then.
-  let heldBy: string | null = null;
-  let since = performance.now();
-  const activity = currentActivity();
-  const held = activity ? (heldByGate.get(activity) ?? new Map<string, number>()) : new Map<string, number>();
-  if (activity) heldByGate.set(activity, held);
-  const account = () => {
-    const now = performance.now();
-    if (heldBy) {
-      gateWait.inc({ namespace: ref.namespace, name: ref.name, gate: heldBy }, (now - since) / 1000);
-      held.set(heldBy, (held.get(heldBy) ?? 0) + (now - since));
-    }
-    since = now;
-  };
-  return looksUntil<T>(deps, ref, async () => {
-    let look = new Look(deps, ref, true);
-    let r = await check(look);
-    if (('done' in r && look.fromWatch) || 'askTheApiServer' in r) r = await check((look = new Look(deps, ref, false)));
-    if ('askTheApiServer' in r) throw new Error('a wait asked for a look from the API server on one from the API server');
-    account();
-    if ('done' in r) return { result: r.done };
-    // No leader's view because the brokers refuse the operator's credentials: say that.
-    const refused = r.hold.gate === 'leader-known' ? authProblems.get(ref.uid) : undefined;
-    if (refused) r = { hold: { phase: 'Blocked', message: refused, gate: 'broker-credentials' } };
-    heldBy = r.hold.gate ?? 'unnamed';
-    const key = `${r.hold.phase}|${r.hold.message}|${r.hold.gate ?? ''}`;
-    if (key !== shown) {
-      // On the object the look read (the wait's own status lines are all a wait writes; a yield ends it).
-      await writeStep(deps, ref, r.hold, look.read);
-      log.info({ phase: r.hold.phase, gate: r.hold.gate }, r.hold.message);
-      shown = key;
-    }
-    beat({ gate: r.hold.gate ?? null, message: r.hold.message });
-    const lifts = r.hold.lookAgainAt === undefined ? Infinity : Math.max(0, r.hold.lookAgainAt - Date.now());
-    return { againInMs: Math.min(deps.settings.pollMs, lifts) };
-  });
-}
-
-/**
- * Runs `look` until it has a result: again after the time it says, or as soon as the cluster's
- * objects change (ChangeWake), but not sooner than WOKEN_LOOK_GAP_MS after it began. Ends with a
- * failure Temporal retries elsewhere when this replica stops.
- */
-export async function looksUntil<T>(deps: ActivityDeps, ref: ClusterRef, look: () => Promise<{ result: T } | { againInMs: number }>): Promise<T> {
-  const changes = new ChangeWake(deps, ref);
-  try {
-    for (;;) {
-      handOverIfStopping(deps);
-      const began = performance.now();
-      changes.looking();
-      const r = await look();
-      if ('result' in r) return r.result;
-      await changes.next(deps, r.againInMs, began + WOKEN_LOOK_GAP_MS);
-    }
-  } finally {
-    changes.close();
-  }
-}
 
 /** Why the brokers refused the operator at the last look at each cluster (by uid). */
 const authProblems = new Map<string, string>();
+
+/** Why the brokers refused the operator's credentials at the last look at a cluster (by uid), if they did. */
+export const brokerRefusal = (uid: string): string | undefined => authProblems.get(uid);
 
 export async function observeCluster(deps: ActivityDeps, qc: QueenCluster, watched?: OwnedObjects): Promise<Observation> {
   const creds = await brokerCredentials(deps.kube, qc);
@@ -462,6 +245,8 @@ export async function brokerToken(deps: ActivityDeps, qc: QueenCluster): Promise
  * With one pod only, it goes through that pod.
  */
 export async function probeThrough(deps: ActivityDeps, qc: QueenCluster, obs: Observation, except: number | null, attempts = 2): Promise<ProbeResult & { via?: number }> {
+  // A standby takes no client write: its replay of the source committing stands for the probe.
+  if (obs.link?.role === 'standby') return { ...standbyProbe(obs, qc.spec, qc.metadata.namespace), via: obs.link.via };
   const spec = withDefaults(qc.spec);
   const voters = new Set(obs.membership?.voters ?? []);
   let candidates = obs.pods.filter((p) => p.running && !p.terminating && obs.health[p.ordinal] && p.ordinal !== except);

@@ -13,7 +13,8 @@ import { listText, podsText } from '../plan/format.ts';
 import type { DrainGate } from '../plan/steps.ts';
 import { withDefaults } from '../crd/defaults.ts';
 import { readHealth } from './broker.ts';
-import { holdUntil, loadCluster, observeCluster, opLogger, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
+import { loadCluster, observeCluster, opLogger, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
+import { holdUntil } from './waits.ts';
 import { brokerBase } from './observe.ts';
 import { getPod, isConflict, isNotFound, listPods, listServices, rawRequest, statusCode, toMs, type Kube } from './kube.ts';
 import { names, SERVING_LABEL } from './resources.ts';
@@ -108,7 +109,7 @@ async function servingServices(kube: Kube, qc: QueenCluster): Promise<string[]> 
 }
 
 /** Whether the pod is an endpoint (in any condition) of one of those Services. */
-async function inEndpoints(kube: Kube, namespace: string, services: string[], pod: DrainTarget): Promise<boolean> {
+export async function inEndpoints(kube: Kube, namespace: string, services: string[], pod: DrainTarget): Promise<boolean> {
   const selector = encodeURIComponent(`kubernetes.io/service-name in (${services.join(',')})`);
   const list = (await rawRequest(kube.kc, 'GET', `/apis/discovery.k8s.io/v1/namespaces/${namespace}/endpointslices?labelSelector=${selector}`)) as {
     items?: V1EndpointSlice[];

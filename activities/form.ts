@@ -6,22 +6,15 @@ import type { QueenCluster } from '../crd/schema.ts';
 import { assess } from '../plan/assess.ts';
 import { memberOf, type Observation, podAt } from '../plan/observation.ts';
 import { stallMemoryFromStatus } from '../plan/stalls.ts';
-import {
-  holdUntil,
-  loadCluster,
-  observeCluster,
-  opLogger,
-  probeThrough,
-  stepEvent,
-  type ActivityDeps,
-  type ClusterRef,
-} from './common.ts';
+import { loadCluster, observeCluster, opLogger, probeThrough, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
+import { holdUntil } from './waits.ts';
 import { recordProbe } from './gate.ts';
 import { applyObjectsBesideStatefulSet } from './apply.ts';
 import { applyObject, getStatefulSet, listPods, patchClusterStatus, readObject } from './kube.ts';
 import { clusterObjects, keptShape, names, parseOrdinal, statefulSet } from './resources.ts';
 import { observedStatus } from './status.ts';
 import { inFlightLookAgainAt } from './membership.ts';
+import { sourceName } from '../plan/link.ts';
 
 /** An object of ours must carry a controller reference to this QueenCluster; anything else is someone else's. */
 function foreign(obj: KubernetesObject | null, qc: QueenCluster): boolean {
@@ -57,7 +50,7 @@ export function formActivities(deps: ActivityDeps) {
      * The Services, the disruption budget and the StatefulSet, with server-side apply. An object
      * of the same name that this operator did not create is not taken over: Blocked, with its name.
      */
-    async applyClusterObjects(ref: ClusterRef): Promise<AppliedObjects> {
+    async applyClusterObjects(ref: ClusterRef, restore?: { forceRecover: number }): Promise<AppliedObjects> {
       return holdUntil<AppliedObjects>(deps, ref, async () => {
         const qc = await loadCluster(deps, ref);
         const spec = withDefaults(qc.spec);
@@ -82,9 +75,12 @@ export function formActivities(deps: ActivityDeps) {
           return { hold: { phase: 'Forming', gate: 'statefulset-deleted', message: `waiting for the old StatefulSet ${ref.name} to be deleted` } };
         }
         await applyObjectsBesideStatefulSet(deps, ref, qc);
+        // A restore's first boot (workflows/restore-cluster.ts): pod 0 alone, recovering as a cluster of one.
         const shape = existingSts
-          ? keptShape(existingSts, spec)
-          : { pods: podsAtCreation(qc, await listPods(deps.kube, ref.namespace, ref.name)), claimSize: spec.storage.size };
+          ? { ...keptShape(existingSts, spec), ...(restore ? { pods: 1, forceRecover: restore.forceRecover } : {}) }
+          : restore
+            ? { pods: 1, claimSize: spec.storage.size, forceRecover: restore.forceRecover }
+            : { pods: podsAtCreation(qc, await listPods(deps.kube, ref.namespace, ref.name)), claimSize: spec.storage.size };
         const pods = shape.pods;
         await applyObject(deps.kube, statefulSet(qc, shape));
         await stepEvent(
@@ -119,11 +115,15 @@ export function formActivities(deps: ActivityDeps) {
         });
         if (a.phase === 'Blocked') return { hold: { phase: 'Blocked', message: a.message, gate: a.reason ?? null } };
         const waiting = obs.pods.find((p) => p.unschedulable || p.waitingReason === 'CrashLoopBackOff');
+        const seeding = waiting?.ordinal === 0 && !waiting.unschedulable && qc.spec.standby && qc.spec.standby.seed !== false;
         const detail = waiting?.unschedulable
           ? `: pod ${waiting.ordinal} cannot be scheduled: ${waiting.unschedulable}`
-          : waiting
-            ? `: pod ${waiting.ordinal} is crash-looping (exit code ${waiting.lastExitCode ?? 'unknown'})`
-            : '';
+          : seeding
+            ? `: pod 0 takes its first state from the source's snapshot and is crash-looping (exit code ${waiting.lastExitCode ?? 'unknown'}): ` +
+              `the source ${sourceName(qc.spec, ref.namespace)} refuses it or does not answer; the link token is key ${qc.spec.standby!.tokenSecret.key} of Secret ${qc.spec.standby!.tokenSecret.name}`
+            : waiting
+              ? `: pod ${waiting.ordinal} is crash-looping (exit code ${waiting.lastExitCode ?? 'unknown'})`
+              : '';
         return { hold: { phase: 'Forming', message: `waiting for the pods to start and elect a leader${detail}`, gate: 'leader-known' } };
       });
     },
@@ -159,7 +159,9 @@ export function formActivities(deps: ActivityDeps) {
         const probe = await probeThrough(deps, qc, obs, null);
         await recordProbe(deps, ref, probe);
         if (probe.ok && probe.via !== undefined) {
-          await stepEvent(deps, qc, 'WriteCommitted', `a write committed through pod ${probe.via}`);
+          // A standby takes no write: what stands for one is its leader replaying its source.
+          if (obs.link?.role === 'standby') await stepEvent(deps, qc, 'StandbyFollows', `the standby follows its source ${sourceName(qc.spec, ref.namespace)}: its leader, pod ${probe.via}, replays it`);
+          else await stepEvent(deps, qc, 'WriteCommitted', `a write committed through pod ${probe.via}`);
           return { done: probe.via };
         }
         log.info({ error: probe.ok ? null : probe.error }, 'the write probe failed');

@@ -15,26 +15,8 @@ import type { RestartPick } from '../plan/restarts.ts';
 import { restartLine, type EvictionGate } from '../plan/steps.ts';
 import { podsToServe } from '../plan/serving.ts';
 import { answeringNodes, stallMemoryFromStatus, trackStalls, type StallMemory } from '../plan/stalls.ts';
-import {
-  accountHeld,
-  ASK_THE_API_SERVER,
-  beat,
-  brokerToken,
-  handOverIfStopping,
-  holdUntil,
-  loadCluster,
-  looksUntil,
-  pause,
-  observeCluster,
-  opLogger,
-  probeThrough,
-  stepEvent,
-  watchedCluster,
-  writeStep,
-  type ActivityDeps,
-  type ClusterRef,
-  type Hold,
-} from './common.ts';
+import { beat, brokerToken, loadCluster, observeCluster, opLogger, probeThrough, stepEvent, watchedCluster, writeStep, type ActivityDeps, type ClusterRef } from './common.ts';
+import { accountHeld, ASK_THE_API_SERVER, handOverIfStopping, holdUntil, looksUntil, pause, type Hold } from './waits.ts';
 import { DRAIN_LEAD_MS, drainEvent, drainPod, drainPods, drainTarget, leavingPods, nodesLeave, serveAgainExcept, setServing, type DrainTarget } from './drain.ts';
 import { budgetsSelecting, deletePodByUid, evictPodByUid, getPod, getStatefulSet, patchClusterStatus, type Kube } from './kube.ts';
 import { brokerBase, nodeDown, podObservation, readNodeAtMostEvery } from './observe.ts';

@@ -3,7 +3,8 @@
 import { withDefaults } from '../crd/defaults.ts';
 import { parseQuantity } from '../plan/format.ts';
 import { nextVolumeStep, type ClaimToExpand, type VolumeStep } from '../plan/volumes.ts';
-import { holdUntil, loadCluster, observeCluster, stepEvent, writeStep, type ActivityDeps, type ClusterRef, type Hold } from './common.ts';
+import { loadCluster, observeCluster, stepEvent, writeStep, type ActivityDeps, type ClusterRef } from './common.ts';
+import { holdUntil, type Hold } from './waits.ts';
 import type { QueenCluster } from '../crd/schema.ts';
 import { apiErrorMessage, applyObject, getStatefulSet, isConflict, isNotFound, statusCode } from './kube.ts';
 import { names, statefulSet } from './resources.ts';

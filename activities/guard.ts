@@ -5,7 +5,9 @@ import { activityInfo } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure, CompleteAsyncError } from '@temporalio/common';
 import { apiErrorMessage, apiServerReady, describeKubeError, getCluster, patchClusterStatus, statusCode } from './kube.ts';
 import { keepAlive, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
+import { Parking } from './waits.ts';
 import { idsText, podsText } from '../plan/format.ts';
+import { stepFailures } from '../metrics.ts';
 
 /**
  * Answers of the API server that a retry of the same request cannot change: a bad request, a
@@ -46,6 +48,8 @@ const WORDS: Record<string, (args: unknown[]) => string> = {
   applyPodTemplate: () => 'applying the new pod template',
   awaitNextRestart: () => 'waiting until the next pod may stop',
   awaitSettled: () => 'waiting for the cluster to settle',
+  awaitCanary: (a) => `soaking pod ${arg<{ ordinal: number }>(a, 1)?.ordinal} on the new version`,
+  awaitFailureDecision: (a) => `waiting for a person's decision about ${arg<{ failedVersion: string }>(a, 1)?.failedVersion ?? 'the new version'}`,
   describeVersions: () => 'reading which pods run which version',
   checkReplacement: (a) => `checking the request to replace ${arg<string>(a, 1)}`,
   leaveMembership: (a) => `removing node ${arg<{ nodeId: number }>(a, 1)?.nodeId} from the membership`,
@@ -67,6 +71,12 @@ const WORDS: Record<string, (args: unknown[]) => string> = {
   createStatefulSet: (a) => `creating the StatefulSet again with ${arg<number>(a, 1)} pods`,
   recreateStatefulSet: (a) => arg<string>(a, 1),
   observeClusterStatus: () => 'observing the cluster',
+  beginBackup: () => 'creating the QueenBackup',
+  snapshotVolume: (a) => `taking a snapshot of the volume of pod ${arg<{ ordinal: number }>(a, 2)?.ordinal}`,
+  pruneBackups: () => 'deleting the backups past spec.backup.keep',
+  resolveRestoreSource: () => 'checking the backup to form the cluster from',
+  createRestoreClaim: (a) => `creating the claim of pod 0 from the VolumeSnapshot ${arg<{ volumeSnapshot: string }>(a, 1)?.volumeSnapshot}`,
+  finishForceRecovery: () => 'restarting pod 0 without QUEEN_RAFT_FORCE_RECOVER',
 };
 
 /** The step's line for an activity and its arguments. */
@@ -106,7 +116,9 @@ export async function stepFailure(deps: ActivityDeps, type: string, args: unknow
   }
   const info = activityInfo();
   const target = ref(args);
-  if (info.attempt >= TELL_FROM_ATTEMPT && info.workflowType !== 'clusterObserver' && target?.namespace) {
+  if (info.workflowType !== 'clusterObserver' && target?.namespace) stepFailures.inc({ namespace: target.namespace, name: target.name, step: type });
+  // (A backup's step says nothing in the cluster's status: the cluster's phase is not the backup's.)
+  if (info.attempt >= TELL_FROM_ATTEMPT && info.workflowType !== 'clusterObserver' && info.workflowType !== 'takeBackup' && target?.namespace) {
     await tellFailing(deps, target, words, info.attempt, errorWords(err)).catch((e) =>
       deps.log.warn({ namespace: target.namespace, name: target.name, err: String(e) }, 'could not say in status that a step keeps failing'),
     );
@@ -137,7 +149,11 @@ async function tellFailing(deps: ActivityDeps, target: ClusterRef, words: string
   if (attempt === TELL_FROM_ATTEMPT || attempt % 10 === 0) await stepEvent(deps, qc, 'StepFailing', message, 'Warning', true);
 }
 
-/** Every activity of `steps`, kept alive by heartbeats, its failures classified and told. */
+/**
+ * Every activity of `steps`, kept alive by heartbeats, its failures classified and told. A wait
+ * that parks (waits.ts) ends its step with `{ parked }` in place of the step's result: the
+ * workflow's wait steps (workflows/operation.ts) take that, wait, and run the step again.
+ */
 export function guarded<T extends Record<string, Step>>(deps: ActivityDeps, steps: T): T {
   const out: Record<string, Step> = {};
   for (const [type, fn] of Object.entries(steps)) {
@@ -146,6 +162,7 @@ export function guarded<T extends Record<string, Step>>(deps: ActivityDeps, step
         try {
           return await fn(...args);
         } catch (err) {
+          if (err instanceof Parking) return { parked: err.parked };
           throw await stepFailure(deps, type, args, err);
         }
       });

@@ -1,5 +1,6 @@
 // Every activity the workers run, bound to their dependencies (Kubernetes client, settings, log).
 import type { ActivityDeps } from './common.ts';
+import { backupActivities } from './backup.ts';
 import { formActivities } from './form.ts';
 import { gateActivities } from './gate.ts';
 import { growActivities } from './grow.ts';
@@ -7,7 +8,10 @@ import { guarded } from './guard.ts';
 import { membershipActivities } from './membership.ts';
 import { observerActivities, type ObserverRounds } from './observer.ts';
 import { operationActivities } from './operation.ts';
+import { promoteActivities } from './promote.ts';
+import { switchoverActivities } from './switchover.ts';
 import { replaceActivities } from './replace.ts';
+import { restoreActivities } from './restore.ts';
 import { scaleActivities } from './scale.ts';
 import { upgradeActivities } from './upgrade.ts';
 
@@ -26,7 +30,11 @@ function stepsOf(deps: ActivityDeps, rounds: ObserverRounds) {
     ...replaceActivities(deps),
     ...scaleActivities(deps),
     ...growActivities(deps),
+    ...promoteActivities(deps),
+    ...switchoverActivities(deps),
     ...observerActivities(deps, rounds),
+    ...backupActivities(deps),
+    ...restoreActivities(deps),
   };
 }
 

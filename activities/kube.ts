@@ -435,6 +435,13 @@ const stepsOf = (e: CoreV1Event) => (e.metadata?.annotations?.[STEP_ANNOTATION] 
  */
 export const FOLD_WINDOW_MS = 10 * 60_000;
 
+/** What an Event is about: a QueenCluster, or a QueenBackup. */
+export interface EventSubject {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace: string; uid?: string };
+}
+
 /**
  * An Event on the QueenCluster, so `kubectl describe queencluster` lists the steps. The same
  * reason, message and type on the same object within ten minutes is one Event with a count.
@@ -442,7 +449,7 @@ export const FOLD_WINDOW_MS = 10 * 60_000;
  */
 export async function recordEvent(
   kube: Kube,
-  qc: Pick<QueenCluster, 'metadata' | 'apiVersion' | 'kind'>,
+  qc: EventSubject,
   reason: string,
   message: string,
   type: 'Normal' | 'Warning' = 'Normal',

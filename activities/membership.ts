@@ -13,7 +13,8 @@ import type { ChangeGate } from '../plan/steps.ts';
 import { memberOf, type MembershipObservation, type Observation, podAt } from '../plan/observation.ts';
 import { catchUpLookAgainAt, CHANGE_IN_FLIGHT_FAST_MS, changeInFlightLookAgainAt, handsOffBeforeLeaving, holdsOldData } from '../plan/voters.ts';
 import { addLearner, promote, refusalAdvice, removeMember, type ChangeResult } from './broker.ts';
-import { brokerToken, holdUntil, loadCluster, observeCluster, opLogger, stepEvent, type ActivityDeps, type ClusterRef, type Hold } from './common.ts';
+import { brokerToken, loadCluster, observeCluster, opLogger, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
+import { holdUntil, Parking, type Hold } from './waits.ts';
 import { drainEvent, drainPods, drainTarget, leavingPods, nodesLeave, setServing, type DrainTarget } from './drain.ts';
 import { gateOptions, stallMemory, stopHold } from './gate.ts';
 import { brokerBase } from './observe.ts';
@@ -237,6 +238,7 @@ export async function leaveAfterDrain<R>(deps: ActivityDeps, ref: ClusterRef, ru
     return { done: { result: rules.removed } };
   };
   for (;;) {
+    // A wait that parks (for a person) leaves no pod drained behind it.
     const look = await holdUntil<Look>(deps, ref, async () => {
       const qc = await loadCluster(deps, ref);
       const obs = await observeCluster(deps, qc);
@@ -259,6 +261,9 @@ export async function leaveAfterDrain<R>(deps: ActivityDeps, ref: ClusterRef, ru
       const pod = drainTarget(obs, nodeId - 1);
       if (pod && pod.uid !== drained?.uid) return { done: { drain: pod, with: rules.companions?.(qc, obs).filter((c) => c.uid !== pod.uid) ?? [], qc, obs } };
       return send(qc, obs);
+    }).catch(async (err: unknown) => {
+      if (err instanceof Parking) await undrain();
+      throw err;
     });
     if ('drain' in look) {
       await undrain();

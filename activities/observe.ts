@@ -15,6 +15,7 @@ import type {
   StatefulSetObservation,
 } from '../plan/observation.ts';
 import { freshestView, readHealth, readMembershipAnswer } from './broker.ts';
+import { readLink } from './link.ts';
 import type { OwnedObjects } from './cluster-cache.ts';
 import { refusedWords, type BrokerCredentials } from './credentials.ts';
 import { getNode, getStatefulSet, listClaims, listPods, listServices, toMs, type Kube } from './kube.ts';
@@ -231,6 +232,10 @@ export async function observe(
     (v): v is { view: MembershipObservation; via: number } => v !== null && v.view.leader !== null && v.view.source === 'leader',
   );
   const best = freshestView(withLeader);
+  // The link, asked of the leader (only the standby's leader follows its source).
+  const leaderPod = best?.view.leader != null ? podObs.find((p) => p.ordinal === best.view.leader! - 1 && health[p.ordinal]) : undefined;
+  const linkBase = leaderPod && (qc.spec.standby || qc.spec.link) ? brokerBase(mode, qc, spec, leaderPod) : null;
+  const link = qc.spec.standby || qc.spec.link ? (linkBase ? await readLink(linkBase, leaderPod!.ordinal, creds.token) : null) : undefined;
   return {
     at: now(),
     namespace,
@@ -247,5 +252,6 @@ export async function observe(
     membership: best?.view ?? null,
     membershipVia: best?.via ?? null,
     brokerAuth,
+    ...(link !== undefined ? { link } : {}),
   };
 }

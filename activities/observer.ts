@@ -19,6 +19,7 @@ import { assess, type Assessment } from '../plan/assess.ts';
 import { decide, rolledOutGeneration } from '../plan/decide.ts';
 import { readAnnotations } from '../crd/annotations.ts';
 import { podsToServe } from '../plan/serving.ts';
+import { linkStatusOf, standbysOf } from '../plan/link.ts';
 import { answeringNodes, stallMemoryFromStatus, trackStalls, type StallMemory } from '../plan/stalls.ts';
 import { setVoters } from './broker.ts';
 import type { OwnedObjects } from './cluster-cache.ts';
@@ -27,7 +28,8 @@ import { serveAgain } from './drain.ts';
 import { changeThroughLeader } from './membership.ts';
 import { getCluster, isConflict, patchClusterStatus } from './kube.ts';
 import { leaderChanges, observerRounds } from '../metrics.ts';
-import { clusterConditions, comparableStatus, observedStatus, READY_MESSAGE } from './status.ts';
+import { clusterConditions, comparableStatus, doorStatus, observedStatus, READY_MESSAGE, STANDBY_READY_MESSAGE } from './status.ts';
+import { withDefaults } from '../crd/defaults.ts';
 import { clusterView } from './view.ts';
 import { planStatus } from './plan.ts';
 
@@ -95,6 +97,11 @@ export class ObserverRounds {
   /** How many clusters this process observes now (queen_observer_rounds). */
   get size(): number {
     return this.rounds.size;
+  }
+
+  /** The clusters this process observes now (queen_cluster_observed). */
+  observed(): ClusterRef[] {
+    return [...this.rounds.values()].filter((r) => !r.over).map((r) => r.ref);
   }
 
   /** Takes the round of the activity that runs now; its slot is freed when the activity returns. */
@@ -265,6 +272,13 @@ async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: Observer
   }
   const joint = await finishJointLeftBehind(deps, qc, obs, state.joint ?? null);
   const status: Partial<QueenClusterStatus> = observedStatus(obs, memory);
+  const link = linkStatusOf(obs, qc.spec, qc.status);
+  if (link) Object.assign(status, link);
+  // A source's standbys here, with their versions: its upgrade waits for theirs (plan/link.ts).
+  const standbys = qc.spec.link && deps.cache ? standbysOf(qc, deps.cache.clusters()) : [];
+  if (standbys.length > 0 || (qc.status?.standbys?.length ?? 0) > 0) status.standbys = standbys;
+  // The one-way door: the catalogue version, what each version's build reads, finalized or not.
+  Object.assign(status, doorStatus(qc.status, obs, status.version ?? '', new Date()));
   // While writes do not commit, look again sooner, so COMMITS turns true soon after they do.
   const interval = lastProbe && !lastProbe.ok ? Math.min(deps.settings.probeIntervalMs, 5000) : deps.settings.probeIntervalMs;
   if (!lastProbe || obs.at - lastProbe.at >= interval) {
@@ -285,7 +299,7 @@ async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: Observer
   if (!running) {
     // No operation drains a pod now: every pod whose node is a member takes client connections
     // (asked of the API server first: an operation that began since this look may be draining it).
-    if (podsToServe(obs).length > 0) {
+    if (podsToServe(obs).length > 0 && !qc.status?.fence) {
       await getCluster(deps.kube, ref.namespace, ref.name)
         .then((now) => (now && !now.status?.operation ? serveAgain(deps, { ...ref, uid: qc.metadata.uid }, obs) : undefined))
         .catch((err: unknown) => opLogger(deps, { ...ref, uid: qc.metadata.uid ?? '' }).warn({ err: String(err) }, 'could not set the serving label of a pod'));
@@ -304,9 +318,15 @@ async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: Observer
       stallAfterMs: deps.settings.stallAfterMs,
       secretName: qc.spec.secretName,
       stoppedOperation: blockedBy,
+      standby: qc.spec.standby,
+      fence: qc.status?.fence,
     });
     if (decision.action === 'paused' && assessment.phase === 'Ready') {
       assessment = { phase: 'Ready', message: decision.message };
+    }
+    // spec.upgrade.finalize Manual: at rest, the line says the way back is open (or that it closed).
+    if (assessment.phase === 'Ready' && !assessment.message && withDefaults(qc.spec).upgrade.finalize === 'Manual' && status.finalization) {
+      assessment = { phase: 'Ready', message: status.finalization };
     }
     // A voter change left half done that could not be finished: no membership change can run.
     if (joint?.held && assessment.phase === 'Ready') assessment = { phase: 'Degraded', message: joint.held };
@@ -363,6 +383,7 @@ async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: Observer
   if (assessment && assessment.phase !== state.lastPhase && state.lastPhase !== null) {
     if (assessment.phase === 'Degraded' || assessment.phase === 'Blocked') await stepEvent(deps, qc, assessment.phase, assessment.message, 'Warning');
     else if (assessment.phase === 'Ready') await stepEvent(deps, qc, 'Ready', READY_MESSAGE);
+    else if (assessment.phase === 'Standby') await stepEvent(deps, qc, 'Standby', STANDBY_READY_MESSAGE);
   }
   return { state: { memory, lastProbe, lastPhase: assessment?.phase ?? state.lastPhase, lastTerm, warned, joint }, written: lastWritten };
 }

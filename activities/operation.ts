@@ -12,6 +12,7 @@ import { patchClusterAnnotations } from './kube.ts';
 import { operationDuration, operationsEnded, operationsStarted } from '../metrics.ts';
 import { observedStatus } from './status.ts';
 import { clusterView } from './view.ts';
+import { linkStatusOf } from '../plan/link.ts';
 import { decide, rolledOutGeneration } from '../plan/decide.ts';
 
 export interface OperationStart {
@@ -123,10 +124,11 @@ export function operationActivities(deps: ActivityDeps) {
           stallAfterMs: deps.settings.stallAfterMs,
           secretName: qc.spec.secretName,
           stoppedOperation: decision.action === 'stopped' || decision.action === 'refused' ? decision.message : null,
+          standby: qc.spec.standby,
         });
         phase = a.phase;
         message = a.message;
-        observed = { ...observed, ...observedStatus(obs, stallMemoryFromStatus(qc.status?.members, obs.at)) };
+        observed = { ...observed, ...observedStatus(obs, stallMemoryFromStatus(qc.status?.members, obs.at)), ...(linkStatusOf(obs, qc.spec, qc.status) ?? {}) };
       } catch (err) {
         log.warn({ err: String(err) }, 'could not look at the cluster after the operation; the observer will');
       }

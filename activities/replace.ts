@@ -4,7 +4,8 @@
 // everything from the leader, promoted once it has caught up.
 import { readAnnotations, replaceRequest } from '../crd/annotations.ts';
 import { ANNOTATIONS, type QueenCluster } from '../crd/schema.ts';
-import { holdUntil, loadCluster, observeCluster, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
+import { loadCluster, observeCluster, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
+import { holdUntil } from './waits.ts';
 import { deleteClaimByUid, deletePodByUid, patchClusterAnnotations } from './kube.ts';
 import { drainPod } from './drain.ts';
 import { leaveAfterDrain, removalHold } from './membership.ts';

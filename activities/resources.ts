@@ -13,7 +13,9 @@ import type {
 } from '@kubernetes/client-node';
 import { withDefaults } from '../crd/defaults.ts';
 import { nodeIdOf } from '../crd/ordinals.ts';
+import { holdsClusterVersion } from '../plan/door.ts';
 import { ANNOTATIONS, API_VERSION, KIND, type QueenCluster, type StoredSpec } from '../crd/schema.ts';
+import { LINK_LABEL, linkEnv, linkPodLabels } from './link-objects.ts';
 
 export const FIELD_MANAGER = 'queen-operator';
 export const CONTAINER = 'queen';
@@ -111,6 +113,14 @@ export function requiredSecretKeys(spec: StoredSpec): string[] {
   return keys;
 }
 
+const HOLD_CLUSTER_VERSION: V1EnvVar = { name: 'QUEEN_RAFT_CLUSTER_VERSION_MS', value: '0' };
+
+/** Whether a pod template's broker holds the cluster version (spec.upgrade.finalize Manual, not finalized). */
+export function templateHoldsClusterVersion(template: V1PodTemplateSpec | undefined): boolean {
+  const env = template?.spec?.containers.find((c) => c.name === CONTAINER)?.env ?? [];
+  return env.some((e) => e.name === HOLD_CLUSTER_VERSION.name && e.value === HOLD_CLUSTER_VERSION.value);
+}
+
 function brokerEnv(qc: QueenCluster, spec: StoredSpec, pods: number): V1EnvVar[] {
   const env: V1EnvVar[] = [
     { name: 'PORT', value: String(spec.port) },
@@ -122,7 +132,10 @@ function brokerEnv(qc: QueenCluster, spec: StoredSpec, pods: number): V1EnvVar[]
     secretEnv(spec.secretName, 'QUEEN_ENCRYPTION_KEY', true),
     { name: 'QUEEN_SERVER_ID', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
     { name: 'QUEEN_LOG_JSON', value: 'true' },
+    ...linkEnv(qc, spec),
   ];
+  // spec.upgrade.finalize Manual, not finalized yet: the leader never raises the cluster version.
+  if (holdsClusterVersion(qc)) env.push({ ...HOLD_CLUSTER_VERSION });
   if (spec.proxy.enabled) {
     env.push(
       { name: 'QUEEN_PROXY_EMBEDDED', value: 'true' },
@@ -202,7 +215,7 @@ export function podTemplate(qc: QueenCluster, pods: number): { template: V1PodTe
   const spec = withDefaults(qc.spec);
   const name = qc.metadata.name;
   const selector = { matchLabels: selectorLabels(name) };
-  const labels = { ...(spec.podLabels ?? {}), ...selectorLabels(name), [SERVING_LABEL]: 'true' };
+  const labels = { ...(spec.podLabels ?? {}), ...linkPodLabels(spec), ...selectorLabels(name), [SERVING_LABEL]: 'true' };
   const template: V1PodTemplateSpec = {
     metadata: { labels, annotations: { ...(spec.podAnnotations ?? {}) } },
     spec: {
@@ -261,7 +274,15 @@ export interface StatefulSetShape {
   pods: number;
   /** The claim template's size: a live StatefulSet's cannot be edited, so it is carried over. */
   claimSize: string;
+  /**
+   * A restore's first boot (spec.bootstrap.fromBackup): QUEEN_RAFT_FORCE_RECOVER=<this node id> on
+   * the pods, with one pod, node 1. Left out of the template's hash: the restore removes it (and
+   * restarts pod 0 without it) before it ends, and no other operation sees it.
+   */
+  forceRecover?: number;
 }
+
+export const FORCE_RECOVER_ENV = 'QUEEN_RAFT_FORCE_RECOVER';
 
 /** The shape a live StatefulSet keeps when its template is applied again: its pods and claim size. */
 export function keptShape(live: V1StatefulSet, spec: StoredSpec): StatefulSetShape {
@@ -275,6 +296,7 @@ export function statefulSet(qc: QueenCluster, shape: StatefulSetShape): V1Statef
   const spec = withDefaults(qc.spec);
   const name = qc.metadata.name;
   const { template } = podTemplate(qc, shape.pods);
+  if (shape.forceRecover !== undefined) template.spec!.containers[0]!.env!.push({ name: FORCE_RECOVER_ENV, value: String(shape.forceRecover) });
   const claim: V1PersistentVolumeClaim = {
     apiVersion: 'v1',
     kind: 'PersistentVolumeClaim',
@@ -415,7 +437,9 @@ export function networkPolicy(qc: QueenCluster): NetworkPolicyObject | null {
       podSelector: { matchLabels: selectorLabels(name) },
       policyTypes: ['Ingress'],
       ingress: [
-        { from: [own], ports: [{ protocol: 'TCP', port: spec.raftPort }] },
+        // A source (or a standby, which serves once promoted) lets a standby's pods, in any
+        // namespace, reach its raft port: the link token authenticates them.
+        { from: spec.link || spec.standby ? [own, { namespaceSelector: {}, podSelector: { matchLabels: { [LINK_LABEL]: 'true' } } }] : [own], ports: [{ protocol: 'TCP', port: spec.raftPort }] },
         { from: brokerFrom, ports: [{ protocol: 'TCP', port: spec.port }] },
         ...(open.length ? [{ ports: open }] : []),
       ],

@@ -5,7 +5,8 @@
 import { ApplicationFailure } from '@temporalio/common';
 import { withDefaults } from '../crd/defaults.ts';
 import { catchUpLookAgainAt, nextVoterStep, type ClaimToDelete, type VoterStep } from '../plan/voters.ts';
-import { holdUntil, loadCluster, observeCluster, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
+import { loadCluster, observeCluster, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
+import { holdUntil } from './waits.ts';
 import { drainPod, serveAgain } from './drain.ts';
 import { applyObject, deleteClaimByUid, deletePodByUid, getPod, getStatefulSet } from './kube.ts';
 import { inFlightLookAgainAt, removalHold } from './membership.ts';

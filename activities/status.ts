@@ -1,6 +1,7 @@
 // What the observation says in status: leader, term, voters, members, version. Pure functions,
 // written by the observer with a merge patch.
 import type { Condition, MemberStatus, Phase, QueenClusterStatus } from '../crd/schema.ts';
+import { clusterCatalogue, finalizationText, versionsSeen } from '../plan/door.ts';
 import { memberOf, type Observation, podAt } from '../plan/observation.ts';
 import { behindSince, type StallMemory } from '../plan/stalls.ts';
 import { canonicalJson, imageTag } from './resources.ts';
@@ -55,6 +56,23 @@ export function commonVersion(obs: Observation, podCount: number): string {
   return `${old}→${next} (${known.filter((v) => v === next).length}/${podCount})`;
 }
 
+/** The image version a pod runs, as status.versions keys it: its image's tag (spec.version), else what its broker says. */
+export function recordedVersion(obs: Observation, ordinal: number): string | null {
+  const image = podAt(obs, ordinal)?.image;
+  return (image ? imageTag(image) : null) ?? (obs.health[ordinal]?.version || null);
+}
+
+/**
+ * The door's part of the status: the cluster's catalogue version (never lower than recorded),
+ * what each version's build reads (merged into what was recorded) and whether the version the
+ * pods run (`version`, status.version) is finalized.
+ */
+export function doorStatus(recorded: Pick<QueenClusterStatus, 'clusterVersion' | 'versions'> | undefined, obs: Observation, version: string, now: Date) {
+  const clusterVersion = clusterCatalogue(obs, recorded?.clusterVersion);
+  const versions = versionsSeen(recorded?.versions, obs, recordedVersion, now);
+  return { clusterVersion, versions, finalization: finalizationText({ obs, version, clusterVersion, versions }) };
+}
+
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
 /** One entry per pod ordinal of the StatefulSet, and per member without a pod. */
@@ -84,6 +102,9 @@ export function memberStatuses(obs: Observation, memory: StallMemory): MemberSta
       };
       const version = podVersion(obs, ordinal);
       if (version && obs.health[ordinal]) entry.version = version;
+      // What its build reads: its own /health, else what the leader heard from it.
+      const kinds = obs.health[ordinal]?.kinds ?? member?.kinds ?? null;
+      if (typeof kinds === 'number') entry.kinds = kinds;
       return entry;
     });
 }
@@ -131,6 +152,7 @@ export function comparableStatus(status: Partial<QueenClusterStatus>, opts: { ne
 }
 
 export const READY_MESSAGE = 'every voter is in place and the cluster commits';
+export const STANDBY_READY_MESSAGE = 'every voter is in place and the standby follows its source';
 
 export interface ConditionInput {
   phase: Phase;
@@ -145,9 +167,10 @@ export interface ConditionInput {
 
 /**
  * The conditions tools read (kstatus conventions, as Flux and Argo CD read them), from the phase:
- * - Ready: True only in phase Ready;
+ * - Ready: True only in phase Ready, and Standby (a standby that follows its source);
  * - Progressing and Reconciling: True while an operation runs (reason: its type), or while the
- *   cluster is Degraded and the operator waits for it to recover (reason: Degraded);
+ *   cluster is Degraded and the operator waits for it to recover (reason: Degraded), or Fenced by a
+ *   switchover that runs on its standby (reason: Fenced);
  * - Stalled: True when Blocked (only a person can decide);
  * - Paused: True while the queenmq.com/pause annotation holds.
  * A condition's transition time moves only when its status flips.
@@ -160,11 +183,14 @@ export function clusterConditions(prev: Condition[] | undefined, c: ConditionInp
     return { type, status, reason, message, observedGeneration: c.generation, lastTransitionTime: old && old.status === status ? old.lastTransitionTime : at };
   };
   const operating = c.operation !== null;
-  const degraded = c.phase === 'Degraded';
-  const progressReason = operating ? c.operation!.type : degraded ? 'Degraded' : 'Idle';
+  // A fenced source waits for the switchover that fenced it (it runs on its standby's object).
+  const degraded = c.phase === 'Degraded' || c.phase === 'Fenced';
+  const progressReason = operating ? c.operation!.type : degraded ? c.phase : 'Idle';
   const progressMessage = operating ? (c.operation!.step ?? c.message) : degraded ? c.message : 'no operation runs';
+  // A standby at rest is ready for what it is: it follows its source.
+  const ready = c.phase === 'Ready' || c.phase === 'Standby';
   return [
-    make('Ready', c.phase === 'Ready', c.phase, c.phase === 'Ready' ? READY_MESSAGE : c.message),
+    make('Ready', ready, c.phase, c.phase === 'Ready' ? READY_MESSAGE : c.phase === 'Standby' ? STANDBY_READY_MESSAGE : c.message),
     make('Progressing', operating || degraded, progressReason, progressMessage),
     make('Reconciling', operating || degraded, progressReason, progressMessage),
     make('Stalled', c.phase === 'Blocked', c.phase === 'Blocked' ? 'Blocked' : 'NotStalled', c.phase === 'Blocked' ? c.message : ''),

@@ -9,19 +9,21 @@ import { ApplicationFailure } from '@temporalio/common';
 import { withDefaults } from '../crd/defaults.ts';
 import { readAnnotations } from '../crd/annotations.ts';
 import { ANNOTATIONS, type QueenCluster, type StoredSpec, type UpgradeStatus } from '../crd/schema.ts';
+import { rollbackRefusedText, runningVersion, versionDoor, versionRefusedText, type ClosedDoor } from '../plan/door.ts';
 import { goDuration, listText, podsText } from '../plan/format.ts';
 import { stopGate } from '../plan/gates.ts';
 import { podAt, type Observation, type PodObservation } from '../plan/observation.ts';
 import { canaryProblem, canaryUp, newVersionFailure, readyAndLive, timeLeftText, type CanaryStart, type ProgressWatch } from '../plan/progress.ts';
 import { nextRestart, outdatedPods, type RestartPick } from '../plan/restarts.ts';
-import { canaryLine, canarySecondsAfter, needsApproval, templateLine } from '../plan/steps.ts';
+import { canaryLine, canarySecondsAfter, DOOR_GATE, finalizeLine, needsApproval, templateLine } from '../plan/steps.ts';
 import { probeWrite } from './broker.ts';
-import { ASK_THE_API_SERVER, brokerToken, holdUntil, loadCluster, observeCluster, probeThrough, stepEvent, type ActivityDeps, type ClusterRef, type Hold } from './common.ts';
+import { brokerToken, loadCluster, observeCluster, probeThrough, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
+import { ASK_THE_API_SERVER, holdUntil, type Hold } from './waits.ts';
 import { drainAheadOrHold, gateOptions, recordProbe, stallMemory, stopHold } from './gate.ts';
 import { applyObject, getStatefulSet, listPods, patchClusterStatus, rawRequest } from './kube.ts';
 import { brokerBase, podObservation } from './observe.ts';
 import { applyObjectsBesideStatefulSet } from './apply.ts';
-import { CONTAINER, imageRef, imageTag, keptShape, names, peersFor, podTemplate, SERVING_LABEL, specHash, statefulSet } from './resources.ts';
+import { CONTAINER, imageRef, imageTag, keptShape, names, peersFor, podTemplate, SERVING_LABEL, specHash, statefulSet, templateHoldsClusterVersion } from './resources.ts';
 import { podVersion } from './status.ts';
 
 /** Where a rollback goes: the template recorded before the first pod moved. */
@@ -33,29 +35,45 @@ export interface RollbackTarget {
   reason: string;
 }
 
+/** The next step of a rollback; `superseded`: it cannot be made and the spec changed since. */
+export type RollbackStep = { kind: 'done' } | { kind: 'restart'; pick: RestartPick } | { kind: 'superseded'; message: string };
+
 export interface AppliedTemplate {
   specHash: string;
   templateHash: string;
   version: string;
   /** A rollback of this same request was under way (an earlier run stopped in it): it goes on. */
   rollingBack?: RollbackTarget;
+  /**
+   * This version failed and holds for a person (status.upgrade.held, recorded by an earlier run
+   * that was then yielded or cancelled): the verdict stands until onFailure, the version or the
+   * retry annotation changes.
+   */
+  held?: UpgradeFailure;
 }
 
-/** Why the new version failed, in words, and the version. */
+/** Why the new version failed, in words, and the version (and its image, where the step knew it). */
 export interface UpgradeFailure {
   reason: string;
   failedVersion: string;
+  failedImage?: string;
 }
+
+/** What a person decided about a held failure: roll it back, go to another version, or try it again. */
+export type FailureDecision = 'rollback' | 'retarget' | 'again';
 
 export type NextRestart =
   | { kind: 'done' }
   | { kind: 'retarget'; specHash: string }
   /** `canarySeconds`: the pick is the first pod to move to the new version, and it soaks this long. */
   | { kind: 'restart'; pick: RestartPick; specHash: string; canarySeconds?: number }
-  /** The new version fails and spec.upgrade.onFailure is Rollback. */
-  | { kind: 'failed'; failure: UpgradeFailure };
+  /**
+   * The new version fails: spec.upgrade.onFailure is Rollback, or (`hold`) it is Hold and the
+   * workflow waits for a person's decision (a run that parks its waits).
+   */
+  | { kind: 'failed'; failure: UpgradeFailure; hold?: boolean };
 
-export type CanaryVerdict = { kind: 'passed' } | { kind: 'retarget' } | { kind: 'failed'; failure: UpgradeFailure };
+export type CanaryVerdict = { kind: 'passed' } | { kind: 'retarget' } | { kind: 'failed'; failure: UpgradeFailure; hold?: boolean };
 
 export interface CanaryInput {
   ordinal: number;
@@ -95,19 +113,36 @@ export function approvalHold(qc: QueenCluster, pick: RestartPick): Hold | null {
   };
 }
 
-/** With spec.upgrade.onFailure Hold, a failed new version waits for a person, who is told what they can do. */
-export function failureHold(version: string, reason: string): Hold {
+/**
+ * With spec.upgrade.onFailure Hold, a failed new version waits for a person, who is told what they
+ * can do: roll it back, or, when the cluster's catalogue version was raised past what the previous
+ * version's build reads (`door`), only go forward; and (`retry`: the cluster) try it again.
+ */
+export function failureHold(version: string, reason: string, opts: { retry?: { namespace: string; name: string }; door?: ClosedDoor | null } = {}): Hold {
+  const again = opts.retry ? `, or try it again: kubectl -n ${opts.retry.namespace} annotate queencluster ${opts.retry.name} ${ANNOTATIONS.retry}=$(date +%s) --overwrite` : '';
+  if (opts.door) return { phase: 'Blocked', gate: 'new-version-healthy', message: `${rollbackRefusedText(opts.door, version, reason, 'holds')}${again}` };
   return {
     phase: 'Blocked',
     gate: 'new-version-healthy',
-    message: `the upgrade to ${version} holds: ${reason}; set spec.upgrade.onFailure to Rollback to roll it back, or change spec.version`,
+    message: `the upgrade to ${version} holds: ${reason}; set spec.upgrade.onFailure to Rollback to roll it back, or change spec.version${again}`,
   };
 }
 
-/** Tracks whether the pod restarted last has come up on the new version, and judges the new version. */
-function progressJudge(watch: ProgressWatch | null | undefined) {
+/** The door of the version the pods ran before the upgrade (where a rollback goes), if it is closed. */
+const previousDoor = (qc: QueenCluster, obs: Observation) => {
+  const prev = qc.status?.upgrade?.previous?.version;
+  return prev ? versionDoor(qc.status, obs, prev) : null;
+};
+
+/**
+ * Tracks whether the pod restarted last has come up on the new version, and judges the new
+ * version: a failure rolls back (onFailure Rollback), or holds for a person. In a run that parks
+ * its waits (`parks`) the hold is the workflow's: the failure ends the wait (`held`), and the
+ * verdict stands there whatever the pods do next.
+ */
+function progressJudge(watch: ProgressWatch | null | undefined, parks = false) {
   let progressed = false;
-  return (qc: QueenCluster, obs: Observation): { failed: UpgradeFailure } | { hold: Hold } | null => {
+  const judge = (qc: QueenCluster, obs: Observation): { failed: UpgradeFailure; held?: boolean } | { hold: Hold } | null => {
     const spec = withDefaults(qc.spec);
     if (watch && !progressed && podAt(obs, watch.ordinal)?.hash === obs.wantedHash && readyAndLive(obs, watch.ordinal)) progressed = true;
     const reason = newVersionFailure({
@@ -118,8 +153,29 @@ function progressJudge(watch: ProgressWatch | null | undefined) {
     });
     if (!reason) return null;
     if (spec.upgrade.onFailure === 'Rollback') return { failed: { reason, failedVersion: spec.version } };
-    return { hold: failureHold(spec.version, reason) };
+    if (parks) return { failed: { reason, failedVersion: spec.version, failedImage: imageRef(spec) }, held: true };
+    return { hold: failureHold(spec.version, reason, { door: previousDoor(qc, obs) }) };
   };
+  /**
+   * A hold while the pod restarted last has not come up yet, looked at again by its deadline at
+   * the latest: a wait that parks (for an approval, a pause) still judges the new version on time.
+   */
+  judge.byDeadline = (qc: QueenCluster, hold: Hold): Hold => {
+    if (!watch || progressed) return hold;
+    const at = watch.since + withDefaults(qc.spec).upgrade.progressDeadlineSeconds * 1000 + 1000;
+    // Past it, with no verdict (the pod's node is down, say): nothing falls due any more.
+    if (at <= Date.now()) return hold;
+    return { ...hold, lookAgainAt: Math.min(hold.lookAgainAt ?? Infinity, at) };
+  };
+  return judge;
+}
+
+/** The failed version a person is asked about, recorded in status.upgrade.held. */
+type HeldStatus = NonNullable<UpgradeStatus['held']>;
+
+/** A held verdict still stands: the spec asks for the image that failed, and nobody asked to try it again. */
+function heldStands(qc: QueenCluster, held: HeldStatus): boolean {
+  return held.image === imageRef(withDefaults(qc.spec)) && (held.retryToken ?? '') === readAnnotations(qc.metadata.annotations).retry;
 }
 
 const fingerprintOf = (qc: QueenCluster) => `spec:${specHash(qc)}`;
@@ -181,6 +237,22 @@ function previousTemplate(qc: QueenCluster, spec: StoredSpec, recorded: Record<s
   return template;
 }
 
+/** The recorded template goes back on the StatefulSet (OnDelete: no pod restarts), with a Warning Event when it changes. */
+async function applyRollbackTemplate(deps: ActivityDeps, qc: QueenCluster, live: V1StatefulSet, prev: NonNullable<UpgradeStatus['previous']>, target: RollbackTarget) {
+  const spec = withDefaults(qc.spec);
+  const shape = keptShape(live, spec);
+  const sts = statefulSet(qc, shape);
+  sts.spec!.template = previousTemplate(qc, spec, prev.template!, shape.pods);
+  // Not the spec hash of either: the Services and the budget stay as the failed spec made them,
+  // so a spec put back as it was is applied again (its template restarts no pod).
+  sts.metadata!.annotations = { ...sts.metadata!.annotations, [ANNOTATIONS.specHash]: `rolled-back:${prev.specHash ?? ''}` };
+  const before = live.spec?.template.metadata?.annotations?.[ANNOTATIONS.configHash];
+  await applyObject(deps.kube, sts);
+  if (before !== target.templateHash) {
+    await stepEvent(deps, qc, 'RollBack', `rolling back to ${target.version}: ${target.reason}`, 'Warning');
+  }
+}
+
 export function upgradeActivities(deps: ActivityDeps) {
   return {
     /**
@@ -208,12 +280,33 @@ export function upgradeActivities(deps: ActivityDeps) {
       }
       // A rollback of another request is over: this one supersedes it.
       if (rollback) await patchUpgradeStatus(deps, ref, { rollback: null });
+      // A failure of this very version that waits for a person: the verdict stands (an earlier run
+      // recorded it and was then yielded or cancelled), until the version or the retry annotation changes.
+      const held = qc.status?.upgrade?.held;
+      if (held && heldStands(qc, held)) {
+        return { ...applied, held: { reason: held.reason ?? '', failedVersion: held.version ?? spec.version, failedImage: held.image } };
+      }
+      if (held) await patchUpgradeStatus(deps, ref, { held: null });
+      // A version whose build cannot start on the cluster's catalogue version: nothing is applied
+      // (a pod that restarts by itself meanwhile stays on what it runs); awaitNextRestart holds.
+      if (live.spec?.template.metadata?.annotations?.[ANNOTATIONS.configHash] !== hash && versionDoor(qc.status, await observeCluster(deps, qc), spec.version)) {
+        return applied;
+      }
       const before = live.spec?.template.metadata?.annotations?.[ANNOTATIONS.configHash];
       // The template every pod runs is recorded before the StatefulSet takes the new one.
       await Promise.all([recordPrevious(deps, ref, qc, live, hash), applyObjectsBesideStatefulSet(deps, ref, qc)]);
-      await applyObject(deps.kube, statefulSet(qc, shape));
+      const sts = statefulSet(qc, shape);
+      await applyObject(deps.kube, sts);
       if (before !== hash) {
-        await stepEvent(deps, qc, 'UpdateTemplate', templateLine(imageRef(spec)));
+        // A finalize (queenmq.com/finalize): the same image, without the setting that held the cluster version.
+        const image = (t: V1PodTemplateSpec | undefined) => t?.spec?.containers.find((c) => c.name === CONTAINER)?.image;
+        const finalizing =
+          templateHoldsClusterVersion(live.spec?.template) && !templateHoldsClusterVersion(sts.spec?.template) && image(live.spec?.template) === image(sts.spec?.template);
+        if (finalizing) {
+          await stepEvent(deps, qc, 'Finalize', finalizeLine(spec.version));
+        } else {
+          await stepEvent(deps, qc, 'UpdateTemplate', templateLine(imageRef(spec)));
+        }
       }
       return applied;
     },
@@ -228,26 +321,29 @@ export function upgradeActivities(deps: ActivityDeps) {
      * the progress deadline) and spec.upgrade.onFailure is Rollback; with Hold it holds.
      */
     async awaitNextRestart(ref: ClusterRef, applied: { specHash: string; watch?: ProgressWatch | null }): Promise<NextRestart> {
-      const judge = progressJudge(applied.watch);
+      const judge = progressJudge(applied.watch, ref.parks);
       return holdUntil<NextRestart>(deps, ref, async (look) => {
         const qc = await look.cluster();
         const spec = withDefaults(qc.spec);
         const wanted = specHash(qc);
         if (wanted !== applied.specHash) return { done: { kind: 'retarget', specHash: wanted } };
         const obs = await look.observe(qc);
+        // Refused before any pod stops: the version's build cannot start on the cluster as it is.
+        const door = versionDoor(qc.status, obs, spec.version);
+        if (door) return { hold: { phase: 'Blocked', gate: DOOR_GATE, message: versionRefusedText(door, ref, runningVersion(qc.status)) } };
         const verdict = judge(qc, obs);
-        if (verdict && 'failed' in verdict) return { done: { kind: 'failed', failure: verdict.failed } };
+        if (verdict && 'failed' in verdict) return { done: { kind: 'failed', failure: verdict.failed, ...(verdict.held ? { hold: true } : {}) } };
         if (verdict) return verdict;
         const pick = nextRestart(obs);
         if (!pick) return { done: { kind: 'done' } };
         const approval = approvalHold(qc, pick);
-        if (approval) return { hold: approval };
+        if (approval) return { hold: judge.byDeadline(qc, approval) };
         const hold = await stopHold(deps, qc, obs, pick.ordinal, { phase: 'Upgrading', next: `pod ${pick.ordinal} is next` }, { fromWatch: look.fromWatch });
         // The pick's drain runs in the last seconds of the other voters' minimum Ready time, so
         // its restart follows the gate at once; a pod drained ahead for a pick that changed, or
         // whose gate closed again, takes clients again.
         const held = await drainAheadOrHold(deps, ref, qc, obs, pick.ordinal, hold, { phase: 'Upgrading', next: `pod ${pick.ordinal} is next` }, look.fromWatch);
-        if (held) return held;
+        if (held) return 'hold' in held ? { hold: judge.byDeadline(qc, held.hold) } : held;
         const seconds = canarySecondsAfter(obs, spec);
         const canary = seconds > 0 ? { canarySeconds: seconds } : {};
         return { done: { kind: 'restart', pick, specHash: wanted, ...canary } };
@@ -266,11 +362,11 @@ export function upgradeActivities(deps: ActivityDeps) {
     async awaitSettled(
       ref: ClusterRef,
       applied: { specHash: string; stopping?: boolean; watch?: ProgressWatch | null; wantedHash?: string },
-    ): Promise<{ settled: boolean; again: boolean; reason?: string; failure?: UpgradeFailure }> {
+    ): Promise<{ settled: boolean; again: boolean; reason?: string; failure?: UpgradeFailure; hold?: boolean }> {
       const deadline = Date.now() + deps.settings.settleTimeoutMs;
       const rollback = applied.wantedHash !== undefined;
-      const judge = progressJudge(applied.watch);
-      return holdUntil<{ settled: boolean; again: boolean; reason?: string; failure?: UpgradeFailure }>(deps, ref, async (look) => {
+      const judge = progressJudge(applied.watch, ref.parks);
+      return holdUntil<{ settled: boolean; again: boolean; reason?: string; failure?: UpgradeFailure; hold?: boolean }>(deps, ref, async (look) => {
         const qc = await look.cluster();
         if (!applied.stopping && !rollback && specHash(qc) !== applied.specHash) return { done: { settled: false, again: true } };
         const seen = await look.observe(qc);
@@ -282,7 +378,7 @@ export function upgradeActivities(deps: ActivityDeps) {
           if (loop) return { done: { settled: false, again: false, reason: loop } };
         } else if (!rollback) {
           const verdict = judge(qc, obs);
-          if (verdict && 'failed' in verdict) return { done: { settled: false, again: false, failure: verdict.failed } };
+          if (verdict && 'failed' in verdict) return { done: { settled: false, again: false, failure: verdict.failed, ...(verdict.held ? { hold: true } : {}) } };
           if (verdict) return verdict;
         }
         const hold = stopGate({ obs, memory: stallMemory(qc, obs), target: null, opts: gateOptions(deps, obs, 0) });
@@ -301,7 +397,8 @@ export function upgradeActivities(deps: ActivityDeps) {
           : rollback
             ? 'every pod went back; waiting for the cluster to settle'
             : 'every pod restarted; waiting for the cluster to settle';
-        return { hold: { phase: 'Upgrading', message: `${waiting}: ${reason}`, gate: hold?.gate ?? 'write-commits' } };
+        const waits: Hold = { phase: 'Upgrading', message: `${waiting}: ${reason}`, gate: hold?.gate ?? 'write-commits' };
+        return { hold: applied.stopping || rollback ? waits : judge.byDeadline(qc, waits) };
       });
     },
 
@@ -310,8 +407,10 @@ export function upgradeActivities(deps: ActivityDeps) {
      * for spec.upgrade.canarySeconds before the next pod moves: it has to stay the same pod, run,
      * stay Ready, live and caught up, and a write has to commit through it (a problem that is
      * not a restart has to be seen twice in a row). A failure fails the upgrade: `failed` with
-     * onFailure Rollback, a hold with Hold (until the spec changes, or onFailure becomes Rollback).
-     * An operator that restarts during the soak starts it again from its beginning.
+     * onFailure Rollback; with Hold, `failed` and `hold` where the workflow waits for the person
+     * itself (a run that parks its waits), else a hold here until the spec changes. When the soak
+     * began is in status.upgrade.canary: an attempt after an operator restart goes on with the
+     * time that is left, not from the beginning.
      */
     async awaitCanary(ref: ClusterRef, c: CanaryInput): Promise<CanaryVerdict> {
       const o = c.ordinal;
@@ -322,10 +421,15 @@ export function upgradeActivities(deps: ActivityDeps) {
       const failed = (qc: QueenCluster, reason: string): { done: CanaryVerdict } | { hold: Hold } => {
         failure = reason;
         const spec = withDefaults(qc.spec);
-        if (spec.upgrade.onFailure === 'Rollback') return { done: { kind: 'failed', failure: { reason, failedVersion: c.version } } };
+        const verdict = { reason, failedVersion: c.version };
+        if (spec.upgrade.onFailure === 'Rollback') return { done: { kind: 'failed', failure: verdict } };
+        if (ref.parks) return { done: { kind: 'failed', failure: { ...verdict, failedImage: imageRef(spec) }, hold: true } };
         return { hold: failureHold(c.version, reason) };
       };
-      return holdUntil<CanaryVerdict>(deps, ref, async () => {
+      const ended = async (qc: QueenCluster) => {
+        if (qc.status?.upgrade?.canary) await patchUpgradeStatus(deps, ref, { canary: null });
+      };
+      const verdict = await holdUntil<CanaryVerdict>(deps, ref, async () => {
         const qc = await loadCluster(deps, ref);
         const spec = withDefaults(qc.spec);
         if (specHash(qc) !== c.specHash) return { done: { kind: 'retarget' } };
@@ -341,8 +445,16 @@ export function upgradeActivities(deps: ActivityDeps) {
             return { hold: { phase: 'Upgrading', message: `pod ${o} is the canary: waiting for it to be Ready, live and caught up on ${c.version}`, gate: 'canary-soaked' } };
           }
           start = { ordinal: o, uid: pod.uid, restarts: pod.restarts };
-          soakUntil = Date.now() + c.seconds * 1000;
-          await stepEvent(deps, qc, 'Canary', canaryLine(o, c.version, c.seconds));
+          // The soak of this very pod began before (an attempt whose operator restarted): it goes on.
+          const began = qc.status?.upgrade?.canary;
+          const since = began?.podUid === pod.uid && began.version === c.version && began.startedAt ? Date.parse(began.startedAt) : NaN;
+          if (Number.isFinite(since)) {
+            soakUntil = since + c.seconds * 1000;
+          } else {
+            soakUntil = Date.now() + c.seconds * 1000;
+            await patchUpgradeStatus(deps, ref, { canary: { ordinal: o, podUid: pod.uid, version: c.version, startedAt: new Date().toISOString(), seconds: c.seconds } });
+            await stepEvent(deps, qc, 'Canary', canaryLine(o, c.version, c.seconds));
+          }
         }
         let problem = canaryProblem(obs, start, caughtUp);
         if (!problem) {
@@ -354,6 +466,7 @@ export function upgradeActivities(deps: ActivityDeps) {
         if (problem?.waits) {
           // Not the version's doing: the soak starts again once the node is back.
           soakUntil = Date.now() + c.seconds * 1000;
+          await patchUpgradeStatus(deps, ref, { canary: { ordinal: o, podUid: start.uid, version: c.version, startedAt: new Date().toISOString(), seconds: c.seconds } });
         } else if (problem) {
           strikes++;
           if (problem.fatal || strikes >= 2) return failed(qc, `the canary failed: ${problem.reason}`);
@@ -369,6 +482,34 @@ export function upgradeActivities(deps: ActivityDeps) {
         return {
           hold: { phase: 'Upgrading', message: `pod ${o} is the canary on ${c.version}: ${checking}; ${timeLeftText(left)} left`, gate: 'canary-soaked' },
         };
+      });
+      await ended(await loadCluster(deps, ref));
+      return verdict;
+    },
+
+    /**
+     * Waits for a person's decision about a new version that failed under onFailure Hold: the
+     * verdict is recorded in status.upgrade.held (a later run of the same upgrade holds on it
+     * too), and stands whatever the pods do, until spec.upgrade.onFailure becomes Rollback
+     * (`rollback`), spec.version or the image changes (`retarget`), or the retry annotation
+     * changes (`again`: the version is tried again). A wait for a person: it parks.
+     */
+    async awaitFailureDecision(ref: ClusterRef, failure: UpgradeFailure): Promise<FailureDecision> {
+      return holdUntil<FailureDecision>(deps, ref, async () => {
+        const qc = await loadCluster(deps, ref);
+        const spec = withDefaults(qc.spec);
+        const image = failure.failedImage ?? imageRef(spec);
+        const retry = readAnnotations(qc.metadata.annotations).retry;
+        let held = qc.status?.upgrade?.held;
+        if (!held || held.image !== image) {
+          held = { version: failure.failedVersion, image, reason: failure.reason, retryToken: retry, since: new Date().toISOString() };
+          await patchUpgradeStatus(deps, ref, { held });
+          await stepEvent(deps, qc, 'UpgradeHeld', failureHold(failure.failedVersion, failure.reason, { retry: qc.metadata }).message, 'Warning');
+        }
+        const decided: FailureDecision | null = imageRef(spec) !== image ? 'retarget' : spec.upgrade.onFailure === 'Rollback' ? 'rollback' : retry !== (held.retryToken ?? '') ? 'again' : null;
+        if (!decided) return { hold: failureHold(failure.failedVersion, failure.reason, { retry: qc.metadata, door: previousDoor(qc, await observeCluster(deps, qc)) }) };
+        await patchUpgradeStatus(deps, ref, { held: null });
+        return { done: decided };
       });
     },
 
@@ -401,17 +542,14 @@ export function upgradeActivities(deps: ActivityDeps) {
           rollback: { ...target, fingerprint: failure.fingerprint, startedAt: new Date().toISOString() },
         });
       }
-      const shape = keptShape(live, spec);
-      const sts = statefulSet(qc, shape);
-      sts.spec!.template = previousTemplate(qc, spec, prev.template, shape.pods);
-      // Not the spec hash of either: the Services and the budget stay as the failed spec made them,
-      // so a spec put back as it was is applied again (its template restarts no pod).
-      sts.metadata!.annotations = { ...sts.metadata!.annotations, [ANNOTATIONS.specHash]: `rolled-back:${prev.specHash ?? ''}` };
-      const before = live.spec?.template.metadata?.annotations?.[ANNOTATIONS.configHash];
-      await applyObject(deps.kube, sts);
-      if (before !== target.templateHash) {
-        await stepEvent(deps, qc, 'RollBack', `rolling back to ${target.version}: ${target.reason}`, 'Warning');
+      // The cluster's catalogue version was raised past what the previous version's build reads:
+      // its template is not applied (a pod recreated on it would crash-loop); the rollback holds.
+      const door = versionDoor(qc.status, await observeCluster(deps, qc), target.version);
+      if (door) {
+        if (underWay?.fingerprint !== failure.fingerprint) await stepEvent(deps, qc, 'RollBackRefused', rollbackRefusedText(door, target.failedVersion, target.reason), 'Warning');
+        return target;
       }
+      await applyRollbackTemplate(deps, qc, live, prev, target);
       return target;
     },
 
@@ -420,10 +558,26 @@ export function upgradeActivities(deps: ActivityDeps) {
      * first, then those that do not lead from the highest ordinal, the leader last, through the
      * same stop gate as the upgrade (no approval: the leader only moved forward with one).
      */
-    async awaitRollbackRestart(ref: ClusterRef, back: RollbackTarget): Promise<{ kind: 'done' } | { kind: 'restart'; pick: RestartPick }> {
-      return holdUntil<{ kind: 'done' } | { kind: 'restart'; pick: RestartPick }>(deps, ref, async (look) => {
+    async awaitRollbackRestart(ref: ClusterRef, back: RollbackTarget): Promise<RollbackStep> {
+      return holdUntil<RollbackStep>(deps, ref, async (look) => {
         const qc = await look.cluster();
         const obs = { ...(await look.observe(qc)), wantedHash: back.templateHash };
+        // No pod goes back to a version that cannot start on the cluster: Blocked, until the spec
+        // names another version (the rollback then ends, and the new spec goes on).
+        const door = versionDoor(qc.status, obs, back.version);
+        if (door) {
+          const refused = rollbackRefusedText(door, back.failedVersion, back.reason);
+          const underWay = qc.status?.upgrade?.rollback?.fingerprint;
+          if (underWay && underWay !== fingerprintOf(qc)) return { done: { kind: 'superseded', message: `${refused}; the spec changed since: it goes on` } };
+          return { hold: { phase: 'Blocked', gate: DOOR_GATE, message: refused } };
+        }
+        // The template goes back before any pod does (it was held while the door was closed).
+        if (obs.statefulSet && obs.statefulSet.templateHash !== back.templateHash) {
+          if (look.fromWatch) return ASK_THE_API_SERVER;
+          const live = await getStatefulSet(deps.kube, ref.namespace, names.statefulSet(ref.name));
+          const prev = qc.status?.upgrade?.previous;
+          if (live && prev?.template && prev.templateHash === back.templateHash) await applyRollbackTemplate(deps, qc, live, prev, back);
+        }
         const pick = nextRestart(obs);
         if (!pick) return { done: { kind: 'done' } };
         const hold = await stopHold(deps, qc, obs, pick.ordinal, { phase: 'Upgrading', next: `rolling back to ${back.version}: pod ${pick.ordinal} is next` }, { fromWatch: look.fromWatch });

@@ -46,6 +46,15 @@ export const USER_ANNOTATIONS: readonly AnnotationDoc[] = [
       'upgrade is over (done, or rolled back): the next upgrade, even to the same version, asks again',
   },
   {
+    annotation: ANNOTATIONS.finalize,
+    values: 'the version the pods run, such as `2.7.0`',
+    effect:
+      'with `spec.upgrade.finalize: Manual`, closes the way back: the pods restart once, one at a time through the stop gate ' +
+      '(a rolling restart, the leader last), without `QUEEN_RAFT_CLUSTER_VERSION_MS=0`, and the leader then raises the cluster ' +
+      'to the catalogue version that build reads; versions whose builds read less can no longer start. Another version does ' +
+      'nothing; the next upgrade needs a finalize of its own',
+  },
+  {
     annotation: ANNOTATIONS.plan,
     values: '`true` or `false`',
     effect:
@@ -62,11 +71,34 @@ export const USER_ANNOTATIONS: readonly AnnotationDoc[] = [
       'it, lets the planned operation start',
   },
   {
+    annotation: ANNOTATIONS.backup,
+    values: 'any value it has not seen, such as `$(date +%s)`',
+    effect:
+      'takes a backup now: a QueenBackup, a VolumeSnapshot of a caught-up voter\'s volume (see `docs/backups.md`); ' +
+      'removed by the operator once the QueenBackup exists. Past `spec.backup.keep` only scheduled backups are deleted, never these',
+  },
+  {
+    annotation: ANNOTATIONS.promote,
+    values: '`true` or `force`',
+    effect:
+      'on a standby: promotes it to an ordinary cluster after the loss of its source (the Event says what it may have lost). `true` is ' +
+      'refused with `Blocked` while the source still answers the standby (two clusters would take writes): stop the source, or ask for ' +
+      'a switchover; `force` promotes anyway. Removed by the operator once promoted',
+  },
+  {
+    annotation: ANNOTATIONS.switchover,
+    values: '`true`',
+    effect:
+      'on a standby whose source is a QueenCluster of this Kubernetes cluster: a planned switch that loses nothing. The source stops ' +
+      'taking writes, the standby catches up with it and is promoted, and the old source becomes a standby of the new primary (its ' +
+      'volumes start again from a seed of it). Removed by the operator at the end',
+  },
+  {
     annotation: ANNOTATIONS.pause,
     values: '`true` or `false`',
     effect:
-      '`true` holds the next disruptive step of a running operation (its gate `not-paused`) and starts nothing new; ' +
-      '`false`, or removing it, goes on',
+      '`true` holds the next disruptive step of a running operation (its gate `not-paused`), starts nothing new and pauses the ' +
+      'backup Schedule; `false`, or removing it, goes on',
   },
 ];
 
@@ -87,10 +119,18 @@ export interface UserRequests {
   pause: boolean;
   /** The version approved for the leader's restart (spec.upgrade.approval: Manual), or null. */
   approve: string | null;
+  /** The version a person finalized (spec.upgrade.finalize: Manual), or null. */
+  finalize: string | null;
   /** status.plan is written (plan or plan-only). */
   plan: boolean;
   /** No operation starts: its plan is written instead. */
   planOnly: boolean;
+  /** A backup asked for now (queenmq.com/backup): its value, '' when unset. */
+  backup: string;
+  /** A standby's promotion: `true`, or `force` (even while its source still answers); null when not asked. */
+  promote: 'true' | 'force' | null;
+  /** A planned switchover to this standby. */
+  switchover: boolean;
   /** Annotations of ours whose value (or name) is not one the operator takes: they act as unset. */
   problems: AnnotationProblem[];
 }
@@ -113,6 +153,17 @@ export function readAnnotations(annotations: Record<string, string> | undefined)
   const pause = flag(a, ANNOTATIONS.pause, 'nothing is paused', problems);
   const planOnly = flag(a, ANNOTATIONS.planOnly, 'operations start as they are needed', problems);
   const plan = flag(a, ANNOTATIONS.plan, 'no plan is written', problems) || planOnly;
+  const switchover = flag(a, ANNOTATIONS.switchover, 'no switchover is asked for', problems);
+  let promote: UserRequests['promote'] = null;
+  const promoteValue = a[ANNOTATIONS.promote];
+  if (promoteValue === 'true' || promoteValue === 'force') promote = promoteValue;
+  else if (promoteValue !== undefined && promoteValue !== 'false') {
+    problems.push({
+      annotation: ANNOTATIONS.promote,
+      value: promoteValue,
+      message: `${ANNOTATIONS.promote}="${promoteValue}" is not a value it takes (true or force): it is read as unset, nothing is promoted`,
+    });
+  }
   let replacePod: string | null = a[ANNOTATIONS.replacePod] ?? null;
   if (replacePod === '') {
     problems.push({
@@ -130,7 +181,20 @@ export function readAnnotations(annotations: Record<string, string> | undefined)
       message: `${key} is not an annotation of this operator, which reads ${USER_ANNOTATIONS.map((d) => d.annotation).join(', ')}: it is ignored`,
     });
   }
-  return { replacePod, retry: a[ANNOTATIONS.retry] ?? '', cancel, pause, approve: a[ANNOTATIONS.approve] || null, plan, planOnly, problems };
+  return {
+    replacePod,
+    retry: a[ANNOTATIONS.retry] ?? '',
+    cancel,
+    pause,
+    approve: a[ANNOTATIONS.approve] || null,
+    finalize: a[ANNOTATIONS.finalize] || null,
+    plan,
+    planOnly,
+    backup: a[ANNOTATIONS.backup] ?? '',
+    promote,
+    switchover,
+    problems,
+  };
 }
 
 export type ReplaceRequest = { pod: string; ordinal: number; nodeId: number } | { pod: string; refused: string };

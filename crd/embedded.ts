@@ -155,6 +155,7 @@ export const RESERVED_ENV = [
   'QUEEN_ENCRYPTION_KEY',
   'QUEEN_SERVER_ID',
   'QUEEN_LOG_JSON',
+  'QUEEN_RAFT_CLUSTER_VERSION_MS',
   'QUEEN_PROXY_EMBEDDED',
   'QUEEN_PROXY_PORT',
   'QUEEN_PROXY_SPOOL_DIR',
@@ -275,7 +276,7 @@ export const env = {
       },
       {
         rule: `!(self.name in ${celList(RESERVED_ENV)})`,
-        messageExpression: `self.name + ' is set by the operator and cannot be set in env: the spec has a field for what it controls (port, raftPort, secretName, proxy, kafka)'`,
+        messageExpression: `self.name + ' is set by the operator and cannot be set in env: the spec has a field for what it controls (port, raftPort, secretName, proxy, kafka, upgrade.finalize)'`,
         fieldPath: '.name',
       },
       {

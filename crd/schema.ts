@@ -3,6 +3,7 @@
 import type { FromSchema } from './schema-types.ts';
 import { annotationMap, env, imagePullSecrets, labelMap, nodeSelector, priorityClassName, resources, subdomainRule, tolerations } from './embedded.ts';
 import { QUANTITY_LIMIT, QUANTITY_PATTERN } from './quantity.ts';
+import { fenceStatusSchema, linkSpecSchema, secretKey, roleStatusSchema, standbysStatusSchema, standbySpecSchema, standbyStatusSchema } from './link.ts';
 
 export const GROUP = 'queenmq.com';
 export const VERSION = 'v1alpha1';
@@ -23,6 +24,86 @@ const REPOSITORY =
 /** A digest that pins the image: the repository, then :<tag> if wanted, then @sha256:<64 hex digits>. */
 const DIGEST = '(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?@sha256:[a-f0-9]{64}';
 export const IMAGE_PATTERN = `^${REPOSITORY}(${DIGEST})?$`;
+
+/**
+ * A cron expression as a Temporal Schedule takes it: five fields (minute, hour, day of month,
+ * month, day of week), or one of @yearly, @monthly, @weekly, @daily, @hourly.
+ */
+export const CRON_PATTERN = '^(@(yearly|annually|monthly|weekly|daily|hourly)|([0-9A-Za-z*/,?-]+[ ]+){4}[0-9A-Za-z*/,?-]+)$';
+
+/** Backups of the cluster: VolumeSnapshots of one voter's volume, each a QueenBackup (crd/backup.ts). */
+const backupSchema = {
+  type: 'object',
+  description:
+    'Scheduled backups: a Temporal Schedule takes a QueenBackup (a VolumeSnapshot of a caught-up voter\'s volume) at each time ' +
+    'of schedule and keeps the newest keep of them. A backup on demand: the queenmq.com/backup annotation.',
+  properties: {
+    schedule: {
+      type: 'string',
+      maxLength: 128,
+      description: 'When to take a backup, as a cron expression in UTC, such as "0 */6 * * *" (every six hours) or @daily. Unset: no Schedule.',
+      'x-kubernetes-validations': [
+        {
+          rule: `self.matches('${CRON_PATTERN}')`,
+          message: 'must be a cron expression of five fields (minute hour day-of-month month day-of-week), such as "0 */6 * * *", or @hourly, @daily, @weekly, @monthly',
+        },
+      ],
+    },
+    keep: {
+      type: 'integer',
+      format: 'int32',
+      minimum: 1,
+      maximum: 1000,
+      default: 7,
+      description: 'How many ready backups the Schedule keeps: after each one it takes, it deletes its oldest beyond this number.',
+    },
+    volumeSnapshotClassName: {
+      type: 'string',
+      minLength: 1,
+      maxLength: 253,
+      'x-kubernetes-validations': [subdomainRule('a VolumeSnapshotClass name')],
+      description: 'The VolumeSnapshotClass of the snapshots; the default class of the claims\' CSI driver when unset.',
+    },
+    deleteWithCluster: {
+      type: 'boolean',
+      default: false,
+      description: 'true: the backups taken while it is true are deleted with the QueenCluster (it owns them). false: they outlive it.',
+    },
+  },
+} as const;
+
+/** How a new cluster forms: from nothing (the default), or from a backup. */
+const bootstrapSchema = {
+  type: 'object',
+  description: 'How the cluster first forms. Read once, at its first formation; fixed afterwards.',
+  properties: {
+    fromBackup: {
+      type: 'object',
+      description:
+        'Form the cluster from a backup of this namespace: pod 0 starts on a claim made from its snapshot, recovered as a cluster ' +
+        'of one (QUEEN_RAFT_FORCE_RECOVER), then the other voters join it as learners and are promoted. The source is only read.',
+      properties: {
+        name: {
+          type: 'string',
+          minLength: 1,
+          maxLength: 253,
+          'x-kubernetes-validations': [subdomainRule('a QueenBackup name')],
+          description: 'A QueenBackup of this namespace (kubectl get queenbackups).',
+        },
+        volumeSnapshot: {
+          type: 'string',
+          minLength: 1,
+          maxLength: 253,
+          'x-kubernetes-validations': [subdomainRule('a VolumeSnapshot name')],
+          description: 'A VolumeSnapshot of this namespace holding a Queen node\'s volume, taken some other way.',
+        },
+      },
+      'x-kubernetes-validations': [
+        { rule: 'has(self.name) != has(self.volumeSnapshot)', message: 'fromBackup names a QueenBackup (name) or a VolumeSnapshot (volumeSnapshot): one of the two' },
+      ],
+    },
+  },
+} as const;
 
 export const specSchema = {
   type: 'object',
@@ -53,7 +134,7 @@ export const specSchema = {
         },
       ],
     },
-    imagePullPolicy: { type: 'string', enum: ['Always', 'IfNotPresent', 'Never'], default: 'IfNotPresent' },
+    imagePullPolicy: { type: 'string', enum: ['Always', 'IfNotPresent', 'Never'], default: 'IfNotPresent', description: "The broker container's image pull policy." },
     imagePullSecrets,
     replicas: {
       type: 'integer',
@@ -99,23 +180,10 @@ export const specSchema = {
         },
       },
     },
-    adminTokenSecret: {
-      type: 'object',
-      required: ['name', 'key'],
-      description:
-        'For brokers run with JWT_ENABLED=true: a Secret key in the same namespace holding a bearer token with the Admin role, which ' +
+    adminTokenSecret: secretKey(
+      'For brokers run with JWT_ENABLED=true: a Secret key in the same namespace holding a bearer token with the Admin role, which ' +
         'the operator sends on the membership API. The operator reads it with get on that one Secret: grant it that (see the README).',
-      properties: {
-        name: { type: 'string', minLength: 1, maxLength: 253, 'x-kubernetes-validations': [subdomainRule('a Secret name')] },
-        key: {
-          type: 'string',
-          minLength: 1,
-          maxLength: 253,
-          pattern: '^[-._a-zA-Z0-9]+$',
-          description: 'The key in the Secret: letters, digits, -, _ and . only, as a Secret key is.',
-        },
-      },
-    },
+    ),
     networkPolicy: {
       type: 'object',
       default: {},
@@ -131,8 +199,18 @@ export const specSchema = {
       description:
         'Resources of the broker container; default requests cpu 1 and memory 4Gi, limit memory 4Gi, no CPU limit.',
     },
-    podAntiAffinity: { type: 'string', enum: ['required', 'preferred'], default: 'required' },
-    zoneSpread: { type: 'string', enum: ['ScheduleAnyway', 'DoNotSchedule'], default: 'ScheduleAnyway' },
+    podAntiAffinity: {
+      type: 'string',
+      enum: ['required', 'preferred'],
+      default: 'required',
+      description: 'Whether two pods of the cluster may share a node: required (never) or preferred (only when no other node fits).',
+    },
+    zoneSpread: {
+      type: 'string',
+      enum: ['ScheduleAnyway', 'DoNotSchedule'],
+      default: 'ScheduleAnyway',
+      description: 'Spreading the pods over zones (topology.kubernetes.io/zone, at most one apart): ScheduleAnyway prefers it, DoNotSchedule requires it.',
+    },
     nodeSelector,
     tolerations,
     priorityClassName,
@@ -141,7 +219,7 @@ export const specSchema = {
       default: {},
       description: 'The embedded proxy (tenants and API keys) on a port and a Service of its own.',
       properties: {
-        enabled: { type: 'boolean', default: false },
+        enabled: { type: 'boolean', default: false, description: 'Run the proxy in each pod.' },
         port: port('Proxy port.', 6711),
         publicUrl: { type: 'string', description: 'URL for OAuth callbacks and sessions.' },
       },
@@ -151,13 +229,13 @@ export const specSchema = {
       default: {},
       description: 'The Kafka facade.',
       properties: {
-        enabled: { type: 'boolean', default: false },
+        enabled: { type: 'boolean', default: false, description: 'Run the Kafka facade in each pod.' },
         port: port('Kafka port.', 9092),
       },
     },
     env,
-    podLabels: labelMap,
-    podAnnotations: annotationMap,
+    podLabels: { ...labelMap, description: 'Labels added to the pods (the operator keeps its own).' },
+    podAnnotations: { ...annotationMap, description: 'Annotations added to the pods.' },
     port: port('Broker HTTP port. Part of the peer addresses: fixed at creation.', 6632),
     raftPort: port('Raft port. Part of the peer addresses: fixed at creation.', 7400),
     clusterDomain: {
@@ -199,6 +277,16 @@ export const specSchema = {
           default: 600,
           description: 'How long a restarted pod has to become Ready and live on the new version before the upgrade counts as failed.',
         },
+        finalize: {
+          type: 'string',
+          enum: ['Auto', 'Manual'],
+          default: 'Auto',
+          description:
+            'Auto: once every pod runs a version whose build reads a newer catalogue version, the leader raises the cluster to it, ' +
+            'and from then on no older version can start (the way back is closed). Manual: the pods run with ' +
+            'QUEEN_RAFT_CLUSTER_VERSION_MS=0, so the cluster stays where it is and the way back stays open, until the ' +
+            'queenmq.com/finalize annotation names the version (its pods then restart once, one at a time, without it).',
+        },
         canarySeconds: {
           type: 'integer',
           format: 'int32',
@@ -212,6 +300,8 @@ export const specSchema = {
         },
       },
     },
+    backup: backupSchema,
+    bootstrap: bootstrapSchema,
     minReadySeconds: {
       type: 'integer',
       format: 'int32',
@@ -226,6 +316,8 @@ export const specSchema = {
       default: 90,
       description: 'Grace period of the pods; covers the broker shutdown sequence.',
     },
+    link: linkSpecSchema,
+    standby: standbySpecSchema,
   },
   'x-kubernetes-validations': [
     {
@@ -257,6 +349,11 @@ export const specSchema = {
       fieldPath: '.storage.storageClassName',
     },
     {
+      rule: 'has(self.bootstrap) == has(oldSelf.bootstrap) && (!has(self.bootstrap) || self.bootstrap == oldSelf.bootstrap)',
+      message: 'bootstrap is read once, when the cluster first forms: it cannot be set, changed or removed afterwards',
+      fieldPath: '.bootstrap',
+    },
+    {
       rule:
         '!isQuantity(self.storage.size) || !isQuantity(oldSelf.storage.size) || ' +
         'quantity(self.storage.size).compareTo(quantity(oldSelf.storage.size)) >= 0',
@@ -285,6 +382,12 @@ const memberSchema = {
       description: 'Since when the node has been behind the leader without moving.',
     },
     version: { type: 'string' },
+    kinds: {
+      type: 'integer',
+      format: 'int32',
+      nullable: true,
+      description: 'The catalogue version its build reads, as its broker reports it (/health raft.kinds).',
+    },
     restarts: { type: 'integer', format: 'int32' },
     lastExitCode: { type: 'integer', format: 'int32', nullable: true },
   },
@@ -294,7 +397,7 @@ const operationSchema = {
   type: 'object',
   required: ['type', 'workflowId'],
   properties: {
-    type: { type: 'string', description: 'FormCluster, RollingUpgrade, ScaleVoters, ReplaceNode or GrowVolumes.' },
+    type: { type: 'string', description: 'FormCluster, RollingUpgrade, ScaleVoters, ReplaceNode, GrowVolumes, PromoteStandby or Switchover.' },
     workflowId: { type: 'string' },
     runId: { type: 'string' },
     step: { type: 'string', description: 'The step running now, in the words of the step list.' },
@@ -305,6 +408,23 @@ const operationSchema = {
       type: 'string',
       nullable: true,
       description: 'The more urgent operation this one yields to once the step that runs now has finished (a step is not stopped in its middle).',
+    },
+    parked: {
+      type: 'object',
+      nullable: true,
+      description:
+        'Set while the operation waits for a person (its gate is lifted by a change of the QueenCluster, or by something outside it): ' +
+        'it holds no worker slot, and looks again when the QueenCluster or what it owns changes.',
+      required: ['lift', 'since', 'token'],
+      properties: {
+        lift: {
+          type: 'string',
+          enum: ['person', 'outside'],
+          description: 'person: a change of the QueenCluster lifts the gate; outside: something else (a Secret, a node, a StorageClass), so it also looks again now and then.',
+        },
+        since: { type: 'string', format: 'date-time', description: 'Since when it has waited on this gate.' },
+        token: { type: 'string', description: 'What the QueenCluster and its objects were when it parked: the operator wakes it when they change.' },
+      },
     },
   },
 } as const;
@@ -370,6 +490,33 @@ const upgradeStatusSchema = {
         startedAt: { type: 'string', format: 'date-time' },
       },
     },
+    held: {
+      type: 'object',
+      nullable: true,
+      description:
+        'A new version that failed under onFailure Hold, and waits for a person: the verdict stands, whatever the pods do ' +
+        'and whatever happens to the operator, until spec.upgrade.onFailure becomes Rollback, spec.version or the image ' +
+        'changes, or the queenmq.com/retry annotation changes (the version is tried again).',
+      properties: {
+        version: { type: 'string', description: 'The version that failed.' },
+        image: { type: 'string', description: 'Its image.' },
+        reason: { type: 'string', description: 'Why it failed.' },
+        retryToken: { type: 'string', description: 'The queenmq.com/retry annotation when it failed.' },
+        since: { type: 'string', format: 'date-time' },
+      },
+    },
+    canary: {
+      type: 'object',
+      nullable: true,
+      description: 'The canary soaking now: the pod, and when its soak began (an operator that restarts goes on with the time left).',
+      properties: {
+        ordinal: { type: 'integer', format: 'int32' },
+        podUid: { type: 'string' },
+        version: { type: 'string' },
+        startedAt: { type: 'string', format: 'date-time' },
+        seconds: { type: 'integer', format: 'int32' },
+      },
+    },
   },
 } as const;
 
@@ -398,6 +545,18 @@ const planSchema = {
   },
 } as const;
 
+const restoreStatusSchema = {
+  type: 'object',
+  properties: {
+    backup: { type: 'string', description: 'The QueenBackup it formed from, if one was named.' },
+    volumeSnapshot: { type: 'string', description: 'The VolumeSnapshot pod 0\'s claim was made from.' },
+    sourceCluster: { type: 'string', description: 'The cluster the backup was taken of.' },
+    raftIndex: { type: 'integer', format: 'int64', description: 'The Raft index the backup holds at least.' },
+    claimUid: { type: 'string', description: 'The claim of pod 0, made from the snapshot.' },
+    recoveredAt: { type: 'string', format: 'date-time', description: 'When node 1 recovered alone (QUEEN_RAFT_FORCE_RECOVER) and the variable was removed again.' },
+  },
+} as const;
+
 const conditionSchema = {
   type: 'object',
   required: ['type', 'status', 'lastTransitionTime', 'reason', 'message'],
@@ -411,7 +570,7 @@ const conditionSchema = {
   },
 } as const;
 
-export const PHASES = ['Forming', 'Ready', 'Scaling', 'Upgrading', 'Replacing', 'Resizing', 'Degraded', 'Blocked'] as const;
+export const PHASES = ['Forming', 'Ready', 'Standby', 'Scaling', 'Upgrading', 'Replacing', 'Resizing', 'Promoting', 'SwitchingOver', 'Fenced', 'Degraded', 'Blocked'] as const;
 
 export const statusSchema = {
   type: 'object',
@@ -421,13 +580,42 @@ export const statusSchema = {
       type: 'string',
       enum: PHASES,
       description:
-        'Forming, Ready, Scaling, Upgrading, Replacing, Resizing (an operation runs), Degraded (a pod is down ' +
-        'or a voter is behind; the reason is in message) or Blocked (only a person can decide; the reason is in message).',
+        'Forming, Ready, Standby (a standby that follows its source, at rest), Scaling, Upgrading, Replacing, Resizing, ' +
+        'Promoting, SwitchingOver (an operation runs), Fenced (a source a switchover took out of its clients\' reach), Degraded (a pod ' +
+        'is down, a voter is behind, or a standby does not follow; the reason is in message) or Blocked (only a person can decide; ' +
+        'the reason is in message).',
     },
     message: { type: 'string', description: 'One line: what the operator is doing or waiting for.' },
     version: { type: 'string', description: 'The broker version every pod reports; empty while they differ.' },
     leader: { type: 'integer', format: 'int64', nullable: true },
     term: { type: 'integer', format: 'int64', nullable: true },
+    clusterVersion: {
+      type: 'integer',
+      format: 'int32',
+      nullable: true,
+      description:
+        "The cluster's catalogue version, as its brokers report it (/health raft.clusterVersion): a build that reads less cannot start on it. It never goes down.",
+    },
+    versions: {
+      type: 'array',
+      description: 'What the build of each image version run here reads, as its pods reported it: what a change of version is judged by before any pod stops.',
+      'x-kubernetes-list-type': 'map',
+      'x-kubernetes-list-map-keys': ['version'],
+      items: {
+        type: 'object',
+        required: ['version', 'kinds'],
+        properties: {
+          version: { type: 'string' },
+          kinds: { type: 'integer', format: 'int32', description: 'The catalogue version its build reads.' },
+          seenAt: { type: 'string', format: 'date-time', description: 'When a pod of it last reported it.' },
+        },
+      },
+    },
+    finalization: {
+      type: 'string',
+      nullable: true,
+      description: 'Whether the version the pods run is finalized: "2.7.0, not finalized: the way back to 2.6.0 is open", or "2.7.0, finalized at catalogue version 7".',
+    },
     voters: { type: 'array', items: { type: 'integer', format: 'int64' } },
     learners: { type: 'array', items: { type: 'integer', format: 'int64' } },
     members: { type: 'array', items: memberSchema },
@@ -442,6 +630,11 @@ export const statusSchema = {
     lastOperation: { ...lastOperationSchema, description: 'How the last operation ended.' },
     upgrade: { ...upgradeStatusSchema, description: 'What a rolling upgrade keeps so that it can go back.' },
     plan: { ...planSchema, nullable: true },
+    restore: { ...restoreStatusSchema, description: 'A cluster formed from a backup (spec.bootstrap.fromBackup): from what, and how far it got.' },
+    role: roleStatusSchema,
+    standby: standbyStatusSchema,
+    fence: fenceStatusSchema,
+    standbys: standbysStatusSchema,
     conditions: {
       type: 'array',
       items: conditionSchema,
@@ -461,6 +654,7 @@ export type UpgradeStatus = FromSchema<typeof upgradeStatusSchema>;
 export type PlanStatus = FromSchema<typeof planSchema>;
 export type PlanStep = FromSchema<typeof planStepSchema>;
 export type Condition = FromSchema<typeof conditionSchema>;
+export type RestoreStatus = FromSchema<typeof restoreStatusSchema>;
 export type Phase = (typeof PHASES)[number];
 
 export interface ObjectMeta {
@@ -492,6 +686,10 @@ export const ANNOTATIONS = {
   approve: `${GROUP}/approve`,
   plan: `${GROUP}/plan`,
   planOnly: `${GROUP}/plan-only`,
+  backup: `${GROUP}/backup`,
+  promote: `${GROUP}/promote`,
+  switchover: `${GROUP}/switchover`,
+  finalize: `${GROUP}/finalize`,
   /** On the pod template and so on every pod: the hash of the template it was made from. */
   configHash: `${GROUP}/config-hash`,
   /** On the StatefulSet: the hash of everything the operator renders from the spec. */
@@ -503,19 +701,30 @@ export const printerColumns = [
   { name: 'Voters', type: 'string', jsonPath: '.status.voters' },
   { name: 'Commits', type: 'boolean', jsonPath: '.status.commits' },
   { name: 'Phase', type: 'string', jsonPath: '.status.phase' },
+  { name: 'Role', type: 'string', jsonPath: '.status.role', priority: 1 },
   { name: 'Message', type: 'string', jsonPath: '.status.message', priority: 1 },
   { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
 ] as const;
 
-/** The CustomResourceDefinition object, as written to deploy/crd.yaml. */
-export function customResourceDefinition() {
+/** A CustomResourceDefinition of this group and version: namespaced, served and stored, with a status subresource. */
+export function definitionOf<C, M, S, T>(d: {
+  kind: string;
+  plural: string;
+  singular: string;
+  shortNames: string[];
+  printerColumns: C;
+  description: string;
+  metadata: M;
+  spec: S;
+  status: T;
+}) {
   return {
     apiVersion: 'apiextensions.k8s.io/v1',
     kind: 'CustomResourceDefinition',
-    metadata: { name: `${PLURAL}.${GROUP}` },
+    metadata: { name: `${d.plural}.${GROUP}` },
     spec: {
       group: GROUP,
-      names: { kind: KIND, listKind: `${KIND}List`, plural: PLURAL, singular: 'queencluster', shortNames: ['qc'] },
+      names: { kind: d.kind, listKind: `${d.kind}List`, plural: d.plural, singular: d.singular, shortNames: d.shortNames },
       scope: 'Namespaced',
       versions: [
         {
@@ -523,33 +732,42 @@ export function customResourceDefinition() {
           served: true,
           storage: true,
           subresources: { status: {} },
-          additionalPrinterColumns: printerColumns,
+          additionalPrinterColumns: d.printerColumns,
           schema: {
             openAPIV3Schema: {
               type: 'object',
-              description: 'A Queen 2.x broker cluster: a Raft cluster of 1, 3 or 5 voters in a StatefulSet.',
+              description: d.description,
               required: ['spec'],
-              properties: {
-                apiVersion: { type: 'string' },
-                kind: { type: 'string' },
-                metadata: {
-                  type: 'object',
-                  properties: {
-                    name: {
-                      type: 'string',
-                      maxLength: 40,
-                      pattern: '^[a-z]([-a-z0-9]*[a-z0-9])?$',
-                      description: 'Part of the pod, Service and peer names: a DNS label of at most 40 characters.',
-                    },
-                  },
-                },
-                spec: specSchema,
-                status: statusSchema,
-              },
+              properties: { apiVersion: { type: 'string' }, kind: { type: 'string' }, metadata: d.metadata, spec: d.spec, status: d.status },
             },
           },
         },
       ],
     },
   };
+}
+
+/** The CustomResourceDefinition object, as written to deploy/crd.yaml. */
+export function customResourceDefinition() {
+  return definitionOf({
+    kind: KIND,
+    plural: PLURAL,
+    singular: 'queencluster',
+    shortNames: ['qc'],
+    printerColumns,
+    description: 'A Queen 2.x broker cluster: a Raft cluster of 1, 3 or 5 voters in a StatefulSet.',
+    metadata: {
+      type: 'object',
+      properties: {
+        name: {
+          type: 'string',
+          maxLength: 40,
+          pattern: '^[a-z]([-a-z0-9]*[a-z0-9])?$',
+          description: 'Part of the pod, Service and peer names: a DNS label of at most 40 characters.',
+        },
+      },
+    },
+    spec: specSchema,
+    status: statusSchema,
+  });
 }

@@ -1,7 +1,8 @@
 // The cluster's state in one phase and one line, when no operation runs: Ready, Degraded with the
 // reason when a pod is down or a voter is behind, Blocked when only a person can decide, Forming
 // before the first leader. Phases are not sticky: this is computed afresh from every observation.
-import type { Phase } from '../crd/schema.ts';
+import type { Phase, QueenClusterSpec, QueenClusterStatus } from '../crd/schema.ts';
+import { standbyAssessment } from './link.ts';
 import { imagePullProblem, nodeDownProblem, stopGate, type GateName } from './gates.ts';
 import type { Observation, PodObservation } from './observation.ts';
 import type { StallMemory } from './stalls.ts';
@@ -24,6 +25,10 @@ export interface AssessInput {
   secretName: string;
   /** Why the last operation cannot go on by itself (cancelled, failed), if it still applies. */
   stoppedOperation?: string | null;
+  /** spec.standby: a standby rests in Standby while it follows its source, Degraded while it does not. */
+  standby?: QueenClusterSpec['standby'];
+  /** status.fence: a source a switchover took out of its clients' reach (it rests Fenced). */
+  fence?: QueenClusterStatus['fence'];
 }
 
 /** What the kubelet says about a container that cannot start because of its Secret, in our words. */
@@ -32,7 +37,8 @@ export function podConfigProblem(pod: PodObservation, secretName: string): strin
   const msg = pod.waitingMessage ?? '';
   const missingSecret = /secret "([^"]+)" not found/.exec(msg);
   if (missingSecret) {
-    return `the Secret ${missingSecret[1]} does not exist: create it with the key QUEEN_RAFT_TOKEN (pod ${pod.ordinal} cannot start)`;
+    const what = missingSecret[1] === secretName ? 'with the key QUEEN_RAFT_TOKEN' : 'with the key the spec names (the link token)';
+    return `the Secret ${missingSecret[1]} does not exist: create it ${what} (pod ${pod.ordinal} cannot start)`;
   }
   const missingKey = /couldn't find key (\S+) in Secret (\S+)/.exec(msg);
   if (missingKey) {
@@ -66,6 +72,9 @@ export function podStartProblem(pod: PodObservation | undefined): string | null 
 
 export function assess(input: AssessInput): Assessment {
   const { obs } = input;
+  if (input.fence) {
+    return { phase: 'Fenced', message: `taken out of its clients' reach by the switchover to ${input.fence.by}: it becomes a standby of it`, reason: 'source-fenced' };
+  }
   for (const pod of obs.pods) {
     const problem = podConfigProblem(pod, input.secretName);
     if (problem) return { phase: 'Blocked', message: problem, reason: 'pod-config' };
@@ -101,8 +110,10 @@ export function assess(input: AssessInput): Assessment {
     opts: { minReadyMs: 0, stallAfterMs: input.stallAfterMs, caughtUpEntries: obs.membership.promoteMaxLag },
   });
   if (hold) return { phase: 'Degraded', message: hold.reason, reason: hold.gate };
+  const standby = standbyAssessment(obs, { standby: input.standby }, obs.namespace);
+  if (standby && standby.phase !== 'Standby') return standby;
   if (input.probe && !input.probe.ok) {
     return { phase: 'Degraded', message: `a write does not commit: ${input.probe.error ?? 'the write probe failed'}`, reason: 'write-commits' };
   }
-  return { phase: 'Ready', message: '' };
+  return standby ?? { phase: 'Ready', message: '' };
 }

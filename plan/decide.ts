@@ -1,14 +1,15 @@
 // Which operation a cluster needs now. Level-triggered: a pure function of the QueenCluster and of
 // what the API server shows of its objects, evaluated on every event and on a resync, so nothing
 // depends on seeing a particular event. One operation at a time, in this priority: form the
-// cluster; replace a node (annotation); change the voters; grow the volumes; roll pods whose
-// template is out of date.
+// cluster; promote a standby (annotation); replace a node (annotation); change the voters; switch
+// over to a standby (annotation); grow the volumes; roll pods whose template is out of date.
 import { readAnnotations, replaceRequest } from '../crd/annotations.ts';
 import { ANNOTATIONS, type QueenCluster } from '../crd/schema.ts';
 import { parseQuantity } from './format.ts';
+import { linkNeed, linkRefusal, standbyBehind } from './link.ts';
 import type { ClaimObservation, PodObservation, StatefulSetObservation } from './observation.ts';
 
-export const OPERATION_TYPES = ['FormCluster', 'ReplaceNode', 'ScaleVoters', 'GrowVolumes', 'RollingUpgrade'] as const;
+export const OPERATION_TYPES = ['FormCluster', 'PromoteStandby', 'ReplaceNode', 'ScaleVoters', 'Switchover', 'GrowVolumes', 'RollingUpgrade'] as const;
 export type OperationType = (typeof OPERATION_TYPES)[number];
 
 /** Lower is more urgent. */
@@ -50,9 +51,14 @@ export function neededOperation(v: ClusterView): Need | null {
   const status = qc.status ?? {};
   const formed = (status.voters?.length ?? 0) > 0;
   const sts = v.statefulSet;
+  // A source a switchover fenced is the switchover's (it runs on its standby): nothing starts here.
+  if (status.fence) return null;
   if (!formed || !sts || sts.terminating || !v.servicesPresent) {
     return { type: 'FormCluster', fingerprint: `form:${v.wantedSpecHash}`, target: `${spec.replicas ?? 3} voters on ${spec.version}` };
   }
+  // A promotion or a switchover of a standby (annotations; plan/link.ts).
+  const link = linkNeed(qc);
+  if (link) return link;
   // A replacement that cannot be done is no need: decide() shows it as refused.
   const replace = replaceRequest(qc, sts.replicas);
   if (replace && 'ordinal' in replace) return { type: 'ReplaceNode', fingerprint: `replace:${replace.pod}`, target: replace.pod };
@@ -105,7 +111,10 @@ export function decide(v: ClusterView, running: RunningOperation | null, now: nu
     if (need && priority(need.type) < priority(running.type) && !asked.planOnly && !recreatingItself(v, running, need)) return { action: 'yield', running, need };
     return { action: 'none', why: `${running.type} runs` };
   }
-  // Forming the cluster comes first; anything after a replacement waits for the refused one to be fixed.
+  // Forming the cluster comes first; a link request that cannot be done holds everything after it.
+  const refusedLink = linkRefusal(v.qc) ?? (need?.type === 'RollingUpgrade' ? standbyBehind(v.qc) : null);
+  if (refusedLink && (!need || priority(need.type) > priority('FormCluster'))) return { action: 'refused', message: refusedLink };
+  // Anything after a replacement waits for the refused one to be fixed.
   const replace = v.statefulSet ? replaceRequest(v.qc, v.statefulSet.replicas) : null;
   if (replace && 'refused' in replace && (!need || priority(need.type) > priority('ReplaceNode'))) return { action: 'refused', message: replace.refused };
   if (!need) return { action: 'none', why: 'the cluster is as specified' };

@@ -74,9 +74,18 @@ export const GATE_NAMES = [
   // storage cannot grow, the Admin token the brokers want.
   'objects-ours',
   'replace-target',
+  // A restore (spec.bootstrap.fromBackup) whose backup is not ready, failed or gone, or whose pod 0
+  // claim is another's: a person names another backup, or deletes the claim.
+  'backup-ready',
   'membership-change',
   'volume-can-grow',
   'broker-credentials',
+  // A pod on a node that does not report, or reports NotReady: it neither stops nor starts until
+  // the node is back, or a person says it is off for good.
+  'node-down',
+  // A version whose build reads less than the cluster's catalogue version cannot start on it (a
+  // revert, a rollback after the raise): lifted by a person naming a version that can (plan/door.ts).
+  'version-can-boot',
   // What the phase at rest names when it is Degraded or Blocked (status.operation is not set).
   'pod-config',
   'crash-loop',
@@ -84,8 +93,124 @@ export const GATE_NAMES = [
   'unschedulable',
   'forming',
   'last-operation',
+  // A backup's waits: the cluster's running operation to end (a backup does not take a volume
+  // while an operation moves pods and members), a voter caught up to take the volume of, the
+  // VolumeSnapshot ready.
+  'no-operation-running',
+  'backup-source-caught-up',
+  'snapshot-ready',
+  // The cluster link (plan/link.ts): a standby that does not follow its source (it rests Degraded);
+  // a promotion asked with `true` while the source still answers the standby (Blocked: a person
+  // stops the source, or asks for `force` or a switchover); a switchover's source out of its
+  // clients' reach and its requests drained; the standby caught up with the source's last entry.
+  'standby-follows',
+  'source-stopped',
+  'source-fenced',
+  'standby-caught-up',
+  // An upgrade of a source held until its standbys run the new version (a person upgrades them).
+  'standby-upgraded-first',
 ] as const;
 export type GateName = (typeof GATE_NAMES)[number];
+
+/**
+ * Who lifts a gate that holds, which decides how an operation waits on it:
+ * - `machine`: the brokers or Kubernetes, soon (a pod becoming Ready, a learner catching up, a
+ *   membership change committing). The step waits in its activity: one worker slot, a look every
+ *   poll interval and at every change of the cluster's objects.
+ * - `person`: only a change of the QueenCluster, its spec or its annotations (an approval, the
+ *   end of a pause, a decision about a failed version). The operation parks: its activity ends,
+ *   the workflow waits for the watcher's signal that the QueenCluster or what it owns changed.
+ *   No worker slot, no timer.
+ * - `outside`: a person acting on something other than the QueenCluster (a Secret, a
+ *   StorageClass, a node, an object someone else owns, a volume to replace), or time. It parks as
+ *   `person` does, and also looks again on a durable timer.
+ */
+export type Lift = 'machine' | 'person' | 'outside';
+
+export const LIFTED_BY: Record<GateName, Lift> = {
+  'leader-known': 'machine',
+  'apply-running': 'outside',
+  'no-change-in-flight': 'machine',
+  'pod-running': 'machine',
+  // A voter behind that does not move: often a slow follower under load, which moves again by itself
+  // (a wiped one is replaced by a person, whose annotation makes the operation yield).
+  'voter-not-stalled': 'machine',
+  'pod-ready': 'machine',
+  'pod-ready-for-min-ready-seconds': 'machine',
+  'voter-live': 'machine',
+  'voter-caught-up': 'machine',
+  'write-commits': 'machine',
+  'not-paused': 'person',
+  approved: 'person',
+  'canary-soaked': 'machine',
+  'new-version-healthy': 'person',
+  'learner-caught-up': 'machine',
+  'pod-gone': 'machine',
+  'claim-exists': 'machine',
+  'old-volume-gone': 'machine',
+  'volume-grown': 'machine',
+  'statefulset-deleted': 'machine',
+  'statefulset-present': 'machine',
+  'statefulset-recreated': 'machine',
+  'worker-polling': 'machine',
+  'step-succeeds': 'machine',
+  'pod-out-of-endpoints': 'machine',
+  'requests-drained': 'machine',
+  'disruption-budget': 'machine',
+  'objects-ours': 'outside',
+  'replace-target': 'person',
+  // A change the leader did not take now (busy, timeout, the leader changing): the machine's; one it
+  // refuses for good is Blocked, and so outside.
+  'membership-change': 'machine',
+  'volume-can-grow': 'outside',
+  'broker-credentials': 'outside',
+  // A node that stops reporting mostly comes back by itself (a person's taint moves its pods).
+  'node-down': 'machine',
+  'version-can-boot': 'person',
+  'pod-config': 'outside',
+  'crash-loop': 'outside',
+  'image-pull': 'outside',
+  unschedulable: 'outside',
+  forming: 'machine',
+  'last-operation': 'person',
+  // A restore's backup: a person names another, or the QueenBackup becomes ready.
+  'backup-ready': 'outside',
+  // A backup's waits (takeBackup, which runs beside the cluster's operations): the machine's.
+  'no-operation-running': 'machine',
+  'backup-source-caught-up': 'machine',
+  'snapshot-ready': 'machine',
+  // The cluster link: a standby following its source, a switchover's source out of reach and its
+  // standby caught up (the machine's); a promotion held while the source still answers, and a
+  // source's upgrade held until its standbys run the new version (a person's, on another QueenCluster).
+  'standby-follows': 'machine',
+  'source-stopped': 'outside',
+  'source-fenced': 'machine',
+  'standby-caught-up': 'machine',
+  'standby-upgraded-first': 'outside',
+};
+
+/** Who lifts a hold: its gate's, and never the machine for one only a person can decide (Blocked). */
+export function liftOf(gate: GateName | null | undefined, phase: string): Lift {
+  const lift = gate ? LIFTED_BY[gate] : 'machine';
+  return lift === 'machine' && phase === 'Blocked' ? 'outside' : lift;
+}
+
+/** A hold a wait step ends on rather than stay in its activity (activities/waits.ts): only a person, or something outside the QueenCluster, lifts it. */
+export interface ParkedHold {
+  gate: GateName | null;
+  phase: string;
+  message: string;
+  lift: Exclude<Lift, 'machine'>;
+  /** Looked at again by then at the latest (ms since the epoch): something the wait judges falls due (a new version's deadline). */
+  lookAgainAt?: number;
+}
+
+/** What a wait step that parked returns in place of its result; the workflow waits, then runs it again (workflows/operation.ts). */
+export interface Parked {
+  parked: ParkedHold;
+}
+
+export const isParked = (r: unknown): r is Parked => typeof r === 'object' && r !== null && typeof (r as Partial<Parked>).parked === 'object';
 
 /** The voters' node ids: the leader's view when there is one, and the ids the spec asks for. */
 export function voterIds(obs: Observation): number[] {
@@ -155,7 +280,9 @@ const otherVoters = (c: GateContext) => voterIds(c.obs).filter((id) => c.target 
 
 type Gate = {
   name: GateName;
-  check: (c: GateContext) => string | null;
+  /** The reason it holds, or null; with another gate's name (one of `as`) when that one says better who lifts it. */
+  check: (c: GateContext) => string | { gate: GateName; reason: string } | null;
+  as?: readonly GateName[];
   /** When a gate that holds opens by time alone (a minimum Ready time running out). */
   liftsAt?: (c: GateContext) => number | undefined;
 };
@@ -165,6 +292,23 @@ function readyFor(c: GateContext, id: number): number | null {
   const since = podAt(c.obs, id - 1)?.readySince;
   // A Ready time in the future (clock skew) counts as just now, never as a negative wait.
   return since === null || since === undefined ? null : Math.max(0, c.obs.at - since);
+}
+
+const POD_PROBLEM_GATES: readonly GateName[] = ['node-down', 'image-pull', 'unschedulable'];
+
+/**
+ * What keeps a voter's pod from running or being Ready that the machine will not end soon, under
+ * the gate that names it: its node down, and (`starting`: the pod is not stopping) an image it
+ * cannot pull or no scheduler placing it. Null for anything else.
+ */
+function podProblem(pod: PodObservation | undefined, starting: boolean): { gate: GateName; reason: string } | null {
+  const down = nodeDownProblem(pod);
+  if (down) return { gate: 'node-down', reason: down };
+  if (!pod || !starting) return null;
+  const pull = imagePullProblem(pod);
+  if (pull) return { gate: 'image-pull', reason: pull };
+  const placed = notPlacedProblem(pod);
+  return placed ? { gate: 'unschedulable', reason: placed } : null;
 }
 
 /** The gates a pure observation can decide, in the order they are checked. */
@@ -199,12 +343,11 @@ export const STOP_GATES: readonly Gate[] = [
   },
   {
     name: 'pod-running',
+    as: POD_PROBLEM_GATES,
     check: (c) => {
       for (const id of otherVoters(c)) {
         const pod = podAt(c.obs, id - 1);
-        if (!pod || pod.terminating || !pod.running) {
-          return nodeDownProblem(pod) || (pod && !pod.terminating && (imagePullProblem(pod) || notPlacedProblem(pod))) || `pod ${id - 1} is not running`;
-        }
+        if (!pod || pod.terminating || !pod.running) return podProblem(pod, !pod?.terminating) ?? `pod ${id - 1} is not running`;
       }
       return null;
     },
@@ -227,10 +370,11 @@ export const STOP_GATES: readonly Gate[] = [
   },
   {
     name: 'pod-ready',
+    as: POD_PROBLEM_GATES,
     check: (c) => {
       for (const id of otherVoters(c)) {
         const pod = podAt(c.obs, id - 1);
-        if (pod && !pod.ready) return imagePullProblem(pod) ?? nodeDownProblem(pod) ?? `pod ${id - 1} is not Ready`;
+        if (pod && !pod.ready) return podProblem(pod, true) ?? `pod ${id - 1} is not Ready`;
       }
       return null;
     },
@@ -257,10 +401,11 @@ export const STOP_GATES: readonly Gate[] = [
   },
   {
     name: 'voter-live',
+    as: ['node-down'],
     check: (c) => {
       for (const id of otherVoters(c)) {
         const m = memberOf(c.obs.membership, id);
-        if (!m || !m.live) return nodeDownProblem(podAt(c.obs, id - 1)) ?? `the leader has not heard from node ${id}`;
+        if (!m || !m.live) return podProblem(podAt(c.obs, id - 1), false) ?? `the leader has not heard from node ${id}`;
       }
       return null;
     },
@@ -292,8 +437,9 @@ export function drainAhead(c: GateContext, leadMs: number): boolean {
 /** The first gate that holds a stop of `target` back, or null when the pure gates pass. */
 export function stopGate(c: GateContext): GateHold | null {
   for (const gate of STOP_GATES) {
-    const reason = gate.check(c);
-    if (reason) return { gate: gate.name, reason, liftsAt: gate.liftsAt?.(c) };
+    const held = gate.check(c);
+    if (typeof held === 'string') return { gate: gate.name, reason: held, liftsAt: gate.liftsAt?.(c) };
+    if (held) return held;
   }
   return null;
 }

@@ -1,3 +1,5 @@
+import type { LinkObservation } from './link.ts';
+
 // What the operator knows about a cluster at one instant: its pods, claims and StatefulSet as the
 // API server has them, and each node's /health and the leader's membership view as the brokers
 // answer. Plain data, so the planning rules are pure functions of it (and of the clock).
@@ -92,6 +94,10 @@ export interface HealthObservation {
   quorumAckMs: number | null;
   version: string;
   applyFailure: Record<string, unknown> | null;
+  /** The cluster's committed catalogue version as this node applied it (raft.clusterVersion); null when not said. */
+  clusterVersion?: number | null;
+  /** The highest catalogue version this node's build reads (raft.kinds); null when not said. */
+  kinds?: number | null;
 }
 
 export interface MemberObservation {
@@ -103,6 +109,8 @@ export interface MemberObservation {
   lag: number | null;
   lastAckMs: number | null;
   live: boolean;
+  /** The catalogue version the member's build said it reads, as the leader heard it; null when not said. */
+  kinds?: number | null;
 }
 
 export interface MembershipObservation {
@@ -165,6 +173,11 @@ export interface Observation {
    * refused, a Secret that cannot be read), in one line; null or absent when they do not.
    */
   brokerAuth?: string | null;
+  /**
+   * The cluster link as the leader says it (GET /api/v1/system/link), read only for a cluster with
+   * spec.standby or spec.link: absent otherwise, null when no leader answered.
+   */
+  link?: LinkObservation | null;
 }
 
 // The one place a pod, a claim or a member is looked up by its pod ordinal or node id. A node's id

@@ -7,13 +7,16 @@
 import { replaceRequest } from '../crd/annotations.ts';
 import type { StoredSpec } from '../crd/schema.ts';
 import { neededOperation, type ClusterView, type Need, type OperationType } from './decide.ts';
+import { raiseNote, runningVersion, versionDoor, versionRefusedText } from './door.ts';
 import { parseQuantity } from './format.ts';
 import type { GateName } from './gates.ts';
 import { claimAt, memberOf, podAt, type Observation } from './observation.ts';
 import { nextRestart } from './restarts.ts';
-import { canaryStep, canarySecondsAfter, firstOnNewTemplate, formSteps, replaceSteps, restartStep, templateLine, voterStep, volumeStep, type PlannedStep } from './steps.ts';
+import { canaryStep, canarySecondsAfter, doorStep, firstOnNewTemplate, formSteps, replaceSteps, restartStep, restoreSteps, templateLine, voterStep, volumeStep, type PlannedStep } from './steps.ts';
 import { handsOffBeforeLeaving, nextVoterStep } from './voters.ts';
 import { nextVolumeStep } from './volumes.ts';
+import { restoring } from './backup.ts';
+import { PROMOTE_STEPS, SWITCHOVER_STEPS } from './link-steps.ts';
 
 export type { PlannedStep };
 export { STOP_GATE_NAMES } from './steps.ts';
@@ -47,7 +50,7 @@ export function planOperation(input: PlanInput): Plan {
 function stepsOf(need: Need, input: PlanInput): PlannedStep[] {
   switch (need.type) {
     case 'FormCluster':
-      return formSteps(input.obs.statefulSet?.replicas ?? input.spec.replicas);
+      return restoring(input.view.qc) ? restoreSteps(input.spec) : formSteps(input.obs.statefulSet?.replicas ?? input.spec.replicas);
     case 'RollingUpgrade':
       return upgradeSteps(input);
     case 'ScaleVoters':
@@ -56,11 +59,18 @@ function stepsOf(need: Need, input: PlanInput): PlannedStep[] {
       return replacement(input);
     case 'GrowVolumes':
       return volumeSteps(input);
+    case 'PromoteStandby':
+      return PROMOTE_STEPS;
+    case 'Switchover':
+      return SWITCHOVER_STEPS;
   }
 }
 
 /** The pods restart one at a time in the order nextRestart gives, each left on the new template, Ready. */
 function upgradeSteps({ view, obs, spec, image }: PlanInput): PlannedStep[] {
+  // A version whose build cannot start on the cluster's catalogue version is refused before any pod stops.
+  const door = versionDoor(view.qc.status, obs, spec.version);
+  if (door) return [doorStep(versionRefusedText(door, obs, runningVersion(view.qc.status)))];
   const sim = structuredClone(obs);
   sim.wantedHash = view.wantedTemplateHash;
   const steps: PlannedStep[] = [];
@@ -75,6 +85,10 @@ function upgradeSteps({ view, obs, spec, image }: PlanInput): PlannedStep[] {
     if (canary > 0) steps.push(canaryStep(spec, pick.ordinal, spec.version, canary));
   }
   if (steps.length === 0) steps.push({ step: 'applying the spec to the Services, the disruption budget and the StatefulSet; no pod restarts', gates: [] });
+  // After the last pod: the leader raises the catalogue version (or does not: finalize Manual).
+  const raise = raiseNote(view.qc, obs);
+  const last = steps.at(-1)!;
+  if (raise) last.note = last.note ? `${last.note}; ${raise}` : raise;
   return steps;
 }
 

@@ -29,9 +29,10 @@ export interface PlannedStep {
 
 /**
  * A pod's stop, and a voter's removal (activities/gate.ts stopHold): not paused, the pure stop
- * gate (plan/gates.ts STOP_GATES, in its order), then a write through a pod that stays.
+ * gate (plan/gates.ts STOP_GATES, in its order, each with the names it may hold as), then a write
+ * through a pod that stays.
  */
-export const STOP_GATE_NAMES: readonly GateName[] = ['not-paused', ...STOP_GATES.map((g) => g.name), 'write-commits'];
+export const STOP_GATE_NAMES: readonly GateName[] = ['not-paused', ...new Set(STOP_GATES.flatMap((g) => [g.name, ...(g.as ?? [])])), 'write-commits'];
 
 /** A pod drained before it stops or its node leaves (activities/drain.ts drainPods). */
 export const DRAIN_GATES = ['pod-out-of-endpoints', 'requests-drained'] as const satisfies readonly GateName[];
@@ -66,6 +67,14 @@ export function gatesOf(...parts: readonly (readonly GateName[])[]): GateName[] 
 
 /** The Event of the template applied: the image it runs (UpdateTemplate). */
 export const templateLine = (image: string) => `the pod template now runs ${image}; pods restart one at a time`;
+
+/** The Event of a finalize (queenmq.com/finalize): the same image, without the setting that held the cluster version. */
+export const finalizeLine = (version: string) =>
+  `finalizing ${version}: a rolling restart, one pod at a time, the leader last, without QUEEN_RAFT_CLUSTER_VERSION_MS=0; the leader then raises the cluster's catalogue version`;
+
+/** A version whose build cannot start on the cluster's catalogue version (plan/door.ts): refused before any pod stops, until a person changes it. */
+export const DOOR_GATE = 'version-can-boot' satisfies GateName;
+export const doorStep = (refused: string): PlannedStep => ({ step: refused, gates: [DOOR_GATE], note: 'Blocked: it waits for a person' });
 
 /** With spec.upgrade.approval Manual, the leader's restart waits for a person (gate `approved`). */
 export function needsApproval(spec: Pick<StoredSpec, 'upgrade'>, pick: Pick<RestartPick, 'why'>): boolean {
@@ -186,6 +195,34 @@ export function formSteps(pods: number): PlannedStep[] {
     { step: FORM_LINES.leader, gates: ['leader-known', 'pod-config', 'apply-running', 'broker-credentials'] },
     { step: FORM_LINES.voters, gates: ['leader-known', 'no-change-in-flight', 'voter-live', 'pod-ready'] },
     { step: FORM_LINES.write, gates: ['write-commits'] },
+  ];
+}
+
+/** The lines of a formation from a backup (workflows/restore-cluster.ts, activities/restore.ts); `what` names the backup or snapshot. */
+export const restoreLines = (what: string) => ({
+  source: 'check that the backup is ready to restore from',
+  claim: `create the claim of pod 0 from ${what}`,
+  objects: 'create the Services, the disruption budget and the StatefulSet with pod 0 alone, QUEEN_RAFT_FORCE_RECOVER=1',
+  leader: 'wait for node 1 to recover alone and lead',
+  recovered: 'restart pod 0 without QUEEN_RAFT_FORCE_RECOVER',
+});
+
+/** A cluster formed from a backup: pod 0 alone and recovered, then the other voters (a ScaleVoters once it ends). */
+export function restoreSteps(spec: Pick<StoredSpec, 'replicas' | 'bootstrap'>): PlannedStep[] {
+  const from = spec.bootstrap?.fromBackup;
+  const line = restoreLines(from?.name ? `the backup ${from.name}` : `the VolumeSnapshot ${from?.volumeSnapshot ?? ''}`);
+  const [objects, leader, voters, write] = formSteps(1);
+  return [
+    { step: line.source, gates: ['backup-ready'] },
+    { step: line.claim, gates: [] },
+    { step: line.objects, gates: objects!.gates },
+    { step: line.leader, gates: leader!.gates },
+    { step: line.recovered, gates: ['pod-ready'] },
+    voters!,
+    write!,
+    ...(spec.replicas > 1
+      ? [{ step: `then changing the voters to ${spec.replicas}: the other nodes added as learners and promoted together`, note: 'ScaleVoters, once this operation ends', gates: [] }]
+      : []),
   ];
 }
 

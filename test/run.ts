@@ -3,8 +3,8 @@
 // Arguments go to vitest, e.g. `npm test -- --project unit`.
 //
 // The `unit` project runs first and alone, then the `testbed` project (four scenarios at a time, one of them heavy),
-// then those that act on a whole node one at a time beside `install` (the README's cluster-wide
-// install, in a test bed of its own): the simulator's own tests
+// then those that act on a whole node one at a time beside `cluster-wide` (the README's cluster-wide
+// installs, plain and with Helm, in a test bed of their own): the simulator's own tests
 // time a protocol of 300 ms elections, and the end-to-end scenarios put a control plane, a Temporal
 // server and clusters of simulated nodes on the same two cores. Run side by side, each slows the
 // other down in ways that say nothing about the code under test.
@@ -70,12 +70,12 @@ if (args.some((a) => a.startsWith('--project'))) {
   // gates, not computing (with three, a quarter of the two cores stayed idle), and those that push
   // 200 messages a second take one slot at a time (test/heavy.ts). Those that act on a whole test bed node (stop it, cordon or drain it)
   // would disrupt the scenario beside them: they run afterwards, one at a time (vitest.config.ts),
-  // beside the cluster-wide install, which has a test bed of its own (it would act on the other
-  // scenarios' clusters); the install's output follows once it ends.
+  // beside the cluster-wide installs, which have a test bed of their own (they would act on the other
+  // scenarios' clusters); their output follows once they end.
   await runVitest('testbed', ['--project', 'testbed', '--maxWorkers=4', ...filtered, ...args]);
   await Promise.all([
     runVitest('testbed-alone', ['--project', 'testbed-alone', '--maxWorkers=1', ...filtered, ...args]),
-    runVitest('install', ['--project', 'install', ...filtered, ...args], true),
+    runVitest('cluster-wide', ['--project', 'cluster-wide', ...filtered, ...args], true),
   ]);
 }
 

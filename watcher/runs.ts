@@ -206,6 +206,8 @@ const PHASE_OF: Record<OperationType, Phase> = {
   ScaleVoters: 'Scaling',
   GrowVolumes: 'Resizing',
   RollingUpgrade: 'Upgrading',
+  PromoteStandby: 'Promoting',
+  Switchover: 'SwitchingOver',
 };
 
 /** The status of an operation started but not taken up by any worker: the task queue, named. */

@@ -4,11 +4,14 @@
 // runs; it signals a running operation to yield to a more urgent one (once per run), and cancels
 // one when asked. It also keeps the cluster's observer running (one per object, by its uid), and
 // keeps status true about runs it did not see end: one ended from outside (terminated, reset) and
-// one no worker takes up (watcher/runs.ts). While an operation runs and only its steps' status
-// moves, Temporal is asked about it at most every describeGapMs. No broker calls, no step logic.
+// one no worker takes up (watcher/runs.ts). An operation that waits for a person (parked, see
+// workflows/operation.ts) is told to look again when its cluster changes. While an operation runs
+// and only its steps' status moves, Temporal is asked about it at most every describeGapMs. No
+// broker calls, no step logic.
 import { Client, WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type WorkflowExecutionDescription } from '@temporalio/client';
 import type { Logger } from 'pino';
 import type { ClusterRef } from '../activities/common.ts';
+import { wakeToken } from '../activities/waits.ts';
 import { getCluster, isConflict, patchClusterAnnotations, patchClusterStatus, recordEvent, type Kube } from '../activities/kube.ts';
 import type { ClusterCache } from '../activities/cluster-cache.ts';
 import { claimObservation, podObservation, statefulSetObservation } from '../activities/observe.ts';
@@ -19,10 +22,13 @@ import { readAnnotations } from '../crd/annotations.ts';
 import { ANNOTATIONS, type Phase, type QueenCluster } from '../crd/schema.ts';
 import type { OperationInput } from '../workflows/operation.ts';
 import { searchAttributesOf } from '../workflows/search-attributes.ts';
+import { operationsEnded } from '../metrics.ts';
 import { decide, neededOperation, OPERATION_TYPES, type Decision, type Need, type OperationType, type RunningOperation } from '../plan/decide.ts';
 import type { ClaimObservation, PodObservation } from '../plan/observation.ts';
 import { endedOutside, lostAttempts, noWorkerStatus, Runs, stuckRun, stuckStatus, waitingForWorker } from './runs.ts';
 import { heldByGoneProcess, PROCESS } from '../identity.ts';
+import { Backups } from './backups.ts';
+import { restoring } from '../plan/backup.ts';
 
 /** What the Web UI shows of an operation beside its steps: what it is for and where to look. */
 function operationDetails(type: string, ns: string, name: string, target: string): string {
@@ -67,10 +73,14 @@ const WORKFLOW_OF: Partial<Record<OperationType, string>> = {
   ScaleVoters: 'scaleVoters',
   GrowVolumes: 'growVolumes',
   RollingUpgrade: 'rollingUpgrade',
+  PromoteStandby: 'promoteStandby',
+  Switchover: 'switchover',
 };
-const TYPE_OF: Record<string, OperationType> = Object.fromEntries(
-  Object.entries(WORKFLOW_OF).map(([type, workflow]) => [workflow, type as OperationType]),
-);
+const TYPE_OF: Record<string, OperationType> = {
+  ...Object.fromEntries(Object.entries(WORKFLOW_OF).map(([type, workflow]) => [workflow, type as OperationType])),
+  // A cluster formed from a backup (spec.bootstrap.fromBackup) forms through its own workflow.
+  restoreCluster: 'FormCluster',
+};
 /** The operations that stop at their next wait when asked to yield (nothing is more urgent than forming). */
 const YIELDING: ReadonlySet<OperationType> = new Set(['ReplaceNode', 'ScaleVoters', 'GrowVolumes', 'RollingUpgrade']);
 
@@ -111,8 +121,8 @@ export interface WatcherOptions {
    * one); an event after a quiet spell is evaluated at once.
    */
   settleMs?: number;
-  /** The operator's search attributes are registered: the workflows it starts carry them. */
-  searchAttributes?: boolean;
+  /** Whether the operator's search attributes are registered now: the workflows it starts then carry them. */
+  searchAttributes?: () => boolean;
   /** An operation no worker has taken up this long after its start is said in status. */
   noWorkerAfterMs?: number;
   /**
@@ -158,6 +168,8 @@ export class Watcher {
   private readonly observed = new Map<string, { uid: string; at: number }>();
   private readonly cancelled = new Set<string>();
   private readonly yielded = new Set<string>();
+  /** Parked runs told to look again, by `<run id>/<token>`: once per change. */
+  private readonly woken = new Set<string>();
   private readonly noWorkerTold = new Set<string>();
   /** Runs said to be stuck (`<run id>/<kind>`): their Event once, their line again only when it changes. */
   private readonly stuckTold = new Set<string>();
@@ -166,6 +178,8 @@ export class Watcher {
   /** Clusters with an evaluation due at the end of their describe gap. */
   private readonly dueAfterGap = new Set<string>();
   private readonly runs: Runs;
+  /** Each cluster's backup Schedule and backups on demand (watcher/backups.ts). */
+  private readonly backups: Backups;
   private resync: NodeJS.Timeout | null = null;
   private stopped = false;
 
@@ -173,7 +187,7 @@ export class Watcher {
     const resyncMs = opts.resyncMs ?? 30_000;
     this.opts = {
       settleMs: 300,
-      searchAttributes: false,
+      searchAttributes: () => false,
       noWorkerAfterMs: 10_000,
       eagerStart: false,
       describeGapMs: 5000,
@@ -182,6 +196,7 @@ export class Watcher {
       observerCheckMs: opts.observerCheckMs ?? resyncMs,
     };
     this.runs = new Runs(this.opts.temporal);
+    this.backups = new Backups({ temporal: this.opts.temporal, taskQueue: this.opts.taskQueue, searchAttributes: this.opts.searchAttributes });
   }
 
   async start(): Promise<void> {
@@ -214,6 +229,10 @@ export class Watcher {
    */
   private resyncAll() {
     const clusters = this.opts.cache.clusters();
+    const cache = this.opts.cache;
+    void this.backups
+      .sweep((ns, name) => cache.snapshot(ns, name)?.cluster ?? undefined, (ns) => cache.snapshot(ns, '') !== null, this.opts.log)
+      .catch((err) => this.opts.log.warn({ err: String(err) }, 'looking for backup Schedules no cluster wants failed; trying again later'));
     const gap = clusters.length > 1 ? Math.min(1000, this.opts.resyncMs / 2 / clusters.length) : 0;
     clusters.forEach((qc, i) => {
       const later = setTimeout(() => this.enqueue(qc.metadata.namespace, qc.metadata.name), i * gap);
@@ -253,12 +272,17 @@ export class Watcher {
         this.lastEvaluated.delete(key);
         this.decided.delete(key);
       }
-      if (!cached || cached.metadata.deletionTimestamp) return;
+      if (!cached || cached.metadata.deletionTimestamp) {
+        await this.backups.removed(namespace, name, log).catch((err) => log.warn({ err: String(err) }, 'deleting the backup Schedule failed; trying again later'));
+        return;
+      }
       await this.ensureObserver(cached, log);
+      await this.backups.reconcile(cached, log).catch((err) => log.warn({ err: String(err) }, 'the backup Schedule or a backup on demand could not be set up; trying again at the next event or resync'));
       // At rest (no operation recorded, none needed, nothing to cancel) there is nothing to ask
       // Temporal: whatever runs or not, nothing would be started, yielded or cancelled. Hundreds of
       // resting clusters then cost the watcher no call at their status writes and resyncs.
       const view = this.view(cached);
+      await this.wakeParked(cached, view, log);
       const need = neededOperation(view);
       const cancel = readAnnotations(cached.metadata.annotations).cancel;
       if (!cached.status?.operation && !cancel && !need) return;
@@ -302,6 +326,37 @@ export class Watcher {
     } finally {
       this.busy.delete(key);
       if (this.again.delete(key)) this.enqueue(namespace, name);
+    }
+  }
+
+  /**
+   * An operation parked at a wait for a person (status.operation.parked) looks again when the
+   * cluster is no longer what it was when it parked: its spec, annotations or objects changed (an
+   * approval, the end of a pause, a decision). Once per run and change; the run recorded in status
+   * is signalled as it is, without asking Temporal first, and a run that ended meanwhile is let be.
+   * A change that makes it yield or cancel (a more urgent operation, the cancel annotation) ends
+   * the wait by itself: no look again then.
+   */
+  private async wakeParked(qc: QueenCluster, view: ReturnType<Watcher['view']>, log: Logger) {
+    const op = qc.status?.operation;
+    if (!op?.parked || !op.runId) return;
+    const type = TYPE_OF[op.type] ?? (OPERATION_TYPES.includes(op.type as OperationType) ? (op.type as OperationType) : null);
+    const action = type ? decide(view, { type, workflowId: op.workflowId, runId: op.runId }, Date.now()).action : null;
+    if (action === 'yield' || action === 'cancel') return;
+    const token = wakeToken(qc, this.opts.cache.owned(qc.metadata.namespace, qc.metadata.name));
+    if (token === op.parked.token) return;
+    const key = `${op.runId}/${token}`;
+    if (this.woken.has(key)) return;
+    if (this.woken.size > 10_000) this.woken.clear();
+    this.woken.add(key);
+    log.info({ workflowId: op.workflowId, runId: op.runId, gate: op.gate }, `${op.type} waits for a person at ${op.gate ?? 'a gate'}, and the cluster changed: telling it to look again`);
+    try {
+      // The look-again signal of workflows/operation.ts.
+      await this.opts.temporal.workflow.getHandle(op.workflowId, op.runId).signal('look-again');
+    } catch (err) {
+      if (err instanceof WorkflowNotFoundError) return;
+      this.woken.delete(key);
+      throw err;
     }
   }
 
@@ -402,7 +457,7 @@ export class Watcher {
         workflowIdConflictPolicy: 'USE_EXISTING',
         staticSummary: `observes the QueenCluster ${namespace}/${name}`,
         staticDetails: observerDetails(namespace, name),
-        ...(this.opts.searchAttributes ? { typedSearchAttributes: searchAttributesOf(namespace, name, 'Observer', '') } : {}),
+        ...(this.opts.searchAttributes() ? { typedSearchAttributes: searchAttributesOf(namespace, name, 'Observer', '') } : {}),
       });
       log.debug('observer running');
     } catch (err) {
@@ -442,6 +497,8 @@ export class Watcher {
         const lastOperation = endedOutside(recorded, end, startedFor, { namespace, name }, new Date());
         log.warn({ workflowId: recorded.workflowId, runId: recorded.runId, how: end.status, reason: end.reason, identity: end.identity }, lastOperation.message ?? '');
         if (await this.patchStatus(fresh, { operation: null, lastOperation })) {
+          // Counted once: the write is a compare-and-set, which one replica wins.
+          operationsEnded.inc({ type: recorded.type, result: lastOperation.result });
           await recordEvent(this.opts.kube, fresh, `${recorded.type}${lastOperation.result}`, lastOperation.message ?? '', 'Warning').catch(() => undefined);
         }
         return true;
@@ -524,7 +581,7 @@ export class Watcher {
 
   private async startOperation(qc: QueenCluster, decision: Extract<Decision, { action: 'start' }>, log: Logger) {
     const { namespace, name, uid } = qc.metadata;
-    const workflow = WORKFLOW_OF[decision.need.type];
+    const workflow = decision.need.type === 'FormCluster' && restoring(qc) ? 'restoreCluster' : WORKFLOW_OF[decision.need.type];
     if (!workflow) return;
     const input: OperationInput = {
       ref: { namespace, name, uid: uid! },
@@ -540,7 +597,7 @@ export class Watcher {
         staticSummary: `${decision.need.type} of ${namespace}/${name}: ${decision.need.target}`,
         staticDetails: operationDetails(decision.need.type, namespace, name, decision.need.target),
         requestEagerStart: this.opts.eagerStart,
-        ...(this.opts.searchAttributes ? { typedSearchAttributes: searchAttributesOf(namespace, name, decision.need.type, decision.need.target) } : {}),
+        ...(this.opts.searchAttributes() ? { typedSearchAttributes: searchAttributesOf(namespace, name, decision.need.type, decision.need.target) } : {}),
       });
       log.info(
         { workflowId: handle.workflowId, runId: handle.firstExecutionRunId, type: decision.need.type, target: decision.need.target, eager: handle.eagerlyStarted },

@@ -1,8 +1,18 @@
 // What every operation workflow shares: its input, the activity options (steps are activities,
-// named in the UI by a one-line summary), the yield signal, and how it ends.
+// named in the UI by a one-line summary), the yield signal, how it waits for a person, and how
+// it ends.
+//
+// A wait for the machine (a pod becoming Ready, a learner catching up) is a step: one activity
+// that looks until its gate opens. A wait for a person (an approval, the end of a pause, a
+// decision about a failed version, every Blocked hold) is the workflow's: the step ends `parked`
+// at once, and the workflow waits for the watcher's look-again signal, which it sends when the
+// QueenCluster or what it owns changes (and, for a hold lifted outside the QueenCluster, for a
+// durable timer too). Then it runs the step again. No worker slot is held meanwhile, and what the
+// wait concluded is in the workflow's history.
 import {
   ActivityCancellationType,
   ApplicationFailure,
+  AsyncLocalStorage,
   CancellationScope,
   condition,
   defineSignal,
@@ -14,6 +24,7 @@ import {
   type ActivityOptions,
 } from '@temporalio/workflow';
 import type { Activities, ClusterRef } from '../activities/index.ts';
+import { isParked, type Parked, type ParkedHold } from '../plan/gates.ts';
 import type { OperationType } from '../plan/decide.ts';
 import { resumeHint } from '../plan/format.ts';
 
@@ -29,6 +40,74 @@ export interface OperationInput {
 
 /** Asks a running operation to stop at its next safe point so a more urgent one can run. */
 export const yieldSignal = defineSignal<[string]>('yield');
+
+/**
+ * Tells an operation that waits for a person (a step that ended `parked`) that its QueenCluster,
+ * or what it owns, changed: it runs the step again, which looks. Sent by the watcher when the
+ * token recorded in status.operation.parked no longer matches the cluster.
+ */
+export const lookAgainSignal = defineSignal('look-again');
+
+/**
+ * The patch behind which an operation waits for a person in the workflow, not in a step (issue
+ * #33): its wait steps end `parked` on a hold only a person lifts. Runs recorded before it wait in
+ * the step, as they did.
+ */
+export const PARK_WAITS = 'park-waits';
+
+/** How an operation waits for a person: whether its steps park, and the look-again signals it got. */
+interface Parking {
+  parks: boolean;
+  wakes: number;
+}
+
+/** The operation's own parking, for the steps its body runs (workflow-local: AsyncLocalStorage). */
+const parking = new AsyncLocalStorage<Parking>();
+
+/** The first look again at a hold lifted outside the QueenCluster, doubling up to the last. */
+const OUTSIDE_LOOK_AGAIN = { firstMs: 30_000, lastMs: 30 * 60_000 };
+
+/**
+ * Waits after a step parked: until the watcher says the cluster changed; for a hold lifted outside
+ * the QueenCluster, at most the `n`th look-again time; and at most until the time the step said it
+ * must look again by (durable timers). The Web UI's details say what it waits for.
+ */
+async function waitForAPerson(p: Parking, hold: ParkedHold, summary: string, n: number): Promise<void> {
+  const seen = p.wakes;
+  setCurrentDetails(`${summary}: waits for ${hold.lift === 'person' ? 'a person' : 'a change outside the QueenCluster'} (${hold.gate ?? 'no gate'}): ${hold.message}`);
+  const backoff = hold.lift === 'outside' ? Math.min(OUTSIDE_LOOK_AGAIN.firstMs * 2 ** n, OUTSIDE_LOOK_AGAIN.lastMs) : Infinity;
+  const due = hold.lookAgainAt !== undefined ? Math.max(1000, hold.lookAgainAt - Date.now()) : Infinity;
+  const timeout = Math.min(backoff, due);
+  await condition(() => p.wakes !== seen, Number.isFinite(timeout) ? timeout : undefined);
+  setCurrentDetails(summary);
+}
+
+/** Whether this operation's waits park (a run recorded before PARK_WAITS waits in its steps). */
+export function waitsPark(): boolean {
+  return parking.getStore()?.parks ?? false;
+}
+
+/** The activities as a workflow sees them: a step that parks is waited on and run again, never returned. */
+type Unparked<A> = { [K in keyof A]: A[K] extends (...args: infer P) => Promise<infer R> ? (...args: P) => Promise<Exclude<R, Parked>> : A[K] };
+
+/**
+ * The wait steps of an operation whose waits park: each runs with `parks` on its cluster, and when
+ * it ends `parked` the workflow waits for a person (waitForAPerson), then runs it again.
+ */
+function parkingSteps(acts: Activities, p: Parking, summary: string): Unparked<Activities> {
+  return new Proxy(acts, {
+    get(target, type) {
+      const fn = target[type as keyof Activities] as unknown as (...args: unknown[]) => Promise<unknown>;
+      return async (ref: ClusterRef, ...rest: unknown[]) => {
+        for (let n = 0; ; n++) {
+          const r = await fn({ ...ref, parks: true }, ...rest);
+          if (!isParked(r)) return r;
+          await waitForAPerson(p, r.parked, summary, n);
+        }
+      };
+    },
+  }) as unknown as Unparked<Activities>;
+}
 
 /**
  * Steps are retried with backoff as long as it takes (the API server or a broker may be away for a
@@ -62,9 +141,11 @@ const WAIT: ActivityOptions = {
  * The activities of one step, with the step's line as its summary in the Temporal UI; the line is
  * also the workflow's current details (what the UI shows it is doing now).
  */
-export function step(summary: string, kind: 'quick' | 'wait' = 'quick') {
+export function step(summary: string, kind: 'quick' | 'wait' = 'quick'): Unparked<Activities> {
   setCurrentDetails(summary);
-  return proxyActivities<Activities>({ ...(kind === 'wait' ? WAIT : QUICK), summary });
+  const acts = proxyActivities<Activities>({ ...(kind === 'wait' ? WAIT : QUICK), summary });
+  const p = kind === 'wait' ? parking.getStore() : undefined;
+  return p?.parks ? parkingSteps(acts, p, summary) : (acts as Unparked<Activities>);
 }
 
 /**
@@ -150,7 +231,7 @@ export type Outcome = { result: 'Succeeded' | 'Failed' | 'Yielded' | 'RolledBack
 
 export interface OperationShape {
   type: OperationType;
-  phase: 'Forming' | 'Upgrading' | 'Scaling' | 'Replacing' | 'Resizing';
+  phase: 'Forming' | 'Upgrading' | 'Scaling' | 'Replacing' | 'Resizing' | 'Promoting' | 'SwitchingOver';
   /** The first line status.message shows. */
   message: string;
   /** The line status keeps when the operation is cancelled (may ask the cluster, not cancellable). */
@@ -165,6 +246,16 @@ export interface OperationShape {
  * as cancelled in Temporal too.
  */
 export async function runOperation(input: OperationInput, shape: OperationShape, body: () => Promise<Outcome>): Promise<string> {
+  const p: Parking = { parks: patched(PARK_WAITS), wakes: 0 };
+  if (p.parks) {
+    setHandler(lookAgainSignal, () => {
+      p.wakes++;
+    });
+  }
+  return parking.run(p, () => operation(input, shape, body));
+}
+
+async function operation(input: OperationInput, shape: OperationShape, body: () => Promise<Outcome>): Promise<string> {
   const startedAt = await step('the operation begins').beginOperation(input.ref, {
     type: shape.type,
     phase: shape.phase,

@@ -12,11 +12,11 @@
 // last, and it ends RolledBack. The rollback is recorded in status, so a later run finishes it.
 import { CancellationScope, patched, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import { SEARCH_ATTRIBUTES } from './search-attributes.ts';
-import type { RollbackTarget, UpgradeFailure } from '../activities/upgrade.ts';
+import type { FailureDecision, RollbackTarget, UpgradeFailure } from '../activities/upgrade.ts';
 import { podsText } from '../plan/format.ts';
 import type { ProgressWatch } from '../plan/progress.ts';
 import { canaryLine, restartLine } from '../plan/steps.ts';
-import { resumeHint, runOperation, step, yieldable, YIELDED, type OperationInput, type Outcome } from './operation.ts';
+import { resumeHint, runOperation, step, waitsPark, yieldable, YIELDED, type OperationInput, type Outcome } from './operation.ts';
 
 /** Patches: the steps added to the sequence of a recorded upgrade (see test/workflows/replay.test.ts). */
 export const PATCHES = {
@@ -41,7 +41,7 @@ export async function rollingUpgrade(input: OperationInput): Promise<string> {
   const { ref } = input;
   const yielding = yieldable(true, ref);
   let version = input.target;
-  let applied: { specHash: string; templateHash: string; version: string; rollingBack?: RollbackTarget } | null = null;
+  let applied: { specHash: string; templateHash: string; version: string; rollingBack?: RollbackTarget; held?: UpgradeFailure } | null = null;
   const restarted: number[] = [];
   /** Set once a rollback began: where it goes, and the pods it moved back. */
   let back: RollbackTarget | null = null;
@@ -73,6 +73,12 @@ export async function rollingUpgrade(input: OperationInput): Promise<string> {
     for (;;) {
       const next = await yielding.run(() => step('wait until the next pod may go back', 'wait').awaitRollbackRestart(ref, to));
       if (next === YIELDED) return yielded();
+      // It cannot be made (the cluster's catalogue version was raised past the previous version's
+      // build) and the spec changed since: the rollback ends, and the new spec goes on.
+      if (next.kind === 'superseded') {
+        await step('the rollback is over').endRollback(ref);
+        return { result: 'Failed', message: next.message };
+      }
       if (next.kind === 'restart') {
         const pick = next.pick;
         const r = await CancellationScope.nonCancellable(() =>
@@ -98,6 +104,23 @@ export async function rollingUpgrade(input: OperationInput): Promise<string> {
     }
   };
 
+  /**
+   * A failure under onFailure Hold waits for a person's decision, here in the workflow: the verdict
+   * is this workflow's, whatever the pods do meanwhile and whatever happens to the operator.
+   */
+  const decide = (failure: UpgradeFailure) =>
+    yielding.run(() => step(`the upgrade to ${failure.failedVersion} holds for a person: ${failure.reason}`, 'wait').awaitFailureDecision(ref, failure));
+  const heldYielded = (failure: UpgradeFailure): Outcome => ({
+    result: 'Yielded',
+    message: `the upgrade to ${failure.failedVersion}, held for a person (${failure.reason}), yielded to ${yielding.requested} after ${sofar()}; it holds again after`,
+  });
+  /** A new spec (another version) is applied: the upgrade goes on towards it. */
+  const retarget = async () => {
+    applied = await step('apply the new spec to the pod template').applyPodTemplate(ref);
+    if (applied.version !== version && patched(PATCHES.retargetSearch)) retargetSearch(applied.version);
+    version = applied.version;
+  };
+
   return runOperation(
     input,
     {
@@ -117,9 +140,23 @@ export async function rollingUpgrade(input: OperationInput): Promise<string> {
       version = applied.version;
       const resumed = applied.rollingBack;
       if (resumed && patched(PATCHES.rollback)) return rollBack({ reason: resumed.reason, failedVersion: resumed.failedVersion });
+      // A failure an earlier run of this upgrade held for a person still holds.
+      let held: UpgradeFailure | null = applied.held && waitsPark() ? applied.held : null;
       /** The pod restarted last, until it has come up on the new version (the progress deadline runs from its restart). */
       let watch: ProgressWatch | null = null;
       for (;;) {
+        if (held) {
+          const failure = held;
+          const decided: FailureDecision | typeof YIELDED = await decide(failure);
+          if (decided === YIELDED) return heldYielded(failure);
+          held = null;
+          if (decided === 'rollback') return rollBack(failure);
+          if (decided === 'retarget') await retarget();
+          // `again`: the version is tried again from where the pods are; the pod restarted last gets its deadline anew.
+          const last = watch as ProgressWatch | null;
+          if (decided === 'again' && last) watch = { ordinal: last.ordinal, since: Date.now() };
+          continue;
+        }
         const target = applied;
         const next = await yielding.run(() => step('wait until the next pod may stop', 'wait').awaitNextRestart(ref, { specHash: target.specHash, watch }));
         if (next === YIELDED) {
@@ -129,13 +166,12 @@ export async function rollingUpgrade(input: OperationInput): Promise<string> {
           };
         }
         if (next.kind === 'retarget') {
-          applied = await step('apply the new spec to the pod template').applyPodTemplate(ref);
-          if (applied.version !== version && patched(PATCHES.retargetSearch)) retargetSearch(applied.version);
-          version = applied.version;
+          await retarget();
           continue;
         }
         if (next.kind === 'failed') {
-          if (patched(PATCHES.rollback)) return rollBack(next.failure);
+          if (next.hold) held = next.failure;
+          else if (patched(PATCHES.rollback)) return rollBack(next.failure);
           continue;
         }
         if (next.kind === 'restart') {
@@ -145,7 +181,9 @@ export async function rollingUpgrade(input: OperationInput): Promise<string> {
           if (r.restarted) restarted.push(pick.ordinal);
           watch = r.restarted ? { ordinal: pick.ordinal, since: Date.now() } : watch;
           const seconds = next.canarySeconds ?? 0;
-          if (r.restarted && seconds > 0 && patched(PATCHES.canary)) {
+          // The canary soaks; a failure held for a person and then let go (`again`) soaks it once more.
+          for (let soak = r.restarted && seconds > 0 && patched(PATCHES.canary); soak; ) {
+            soak = false;
             const since = Date.now();
             const canary = await yielding.run(() =>
               step(canaryLine(pick.ordinal, version, seconds), 'wait').awaitCanary(ref, {
@@ -160,7 +198,13 @@ export async function rollingUpgrade(input: OperationInput): Promise<string> {
             if (canary === YIELDED) {
               return { result: 'Yielded', message: `the upgrade to ${version} yielded to ${yielding.requested} during the canary of pod ${pick.ordinal}: ${await describe()}` };
             }
-            if (canary.kind === 'failed') return rollBack(canary.failure);
+            if (canary.kind !== 'failed') break;
+            if (!canary.hold) return rollBack(canary.failure);
+            const decided = await decide(canary.failure);
+            if (decided === YIELDED) return heldYielded(canary.failure);
+            if (decided === 'rollback') return rollBack(canary.failure);
+            if (decided === 'retarget') await retarget();
+            soak = decided === 'again';
           }
           continue;
         }
@@ -168,6 +212,10 @@ export async function rollingUpgrade(input: OperationInput): Promise<string> {
         const settled = await yielding.run(() => step('wait for the cluster to settle', 'wait').awaitSettled(ref, { ...target, watch }));
         if (settled === YIELDED) {
           return { result: 'Yielded', message: `the upgrade to ${version} yielded to ${yielding.requested} after ${sofar()}` };
+        }
+        if (settled.failure && settled.hold) {
+          held = settled.failure;
+          continue;
         }
         if (settled.failure && patched(PATCHES.rollback)) return rollBack(settled.failure);
         if (settled.again) continue;

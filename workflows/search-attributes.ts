@@ -2,7 +2,7 @@
 // cluster's operations without knowing a workflow id: `QueenNamespace = "prod" AND QueenOperation
 // = "RollingUpgrade"` (all upgrades of namespace prod), `QueenCluster = "queen"` (everything of
 // cluster queen, its observer included). Set when the watcher starts a workflow; the operator
-// registers them at start where it may (connect.ts), and deploy/temporal.md says how otherwise.
+// registers them at start where it may (connect.ts), and docs/temporal.md says how otherwise.
 import { defineSearchAttributeKey, SearchAttributeType, type SearchAttributePair } from '@temporalio/common';
 
 export const SEARCH_ATTRIBUTES = {

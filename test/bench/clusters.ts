@@ -10,7 +10,7 @@ import { Client, Connection } from '@temporalio/client';
 import { isMap, isSeq, parseAllDocuments } from 'yaml';
 import { GROUP, PLURAL, VERSION, type QueenCluster, type QueenClusterSpec } from '../../crd/schema.ts';
 import { control } from '../testbed/client.ts';
-import { adminKubeConfig, createSecret, kubectl, sleep, testbed, waitFor } from '../e2e/harness.ts';
+import { adminKubeConfig, createSecret, kubectl, metricSamples, metricSum, sleep, testbed, waitFor } from '../e2e/harness.ts';
 import { eventTimeMs } from '../e2e/temporal.ts';
 
 const INSTALL = fileURLToPath(new URL('../../deploy/install.yaml', import.meta.url));
@@ -234,26 +234,10 @@ export async function samplePods(f: Fleet): Promise<PodSample[]> {
 export async function scrape(f: Fleet, pod: string): Promise<Map<string, number>> {
   const p = await f.core.readNamespacedPod({ namespace: OPERATOR_NS, name: pod });
   const res = await fetch(`http://${p.status!.podIP}:9090/metrics`, { signal: AbortSignal.timeout(10_000) });
-  const metrics = new Map<string, number>();
-  for (const line of (await res.text()).split('\n')) {
-    if (!line || line.startsWith('#')) continue;
-    const m = /^(\S+?)(\{.*\})?\s+(\S+)$/.exec(line);
-    if (m) metrics.set(`${m[1]}${m[2] ?? ''}`, Number(m[3]));
-  }
-  return metrics;
+  return metricSamples(await res.text());
 }
 
-/** The sum of a family's samples whose labels match `labels` (all of them). */
-export function sum(metrics: Map<string, number>, family: string, labels: Record<string, string> = {}): number {
-  let total = 0;
-  for (const [key, v] of metrics) {
-    const brace = key.indexOf('{');
-    const name = brace < 0 ? key : key.slice(0, brace);
-    if (name !== family) continue;
-    if (Object.entries(labels).every(([k, val]) => key.includes(`${k}="${val}"`))) total += v;
-  }
-  return total;
-}
+export { metricSum as sum };
 
 /** Every operator pod's metrics. */
 export async function scrapeAll(f: Fleet): Promise<Map<string, Map<string, number>>> {

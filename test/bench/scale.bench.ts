@@ -7,7 +7,9 @@
 //   - API server requests per second per resting cluster (the operator's own count, by verb);
 //   - Temporal history events per resting cluster per day, measured over the rest window and
 //     extrapolated (said so), with the timers and activities among them;
-//   - activity slots held at rest (the Temporal SDK's gauge) against the clusters observed;
+//   - activity slots held at rest (the Temporal SDK's gauge) against the clusters observed, and
+//     held while N upgrades wait for an approval (waits for a person hold none), with the history
+//     events those waits add;
 //   - the spec-change-to-first-step latency, p50 and p99, with the upgrades running, and its way
 //     from each run's history (run started, workflow task taken, first activity scheduled, taken,
 //     done, status seen);
@@ -21,7 +23,8 @@
 //
 // Settings (environment): QUEEN_BENCH_CLUSTERS (200), QUEEN_BENCH_VOTERS (3), QUEEN_BENCH_UPGRADES
 // (50; 0 measures the rest only), QUEEN_BENCH_REST_SECONDS (600), QUEEN_BENCH_REPLICAS (1),
-// QUEEN_BENCH_NAMESPACES (10). The figures at rest are printed as soon as they are measured.
+// QUEEN_BENCH_NAMESPACES (10), QUEEN_BENCH_APPROVALS (the upgrades that wait for an approval at
+// once: every cluster). The figures at rest are printed as soon as they are measured.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, expect, it } from 'vitest';
@@ -60,6 +63,9 @@ const UPGRADES = process.env.QUEEN_BENCH_UPGRADES?.trim() === '0' ? 0 : Math.min
 const REST_MS = num('QUEEN_BENCH_REST_SECONDS', 600) * 1000;
 const NAMESPACES = Math.min(num('QUEEN_BENCH_NAMESPACES', 10), CLUSTERS);
 const REPLICAS = (process.env.QUEEN_BENCH_REPLICAS ?? '1').split(',').map(Number);
+const APPROVALS = Math.min(num('QUEEN_BENCH_APPROVALS', CLUSTERS), CLUSTERS);
+/** How long the slots are watched while the upgrades wait for their approval. */
+const APPROVAL_WATCH_MS = 60_000;
 const MIN_READY_SECONDS = 5;
 /** How many upgrades alone the ratio is taken against (their median). */
 const ALONE_RUNS = 3;
@@ -350,6 +356,54 @@ async function upgradeAll(fl: Fleet, replicas: number, targets: Fleet['clusters'
   };
 }
 
+interface ApprovalFigures {
+  waiting: number;
+  /** The most activity slots in use, summed over the replicas, while they all waited. */
+  slotsUsedMax: number;
+  /** History events their runs added in the window, per waiting upgrade. */
+  eventsPerWait: number;
+  seconds: number;
+}
+
+/**
+ * `targets` upgrade to `version` with spec.upgrade.approval Manual: once every one waits before its
+ * leader for the approval (parked), the slots in use are watched for a while, then all are approved
+ * and end.
+ */
+async function waitingForApproval(fl: Fleet, targets: Fleet['clusters'], version: string): Promise<ApprovalFigures> {
+  for (const c of targets) {
+    await fl.custom.patchNamespacedCustomObject(
+      { group: GROUP, version: VERSION, namespace: c.ns, plural: PLURAL, name: c.name, body: { spec: { version, upgrade: { approval: 'Manual' } } } },
+      mergePatch(),
+    );
+  }
+  const began = Date.now();
+  const waits = (qs: QueenCluster[]) => qs.filter((q) => q.status?.operation?.gate === 'approved' && q.status.operation.parked).length;
+  for (let n = 0; n < targets.length; n = waits(await listClusters(fl))) {
+    if (Date.now() - began > 3_600_000) throw new Error(`the upgrades did not all wait for their approval within an hour: ${n} of ${targets.length}`);
+    await sleep(5000);
+  }
+  console.log(`scale: ${targets.length} upgrades wait for their approval after ${((Date.now() - began) / 1000).toFixed(0)} s`);
+  const from = Date.now();
+  let slotsUsedMax = 0;
+  while (Date.now() - from < APPROVAL_WATCH_MS) {
+    const m = await scrapeAll(fl);
+    slotsUsedMax = Math.max(slotsUsedMax, [...m.values()].reduce((t, x) => t + sum(x, 'temporal_worker_task_slots_used', { worker_type: 'ActivityWorker' }), 0));
+    await sleep(5000);
+  }
+  const to = Date.now();
+  let events = 0;
+  for (const c of targets) events += (await eventsBetween(fl, `queencluster/${c.ns}/${c.name}`, from, to)).events;
+  for (const c of targets) {
+    await fl.custom.patchNamespacedCustomObject(
+      { group: GROUP, version: VERSION, namespace: c.ns, plural: PLURAL, name: c.name, body: { metadata: { annotations: { 'queenmq.com/approve': version } } } },
+      mergePatch(),
+    );
+  }
+  await allReady(fl, 3_600_000);
+  return { waiting: targets.length, slotsUsedMax, eventsPerWait: events / targets.length, seconds: (to - from) / 1000 };
+}
+
 type Scrapes = Map<string, Map<string, number>>;
 
 /** A family's growth between two scrapes of every pod, summed by `keyOf` its sample's labels (null: left out). */
@@ -496,8 +550,13 @@ it(`scale: ${CLUSTERS} clusters of ${VOTERS} voters on one operator, then ${UPGR
     upgrades.push(await upgradeAll(f, replicas, f.clusters.slice(1, 1 + UPGRADES), versions[i]!));
     await allReady(f, 600_000);
   }
+  console.log(`scale: ${APPROVALS} upgrades waiting for an approval`);
+  const approvals = await waitingForApproval(f, f.clusters.slice(0, APPROVALS), '2.6.5');
 
-  const lines = restLines(empty, rests[0]!);
+  const lines = [
+    ...restLines(empty, rests[0]!),
+    `activity slots held by ${approvals.waiting} upgrades waiting for an approval: at most ${approvals.slotsUsedMax} (goal: 0); their history grew by ${approvals.eventsPerWait.toFixed(2)} events per wait in ${approvals.seconds.toFixed(0)} s`,
+  ];
   for (const u of upgrades) {
     const median = quantile(u.durationsMs, 0.5);
     lines.push(
@@ -522,7 +581,7 @@ it(`scale: ${CLUSTERS} clusters of ${VOTERS} voters on one operator, then ${UPGR
   }
   console.log(lines.join('\n'));
   mkdirSync('.cache', { recursive: true });
-  writeFileSync(join('.cache', `bench-scale-${new Date().toISOString().replace(/[:.]/g, '-')}.json`), JSON.stringify({ CLUSTERS, VOTERS, UPGRADES, REST_MS, empty, rests, upgrades, alone }, null, 2));
+  writeFileSync(join('.cache', `bench-scale-${new Date().toISOString().replace(/[:.]/g, '-')}.json`), JSON.stringify({ CLUSTERS, VOTERS, UPGRADES, REST_MS, empty, rests, upgrades, alone, approvals }, null, 2));
   // What does not depend on the machine: nothing ran twice.
   for (const u of upgrades) expect(u.runsTwice).toEqual([]);
 }, 6 * 3600_000);

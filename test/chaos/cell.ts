@@ -16,7 +16,7 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { temporal as proto } from '@temporalio/proto';
-import type { QueenCluster } from '../../crd/schema.ts';
+import type { QueenCluster, QueenClusterSpec } from '../../crd/schema.ts';
 import { ANNOTATIONS } from '../../crd/schema.ts';
 import { applyManifest, control, kubectl } from '../testbed/client.ts';
 import { startLoad, verifyAcknowledged, type Load, type LoadReport } from '../testbed/load.ts';
@@ -37,11 +37,32 @@ import {
   type Scenario,
 } from '../e2e/harness.ts';
 import { historyEvents, settledRuns, workflowRuns } from '../e2e/temporal.ts';
+import { backups, requestedBackup, volumeSnapshot } from '../e2e/backups.ts';
+import { requestedBackupWorkflowId } from '../../watcher/backups.ts';
 import { followMembership, membershipViolations, changeKey, type MembershipLog } from './membership.ts';
 import { track, type Tracker } from './tracker.ts';
+import { LINK_CELLS, LINK_STEP_REASONS } from './link-cells.ts';
 
-export const OPERATIONS = ['FormCluster', 'RollingUpgrade', 'ScaleUp', 'ScaleDown', 'ReplaceFollower', 'ReplaceLeader', 'GrowVolumes', 'GrowVolumesRestart'] as const;
-export type OperationName = (typeof OPERATIONS)[number];
+export const OPERATIONS = [
+  'FormCluster',
+  'RollingUpgrade',
+  'UpgradeApprovalCanary',
+  'ScaleUp',
+  'ScaleDown',
+  'ReplaceFollower',
+  'ReplaceLeader',
+  'GrowVolumes',
+  'GrowVolumesRestart',
+] as const;
+/**
+ * A backup asked for by the annotation (takeBackup, beside the cluster's operations), and a cluster
+ * of one voter formed from a backup (restoreCluster); a standby's promotion and a planned switchover
+ * (two clusters each, link-cells.ts). Apart from OPERATIONS, which the seeded sample of `npm test`
+ * draws from.
+ */
+export const BACKUP_OPERATIONS = ['Backup', 'Restore'] as const;
+export const LINK_OPERATIONS = ['PromoteStandby', 'Switchover'] as const;
+export type OperationName = (typeof OPERATIONS)[number] | (typeof BACKUP_OPERATIONS)[number] | (typeof LINK_OPERATIONS)[number];
 
 /** The faults of item 2 of the issue: the world around the operator fails while it works. */
 export const WORLD_FAULTS = ['temporal-restart', 'apiserver-restart', 'node-stop', 'voter-kill', 'leader-mid-promote'] as const;
@@ -75,7 +96,7 @@ export interface CellResult {
   namespace: string;
 }
 
-interface Ctx {
+export interface Ctx {
   s: Scenario;
   tracker: Tracker;
   /** The leader's node id when the operation began. */
@@ -84,21 +105,29 @@ interface Ctx {
   target: string | null;
   /** Claim name → UID before the operation. */
   claimsBefore: Map<string, string>;
+  /** Restore: the backup it forms from, and the source cluster's pods (name:uid) before. */
+  backup?: string;
+  sourcePods?: string[];
 }
 
-type Range = [number, number];
+export type Range = [number, number];
 
-interface OperationDef {
+export interface OperationDef {
   /** The workflow type in Temporal. */
   workflow: string;
   /** status.lastOperation.type. */
   type: string;
   /** The cluster the operation starts from (FormCluster: none). */
   replicas: 3 | 5;
+  /** More of the spec it is formed with. */
+  spec?: Partial<QueenClusterSpec>;
   /** A recorded history of this operation (test/workflows/histories), for its activity ids. */
   history: string;
-  prepare?: (c: Ctx) => Promise<void>;
+  /** Before the trigger (the load client pushing, if any). */
+  prepare?: (c: Ctx, load: Load | null) => Promise<void>;
   trigger: (c: Ctx) => Promise<void>;
+  /** What a person does while it runs (an approval once it asks for one); ends by itself. */
+  during?: (c: Ctx, began: number) => Promise<void>;
   voters: number[];
   /** How many UIDs each pod has from the trigger to the end (a restart makes one more). */
   uids: (c: Ctx) => Record<string, Range>;
@@ -108,14 +137,27 @@ interface OperationDef {
   events: (c: Ctx) => Record<string, Range>;
   /** The membership changes the operation makes, each once (`learner 4`, `promote 4`, `remove 2`). */
   members: (c: Ctx) => string[];
+  /** What runs before, instead of forming the cluster `queen` and starting the load. */
+  setup?: (c: Ctx) => Promise<void>;
+  /** The workflow id of its run, when it is not the cluster's operation id. */
+  workflowId?: (c: Ctx) => Promise<string>;
+  /** Its end, when it is not the cluster's status.lastOperation. */
+  awaitEnd?: (c: Ctx, began: number, timeoutMs: number) => Promise<{ outcome: string; finishedAt: number | null }>;
+  /** What a user sees of it once it ended, beyond the voters, pods, claims and Events. */
+  check?: (c: Ctx, result: CellResult) => Promise<void>;
+  /**
+   * The cluster under test (`queen`) as it is before the trigger, when not a plain formed one: a
+   * standby of a source (link-cells.ts). Its load client (the Services it pushes through) with it.
+   */
+  cluster?: (s: Scenario) => Promise<{ qc: QueenCluster; service: string | string[] }>;
 }
 
 /** The node id of a pod `queen-N`. */
 const nodeOf = (pod: string | null) => Number(pod!.split('-').at(-1)) + 1;
 const replaced = (c: Ctx) => [`remove ${nodeOf(c.target)}`, `learner ${nodeOf(c.target)}`, `promote ${nodeOf(c.target)}`];
 
-const once: Range = [1, 1];
-const each = (n: number, r: Range) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`queen-${i}`, r]));
+export const once: Range = [1, 1];
+export const each = (n: number, r: Range) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`queen-${i}`, r]));
 
 export const DEFS: Record<OperationName, OperationDef> = {
   FormCluster: {
@@ -140,6 +182,33 @@ export const DEFS: Record<OperationName, OperationDef> = {
     uids: () => each(3, [2, 2]),
     claimsDeleted: () => [],
     events: () => ({ RollingUpgradeStarted: once, UpdateTemplate: once, RestartPod: [3, 3], RollingUpgradeSucceeded: once }),
+    members: () => [],
+  },
+  // An upgrade that waits for a person twice: its canary soaks (the waits of the machine), and the
+  // leader waits for an approval, parked in the workflow, which a person gives once it is asked.
+  UpgradeApprovalCanary: {
+    workflow: 'rollingUpgrade',
+    type: 'RollingUpgrade',
+    replicas: 3,
+    spec: { upgrade: { approval: 'Manual', canarySeconds: 15 } },
+    history: 'rollingUpgrade-approval-canary',
+    trigger: (c) => patchSpec(c.s, { version: '2.6.1' }),
+    during: async (c, began) => {
+      const asked = await waitFor(
+        'the upgrade asking for an approval, or its end',
+        async () => {
+          const st = (await getCluster(c.s)).status;
+          if (st?.operation?.gate === 'approved') return 'asked';
+          return st?.lastOperation && Date.parse(st.lastOperation.startedAt ?? '') >= began - 2000 && !st.operation ? 'ended' : undefined;
+        },
+        15 * 60_000,
+      );
+      if (asked === 'asked') await annotate(c.s, { [ANNOTATIONS.approve]: '2.6.1' });
+    },
+    voters: [1, 2, 3],
+    uids: () => each(3, [2, 2]),
+    claimsDeleted: () => [],
+    events: () => ({ RollingUpgradeStarted: once, UpdateTemplate: once, RestartPod: [3, 3], Canary: once, CanaryPassed: once, RollingUpgradeSucceeded: once }),
     members: () => [],
   },
   ScaleUp: {
@@ -221,6 +290,72 @@ export const DEFS: Record<OperationName, OperationDef> = {
     events: () => ({ GrowVolumesStarted: once, ExpandClaim: [3, 3], RecreateStatefulSet: once, GrowVolumesSucceeded: once }),
     members: () => [],
   },
+  Backup: {
+    workflow: 'takeBackup',
+    type: 'Backup',
+    replicas: 3,
+    history: 'takeBackup-waited',
+    trigger: (c) => annotate(c.s, { [ANNOTATIONS.backup]: 'chaos' }),
+    workflowId: async (c) => requestedBackupWorkflowId(c.s.ns, 'queen', (await getCluster(c.s)).metadata.uid!, 'chaos'),
+    awaitEnd: async (c, began, timeoutMs) => {
+      const b = await requestedBackup(c.s, new Set(), (x) => x.status?.phase === 'Ready' || x.status?.phase === 'Failed', timeoutMs).catch(() => null);
+      if (!b) return { outcome: `no end within ${Math.round(timeoutMs / 60_000)} min`, finishedAt: null };
+      const finishedAt = Date.parse(b.status?.finishedAt ?? '') || Date.now();
+      return { outcome: b.status?.phase === 'Ready' ? 'finished' : `${b.status?.phase}: ${b.status?.message}`, finishedAt: Math.max(finishedAt, began) };
+    },
+    voters: [1, 2, 3],
+    uids: () => each(3, once),
+    claimsDeleted: () => [],
+    events: () => ({ BackupStarted: once, BackupReady: once }),
+    members: () => [],
+    check: async (c, result) => {
+      const all = await backups(c.s);
+      if (all.length !== 1) result.violations.push(`${all.length} QueenBackups, not 1: ${all.map((b) => b.metadata.name).join(', ')}`);
+      const b = all[0];
+      if (!b) return;
+      const vs = await volumeSnapshot(c.s, b.metadata.name);
+      if (vs?.status?.readyToUse !== true) result.violations.push(`its VolumeSnapshot is not ready: ${JSON.stringify(vs?.status ?? null)}`);
+      if ((await getCluster(c.s)).metadata.annotations?.[ANNOTATIONS.backup]) result.violations.push('the backup annotation is still there');
+      const steps = (await c.s.core.listNamespacedEvent({ namespace: c.s.ns, fieldSelector: `involvedObject.kind=QueenBackup,involvedObject.name=${b.metadata.name}` })).items;
+      for (const reason of ['BackupStarted', 'SnapshotRequested', 'BackupReady']) {
+        const n = steps.filter((e) => e.reason === reason).reduce((k, e) => k + (e.count ?? 1), 0);
+        if (n !== 1) result.violations.push(`${n} ${reason} Events on the QueenBackup, not 1`);
+      }
+      result.notes.push(`backup ${b.metadata.name}: node ${b.status?.nodeId}, index ${b.status?.raftIndex}`);
+    },
+  },
+  Restore: {
+    workflow: 'restoreCluster',
+    type: 'FormCluster',
+    replicas: 3,
+    history: 'restoreCluster',
+    // The source: a cluster named source, and a backup of it; the cluster restored is queen, of one
+    // voter (its scale-up is ScaleUp's cells).
+    setup: async (c) => {
+      await formed(c.s, seedSpec(), 'source');
+      await annotate(c.s, { [ANNOTATIONS.backup]: 'source' }, 'source');
+      const b = await requestedBackup(c.s, new Set(), (x) => x.status?.phase === 'Ready', 180_000, 'source');
+      c.backup = b.metadata.name;
+      c.sourcePods = (await pods(c.s, 'source')).map((p) => `${p.metadata!.name}:${p.metadata!.uid}`);
+    },
+    trigger: async (c) => void (await createCluster(c.s, seedSpec({ replicas: 1, bootstrap: { fromBackup: { name: c.backup! } } }))),
+    voters: [1],
+    // Restarted once, without QUEEN_RAFT_FORCE_RECOVER.
+    uids: () => ({ 'queen-0': [2, 2] }),
+    claimsDeleted: () => [],
+    events: () => ({ FormClusterStarted: once, RestoreClaim: once, ApplyObjects: once, LeaderElected: once, RecoveredAlone: once, VotersLive: once, WriteCommitted: once, FormClusterSucceeded: once }),
+    // The forced recovery's configuration: node 1 alone.
+    members: () => ['remove 2', 'remove 3'],
+    check: async (c, result) => {
+      const qc = await getCluster(c.s);
+      if (!qc.status?.restore?.recoveredAt) result.violations.push('status.restore.recoveredAt is not set');
+      const pod0 = (await pods(c.s)).find((p) => p.metadata?.name === 'queen-0');
+      if (pod0?.spec?.containers[0]?.env?.some((e) => e.name === 'QUEEN_RAFT_FORCE_RECOVER')) result.violations.push('pod 0 still runs with QUEEN_RAFT_FORCE_RECOVER');
+      const source = (await pods(c.s, 'source')).map((p) => `${p.metadata!.name}:${p.metadata!.uid}`);
+      if (JSON.stringify(source) !== JSON.stringify(c.sourcePods)) result.violations.push(`the source's pods changed: ${c.sourcePods?.join(' ')} → ${source.join(' ')}`);
+    },
+  },
+  ...LINK_CELLS,
   GrowVolumesRestart: {
     workflow: 'growVolumes',
     type: 'GrowVolumes',
@@ -238,8 +373,11 @@ export const DEFS: Record<OperationName, OperationDef> = {
 };
 
 /** The Event reasons that are steps of an operation (the observer's phase Events are not). */
-const STEP_REASON =
-  /^(ApplyObjects|LeaderElected|VotersLive|WriteCommitted|RestartPod|ExpandClaim|RecreateStatefulSet|AddLearner|Promote|RemoveMember|ReplaceStarted|ReplaceFinished|WipeVolume|DeleteClaim|ScalePods|UpdateTemplate|Canary|CanaryPassed|RollBack|FinishVoterChange|(FormCluster|ReplaceNode|ScaleVoters|GrowVolumes|RollingUpgrade)(Started|Succeeded|Failed|Yielded|Cancelled|RolledBack|Terminated))$/;
+const STEP_REASON = new RegExp(
+  '^(RestoreClaim|RecoveredAlone|BackupStarted|BackupReady|BackupFailed|BackupsDeleted|ApplyObjects|LeaderElected|VotersLive|WriteCommitted|RestartPod|ExpandClaim|' +
+    `RecreateStatefulSet|AddLearner|Promote|RemoveMember|ReplaceStarted|ReplaceFinished|WipeVolume|DeleteClaim|ScalePods|UpdateTemplate|Canary|CanaryPassed|RollBack|FinishVoterChange|${LINK_STEP_REASONS.join('|')}|` +
+    '(FormCluster|ReplaceNode|ScaleVoters|GrowVolumes|RollingUpgrade|PromoteStandby|Switchover)(Started|Succeeded|Failed|Yielded|Cancelled|RolledBack|Terminated))$',
+);
 
 /** The activity ids of an operation's recorded history, with their types ("4 restartPod"). */
 export function recordedSteps(op: OperationName): { id: number; type: string }[] {
@@ -425,15 +563,17 @@ export async function runCell(op: OperationName, fault: Fault, opts: CellOptions
     await s.install({}, { replicas: 1, env: crashAt ? { QUEEN_CRASH_AT: crashAt } : {} });
     tracker = await track(s.kc, s.ns);
     const c: Ctx = { s, tracker, leader: null, target: null, claimsBefore: new Map() };
-    if (op !== 'FormCluster') {
-      const qc = await formed(s, seedSpec({ replicas: def.replicas }));
+    if (def.setup) await def.setup(c);
+    else if (op !== 'FormCluster') {
+      const set = def.cluster ? await def.cluster(s) : { qc: await formed(s, seedSpec({ replicas: def.replicas, ...def.spec })), service: 'queen' };
+      const qc = set.qc;
       c.leader = qc.status?.leader ?? null;
-      load = startLoad({ kubeConfig: s.kc, namespace: s.ns, service: 'queen', rate: opts.rate ?? 20 });
+      load = startLoad({ kubeConfig: s.kc, namespace: s.ns, service: set.service, rate: opts.rate ?? 20 });
       // The load reaches every pod before the operation begins.
       await sleep(3000);
     }
     for (const [name, uids] of tracker.claimUids) c.claimsBefore.set(name, uids.at(-1)!);
-    await def.prepare?.(c);
+    await def.prepare?.(c, load);
     if (fault.kind === 'leader-mid-promote') {
       const ip = await podIp(s, `queen-${c.leader! - 1}`);
       await sim(ip, '/_sim/fault', { crashAfterJoint: true });
@@ -448,8 +588,10 @@ export async function runCell(op: OperationName, fault: Fault, opts: CellOptions
     log(`[${s.ns}] ${op} × ${result.fault}: begins`);
     tracker.expectOperation(true);
     await def.trigger(c);
+    const helping = def.during?.(c, began).catch((e: unknown) => void result.violations.push(`the person's part could not be played: ${(e as Error).message}`));
     const injected = fault.kind === 'none' || fault.kind === 'crash' ? null : injectWorldFault(c, op, fault.kind, began);
-    const end = await awaitEnd(s, def, began, opts.timeoutMs ?? 15 * 60_000);
+    const end = await (def.awaitEnd ?? ((_, b, t) => awaitEnd(s, def, b, t)))(c, began, opts.timeoutMs ?? 15 * 60_000);
+    await helping;
     tracker.expectOperation(false);
     if (injected) {
       await injected.done.catch((e) => result.violations.push(`the fault could not be injected: ${(e as Error).message}`));
@@ -464,7 +606,7 @@ export async function runCell(op: OperationName, fault: Fault, opts: CellOptions
     load = null;
 
     // The operation's run(s), as Temporal recorded them.
-    const wid = `queencluster/${s.ns}/queen`;
+    const wid = def.workflowId ? await def.workflowId(c) : `queencluster/${s.ns}/queen`;
     // (The end writes the status just before the run closes.)
     const all = end.outcome === 'finished' ? await settledRuns(s, wid).catch(() => workflowRuns(s, wid)) : await workflowRuns(s, wid).catch(() => []);
     const runs = all.filter((r) => r.type === def.workflow);
@@ -485,6 +627,7 @@ export async function runCell(op: OperationName, fault: Fault, opts: CellOptions
       }
     }
     if (end.outcome === 'finished') await checkAfter(c, def, result);
+    if (end.outcome === 'finished') await def.check?.(c, result);
     // Membership: each change the operation makes once in the brokers' logs, and no other (all
     // of them only when it finished).
     await membership.poll();

@@ -4,12 +4,12 @@
 // upgrade and a scale-up. Each cell runs in a namespace of its own; its result goes to the results
 // file, from which the runner prints the table. QUEEN_CHAOS_CELLS selects cells (results.ts).
 import { expect, it } from 'vitest';
-import { DEFS, OPERATIONS, WORLD_FAULTS, recordedSteps, runCell, type CellResult, type OperationName, type WorldFault } from './cell.ts';
+import { BACKUP_OPERATIONS, DEFS, LINK_OPERATIONS, OPERATIONS, WORLD_FAULTS, recordedSteps, runCell, type CellResult, type OperationName, type WorldFault } from './cell.ts';
 import { record, selected } from './results.ts';
 
 const problems = (rs: CellResult[]) => rs.filter((r) => r.violations.length > 0).map((r) => `${r.operation} × ${r.step ?? r.fault}: ${r.violations.join('; ')}`);
 
-for (const op of OPERATIONS) {
+for (const op of [...OPERATIONS, ...BACKUP_OPERATIONS, ...LINK_OPERATIONS]) {
   const any = selected(op, 'none') || selected(op, 'crash@0') || (process.env.QUEEN_CHAOS_CELLS ?? '').split(',').some((f) => f.trim().toLowerCase().startsWith(`${op.toLowerCase()}:crash`));
   it.skipIf(!any)(`${op}: finishes after a crash at each of its steps`, async () => {
     const results: CellResult[] = [];

@@ -87,7 +87,7 @@ export function table(results: CellResult[]): string {
 }
 
 /**
- * The summary for the README: per operation, the crash cells in one line (how many finished,
+ * The summary for docs/reliability.md: per operation, the crash cells in one line (how many finished,
  * the range of times, failed pushes, lost messages), then each fault of the world.
  */
 export function summary(results: CellResult[]): string {

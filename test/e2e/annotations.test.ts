@@ -105,6 +105,6 @@ it('an annotation of ours that does not exist is said once', async () => {
   await annotate(s, { 'queenmq.com/pasue': 'true' });
   expect(await eventsOf('InvalidAnnotation', 3)).toContainEqual({
     type: 'Warning',
-    message: 'queenmq.com/pasue is not an annotation of this operator, which reads queenmq.com/replace-pod, queenmq.com/cancel, queenmq.com/retry, queenmq.com/approve, queenmq.com/plan, queenmq.com/plan-only, queenmq.com/pause: it is ignored',
+    message: 'queenmq.com/pasue is not an annotation of this operator, which reads queenmq.com/replace-pod, queenmq.com/cancel, queenmq.com/retry, queenmq.com/approve, queenmq.com/finalize, queenmq.com/plan, queenmq.com/plan-only, queenmq.com/backup, queenmq.com/promote, queenmq.com/switchover, queenmq.com/pause: it is ignored',
   });
 });

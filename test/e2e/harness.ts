@@ -231,6 +231,35 @@ export class InstalledOperator {
   }
 }
 
+/** The samples of a Prometheus exposition: `name{labels}` → value. */
+export function metricSamples(text: string): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    if (!line || line.startsWith('#')) continue;
+    const m = /^(\S+?(?:\{.*\})?)\s+(\S+)$/.exec(line);
+    if (m) out.set(m[1]!, Number(m[2]));
+  }
+  return out;
+}
+
+/** The sum of the samples of a family whose labels contain every `label="value"` given. */
+export function metricSum(m: Map<string, number>, name: string, labels: Record<string, string> = {}): number {
+  let total = 0;
+  for (const [key, v] of m) {
+    if (key !== name && !key.startsWith(`${name}{`)) continue;
+    if (Object.entries(labels).every(([k, val]) => key.includes(`${k}="${val}"`))) total += v;
+  }
+  return total;
+}
+
+/** The sum of a family over every running operator pod of the namespace (its /metrics at its pod IP, port 9090). */
+export async function operatorMetricSum(s: Scenario, name: string, labels: Record<string, string> = {}): Promise<number> {
+  const pods = (await new InstalledOperator(s.ns).pods(s.core)).filter((p) => p.status?.podIP && !p.metadata?.deletionTimestamp);
+  let total = 0;
+  for (const p of pods) total += metricSum(metricSamples(await (await fetch(`http://${p.status!.podIP}:9090/metrics`)).text()), name, labels);
+  return total;
+}
+
 const time0 = (p: V1Pod) => new Date((p.metadata?.creationTimestamp ?? 0) as Date).getTime();
 const isReady = (p: V1Pod) => !!p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True');
 
@@ -250,7 +279,7 @@ export interface Scenario {
    * Installs the operator in the namespace (deploy/namespaced.yaml) with `replicas` pods and the
    * scenario's flags, and waits until they are Ready. Again: changes the replicas or the flags.
    */
-  /** `uncomment`: the manifest's commented lines that match it are uncommented (as deploy/temporal.md tells for TLS). */
+  /** `uncomment`: the manifest's commented lines that match it are uncommented (as docs/temporal.md tells for TLS). */
   install(flags?: OperatorFlags, opts?: { replicas?: number; env?: Record<string, string>; uncomment?: RegExp }): Promise<InstalledOperator>;
   /** An operator process on this machine, for a scenario that must control it by hand. */
   startOperator(label?: string, flags?: OperatorFlags): OperatorProcess;

@@ -1,66 +1,23 @@
-// e2e `install`: the README's "Install in a cluster" section, run word for word in a test bed of its
-// own (the one change a user makes: the Temporal address): deploy/install.yaml, the operator's two
-// replicas Ready through /readyz, the README's Secret and example cluster Ready as `kubectl get`
-// shows it. Then the README's upgrade under load, and in the middle of it the replica that runs
-// the current step deleted by force: the other replica finishes the upgrade, no pod restarted
-// twice, every push acknowledged on its first try, none lost.
-import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { dirname } from 'node:path';
-import { fileURLToPath } from 'node:url';
+// e2e `install`: the README's plain-manifest install and its cluster ("Install", "A cluster"), run
+// word for word in a test bed of its own (the one change a user makes: the Temporal address):
+// deploy/install.yaml, the operator's two replicas Ready through /readyz, the README's Secret and
+// example cluster Ready as `kubectl get` shows it. Then the README's upgrade under load, and in the
+// middle of it the replica that runs the current step deleted by force: the other replica finishes
+// the upgrade, no pod restarted twice, every push acknowledged on its first try, none lost.
 import { afterAll, expect, it } from 'vitest';
 import { startLoad, verifyAcknowledged } from '../testbed/load.ts';
-import { clusterEvents, InstalledOperator, kubectl, monitor, scenario, sleep, testbed, voterIps, waitFor, waitForCluster, type Scenario } from './harness.ts';
+import { awaitNamespacesGone, bash, blocks, command, removeClusterWide, section, withTestbedTemporal } from './cluster-wide.ts';
+import { clusterEvents, InstalledOperator, kubectl, monitor, scenario, sleep, voterIps, waitFor, waitForCluster, type Scenario } from './harness.ts';
 import { currentStep, settledRuns } from './temporal.ts';
 
-const README = readFileSync(fileURLToPath(new URL('../../README.md', import.meta.url)), 'utf8');
-
-/** The text of one `## ` section of the README. */
-function section(title: string): string {
-  const start = README.indexOf(`\n## ${title}\n`);
-  if (start < 0) throw new Error(`the README has no section "${title}"`);
-  const end = README.indexOf('\n## ', start + 4);
-  return README.slice(start, end < 0 ? undefined : end);
-}
-
-/** Its fenced blocks, with their language. */
-function blocks(text: string): { lang: string; body: string }[] {
-  return [...text.matchAll(/^```(\w*)\n([\s\S]*?)^```$/gm)].map((m) => ({ lang: m[1]!, body: m[2]! }));
-}
-
-/** Runs commands as a user's shell would, with the test bed's kubectl and kubeconfig. */
-function bash(script: string): Promise<{ code: number; out: string }> {
-  const tb = testbed();
-  return new Promise((resolve) => {
-    // No stdin: bash takes a socket on stdin (a Node.js pipe) for a remote shell and reads
-    // /etc/bash.bashrc, whose unset PS1 then fails under -u.
-    const p = spawn('bash', ['-euo', 'pipefail', '-c', script], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, PATH: `${dirname(tb.tools.kubectl)}:${process.env.PATH}`, KUBECONFIG: tb.kubeconfigPath },
-    });
-    let out = '';
-    p.stdout.on('data', (d) => (out += d));
-    p.stderr.on('data', (d) => (out += d));
-    p.on('close', (code) => resolve({ code: code ?? -1, out }));
-  });
-}
-
 let s: Scenario | null = null;
-afterAll(async () => {
-  await s?.close();
-  // The cluster-wide operator goes (the definition and the role stay, for whatever else uses this test bed).
-  await kubectl(['delete', 'namespace', 'queen-system', '--ignore-not-found', '--wait=false']);
-  await kubectl(['delete', 'clusterrolebinding', 'queen-operator', '--ignore-not-found']);
-});
+afterAll(() => removeClusterWide(s));
 
 it('install: the README word for word, then an upgrade under load through the forced loss of a replica', async () => {
-  const tb = testbed();
-  const install = blocks(section('Install in a cluster')).filter((b) => b.lang === 'sh');
-  expect(install).toHaveLength(2);
+  await awaitNamespacesGone();
+  const began = new Date();
   // The one thing a user changes: where Temporal is.
-  const operator = install[0]!.body.replace(/TEMPORAL_ADDRESS=\S+/, `TEMPORAL_ADDRESS=${tb.temporal.address}`);
-  expect(operator).not.toBe(install[0]!.body);
-  const installed = await bash(operator);
+  const installed = await bash(withTestbedTemporal(command('Install', 'kubectl apply -f deploy/install.yaml')));
   expect(installed.code, installed.out).toBe(0);
   expect(installed.out).toMatch(/deployment "queen-operator" successfully rolled out/);
 
@@ -69,7 +26,7 @@ it('install: the README word for word, then an upgrade under load through the fo
   const replicas = await op.ready(s.core, 2);
   expect(new Set(replicas.map((p) => p.spec?.nodeName)).size).toBe(2);
 
-  const cluster = await bash(install[1]!.body);
+  const cluster = await bash(command('A cluster', 'kind: QueenCluster'));
   expect(cluster.code, cluster.out).toBe(0);
   const before = await waitForCluster(
     s,
@@ -78,18 +35,18 @@ it('install: the README word for word, then an upgrade under load through the fo
     300_000,
   );
   // `kubectl get queencluster` prints what the README shows (but the age).
-  const shown = blocks(section('Install in a cluster')).find((b) => b.lang === '' && b.body.includes('get queencluster'))!.body.split('\n');
+  const shown = blocks(section('A cluster')).find((b) => b.lang === '' && b.body.includes('get queencluster'))!.body.split('\n');
   const get = await bash(shown[0]!.replace(/^\$ /, ''));
   const cols = (line: string) => line.trim().split(/\s+/).slice(0, -1);
   expect(get.out.trim().split('\n').map(cols)).toEqual([cols(shown[1]!), cols(shown[2]!)]);
 
   // The README's upgrade, under load.
-  const upgrade = blocks(section('Upgrade')).find((b) => b.lang === 'sh' && /patch queencluster/.test(b.body))!;
-  const version = /"version":"([^"]+)"/.exec(upgrade.body)![1]!;
+  const upgrade = command('Upgrade', '"version"');
+  const version = /"version":"([^"]+)"/.exec(upgrade)![1]!;
   const load = startLoad({ kubeConfig: s.kc, namespace: 'queen', service: 'queen', rate: 50 });
   await sleep(3000);
   const watch = await monitor(s);
-  expect((await bash(upgrade.body)).code).toBe(0);
+  expect((await bash(upgrade)).code).toBe(0);
   // In the middle of it: after the first pod's restart, the replica running the step goes, by force.
   await waitForCluster(s, 'the first restart done', (q) => q.status?.operation?.type === 'RollingUpgrade' && / is next: /.test(q.status?.message ?? ''), 300_000);
   const step = await waitFor('the replica running the step', () => currentStep(s!, 'queencluster/queen/queen').then((x) => x ?? undefined), 60_000);
@@ -118,7 +75,7 @@ it('install: the README word for word, then an upgrade under load through the fo
   const restarts = (await clusterEvents(s)).filter((e) => e.reason === 'RestartPod').map((e) => e.message);
   expect(restarts.sort()).toEqual(['restarting pod 0', 'restarting pod 1', 'restarting pod 2']);
   expect(after.status!.term).toBe(before.status!.term! + 1);
-  const runs = (await settledRuns(s, 'queencluster/queen/queen')).filter((r) => r.type === 'rollingUpgrade');
+  const runs = (await settledRuns(s, 'queencluster/queen/queen')).filter((r) => r.type === 'rollingUpgrade' && r.startTime >= began);
   expect(runs.map((r) => r.status)).toEqual(['COMPLETED']);
   // The Deployment made another replica; both are Ready again.
   const now = await op.ready(s.core, 2);

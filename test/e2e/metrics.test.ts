@@ -4,31 +4,10 @@
 // time) and the Temporal SDK's worker metrics are there, and the counters move.
 import { afterAll, expect, it } from 'vitest';
 import { FOLD_WINDOW_MS, PERIOD_OVERLAP_MS } from '../../activities/kube.ts';
-import { clusterEvents, formed, getCluster, patchSpec, scenario, seedSpec, waitFor, waitForCluster, type Scenario } from './harness.ts';
+import { clusterEvents, formed, getCluster, metricSamples as samples, metricSum as sum, patchSpec, scenario, seedSpec, waitFor, waitForCluster, type Scenario } from './harness.ts';
 
 let s: Scenario;
 afterAll(() => s?.close());
-
-/** The samples of an exposition: `name{labels}` → value. */
-function samples(text: string): Map<string, number> {
-  const out = new Map<string, number>();
-  for (const line of text.split('\n')) {
-    if (!line || line.startsWith('#')) continue;
-    const m = /^(\S+?(?:\{.*\})?)\s+(\S+)$/.exec(line);
-    if (m) out.set(m[1]!, Number(m[2]));
-  }
-  return out;
-}
-
-/** The sum of the samples of a family whose labels contain every `label="value"` given. */
-function sum(m: Map<string, number>, name: string, labels: Record<string, string> = {}): number {
-  let total = 0;
-  for (const [key, v] of m) {
-    if (key !== name && !key.startsWith(`${name}{`)) continue;
-    if (Object.entries(labels).every(([k, val]) => key.includes(`${k}="${val}"`))) total += v;
-  }
-  return total;
-}
 
 it('metrics: the counters move during an upgrade', async () => {
   s = await scenario('metrics');

@@ -1,15 +1,17 @@
 // e2e `operator-connections`: the operator process against an API server and a Temporal frontend
 // that do not answer, then do; behind TLS and mutual TLS. It waits for each (never a sandbox in
 // its stead), says in its log which address failed and why, is not ready until both answer, and
-// fails /healthz once its watches have been broken longer than --unhealthy-after. These need a
+// fails /healthz once its watches have been broken longer than --unhealthy-after; search attributes
+// it may not register are used from the next operation on once a person adds them. These need a
 // process controlled by hand (its kubeconfig and Temporal address point at proxies the test cuts).
+import { spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
 import { freePorts } from '../testbed/ports.ts';
 import { makePki, startApiKeyGateway, startTcpProxy, startTlsTerminator, type Pki, type Proxy } from '../testbed/proxies.ts';
-import { createCluster, kubectl, operatorSetup, scenario, seedSpec, testbed, waitFor, waitForCluster, type OperatorProcess, type Scenario } from './harness.ts';
+import { createCluster, kubectl, operatorSetup, patchSpec, scenario, seedSpec, testbed, waitFor, waitForCluster, type OperatorProcess, type Scenario } from './harness.ts';
 
 let s: Scenario;
 const proxies: Proxy[] = [];
@@ -49,6 +51,13 @@ async function operator(label: string, extra: string[]): Promise<{ op: OperatorP
 }
 
 const lines = (op: OperatorProcess, re: RegExp) => op.log().split('\n').filter((l) => re.test(l));
+
+/** The Temporal CLI against the test bed's server (not through a proxy). */
+function temporal(args: string[]): string {
+  const r = spawnSync(join(testbed().tools.temporalBin, 'temporal'), [...args, '--address', testbed().temporal.address], { encoding: 'utf8' });
+  expect(r.status, `temporal ${args.join(' ')}: ${r.stdout}\n${r.stderr}`).toBe(0);
+  return r.stdout;
+}
 
 describe('operator connections', () => {
   it('an API server that does not answer: waited for and named, not ready, no sandbox; broken watches fail /healthz after the grace', async () => {
@@ -136,10 +145,10 @@ describe('operator connections', () => {
     await withCert.op.kill('SIGTERM');
   });
 
-  it("install.yaml's TLS lines uncommented as deploy/temporal.md says: the installed operator reaches a frontend that requires mutual TLS with the Secret temporal-client", async () => {
+  it("install.yaml's TLS lines uncommented as docs/temporal.md says: the installed operator reaches a frontend that requires mutual TLS with the Secret temporal-client", async () => {
     const mtls = await startTlsTerminator(testbed().temporal.address, pki, { requireClientCert: true });
     proxies.push(mtls);
-    // deploy/temporal.md's command, with the test bed's PKI files.
+    // docs/temporal.md's command, with the test bed's PKI files.
     const secret = await kubectl(['-n', s.ns, 'create', 'secret', 'generic', 'temporal-client', `--from-file=ca.crt=${pki.caCert}`, `--from-file=tls.crt=${pki.clientCert}`, `--from-file=tls.key=${pki.clientKey}`]);
     expect(secret.code, secret.stderr).toBe(0);
     // Ready (through /readyz) only once it reached Temporal, which refuses a connection without the client certificate.
@@ -168,5 +177,31 @@ describe('operator connections', () => {
     });
     await waitFor('ready with the API key', async () => (await get(port!, '/readyz')).status === 200, 60_000);
     await right.kill('SIGTERM');
+  });
+
+  it('search attributes it may not register, added later by a person, are used from then on without a restart', async () => {
+    // A Temporal namespace of its own (the test bed's default has them), behind a frontend whose
+    // API key may not register search attributes, as Temporal Cloud's may not.
+    const tns = `attrs-${s.ns}`;
+    temporal(['operator', 'namespace', 'create', '--namespace', tns]);
+    const gateway = await startApiKeyGateway(testbed().temporal.address, pki, 'the-key', { forbid: /OperatorService\/AddSearchAttributes$/ });
+    proxies.push(gateway);
+    const op = s.startOperator('attrs', {
+      extra: [`--temporal-address=${gateway.address}`, `--temporal-tls-ca=${pki.caCert}`, `--temporal-namespace=${tns}`],
+      env: { TEMPORAL_API_KEY: 'the-key' },
+    });
+    await waitFor('the refusal said', async () => lines(op, /could not register the search attributes QueenNamespace/)[0], 60_000);
+    await createCluster(s, seedSpec({ replicas: 1 }), 'attrs');
+    await waitForCluster(s, 'formed without the attributes', (q) => q.status?.phase === 'Ready' && q.status?.commits === true, 180_000, 'attrs');
+    // A person adds them (here with the CLI; in Temporal Cloud its console or tcld).
+    temporal(['operator', 'search-attribute', 'create', '--namespace', tns, ...['QueenNamespace', 'QueenCluster', 'QueenOperation', 'QueenTarget'].flatMap((n) => ['--name', n, '--type', 'Keyword'])]);
+    await waitFor('the operator seeing them', async () => lines(op, new RegExp(`search attributes are registered in Temporal namespace ${tns} now`))[0], 60_000);
+    // The next operation carries them: the Web UI's query finds it.
+    await patchSpec(s, { version: '2.6.1' }, 'attrs');
+    await waitForCluster(s, 'upgraded', (q) => q.status?.version === '2.6.1' && q.status?.phase === 'Ready', 180_000, 'attrs');
+    const found = temporal(['workflow', 'list', '--namespace', tns, '--query', `QueenNamespace = "${s.ns}" AND QueenCluster = "attrs" AND QueenOperation = "RollingUpgrade"`, '-o', 'json']);
+    expect((JSON.parse(found) as Array<{ execution: { workflowId: string } }>).map((w) => w.execution.workflowId)).toEqual([`queencluster/${s.ns}/attrs`]);
+    expect(lines(op, /could not register the search attributes/)).toHaveLength(1);
+    await op.kill('SIGTERM');
   });
 });

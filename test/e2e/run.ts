@@ -24,10 +24,11 @@ for (const n of names) {
 const out = join(root, '.cache', 'e2e-results.json');
 rmSync(out, { force: true });
 const started = Date.now();
-// install.test.ts is the `install` project's (a test bed of its own), upgrade-drain the
+// install and helm are the `cluster-wide` project's (a test bed of their own), upgrade-drain the
 // `testbed-alone` project's (it drains a node); the others are `testbed`'s.
+const CLUSTER_WIDE = ['install', 'helm'];
 const ALONE = ['upgrade-drain'];
-const projects = [...new Set(names.map((n) => (n === 'install' ? 'install' : ALONE.includes(n) ? 'testbed-alone' : 'testbed')))].flatMap((p) => ['--project', p]);
+const projects = [...new Set(names.map((n) => (CLUSTER_WIDE.includes(n) ? 'cluster-wide' : ALONE.includes(n) ? 'testbed-alone' : 'testbed')))].flatMap((p) => ['--project', p]);
 const r = spawnSync(
   'vitest',
   ['run', ...projects, '--reporter=default', '--reporter=json', `--outputFile.json=${out}`, ...names.map((n) => `test/e2e/${n}.test.ts`)],

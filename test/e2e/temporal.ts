@@ -143,3 +143,9 @@ export interface HeldStep {
   /** How long each held it (ms, as `held` says it: tenths of a second below 10 s, whole seconds above). */
   heldMs: Record<string, number>;
 }
+
+/** The steps (activities) a run has running or scheduled now: none while it waits for a person. */
+export async function pendingSteps(s: Scenario, workflowId: string): Promise<string[]> {
+  const d = await s.temporal.workflow.getHandle(workflowId).describe();
+  return (d.raw.pendingActivities ?? []).map((a) => a.activityType?.name ?? '');
+}

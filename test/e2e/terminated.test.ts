@@ -2,13 +2,13 @@
 // gate (the pods have been Ready for less than minReadySeconds) and a person ends it with
 // `temporal workflow terminate`: the operator notices that the run named in status.operation no
 // longer runs, clears it, records status.lastOperation as Terminated with who ended it and why,
-// and the phase is assessed again (Blocked: the spec asks for an upgrade nobody runs, and how to
-// resume). Nothing starts again by itself; a retry does. A reset of the resumed upgrade goes on in
-// a new run, and status.operation follows it.
+// counts it in queen_operations_ended_total, and the phase is assessed again (Blocked: the spec
+// asks for an upgrade nobody runs, and how to resume). Nothing starts again by itself; a retry
+// does. A reset of the resumed upgrade goes on in a new run, and status.operation follows it.
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { afterEach, expect, it } from 'vitest';
-import { annotate, clusterEvents, formed, getCluster, patchSpec, scenario, seedSpec, sleep, testbed, waitFor, waitForCluster, type Scenario } from './harness.ts';
+import { annotate, clusterEvents, formed, getCluster, operatorMetricSum, patchSpec, scenario, seedSpec, sleep, testbed, waitFor, waitForCluster, type Scenario } from './harness.ts';
 import { workflowRuns } from './temporal.ts';
 
 let s: Scenario | null = null;
@@ -41,6 +41,8 @@ it('terminated: a run ended from outside is cleared from status, recorded as Ter
   // The phase is assessed again: the spec asks for an upgrade that nobody runs.
   await waitForCluster(s, 'Blocked with the message', (q) => q.status?.phase === 'Blocked' && q.status?.message === last.message, 60_000);
   expect((await clusterEvents(s)).filter((e) => e.reason === 'RollingUpgradeTerminated').map((e) => [e.type, e.message])).toEqual([['Warning', last.message]]);
+  // Counted once among the replicas, with the result of its help text.
+  expect(await operatorMetricSum(s, 'queen_operations_ended_total', { type: 'RollingUpgrade', result: 'Terminated' })).toBe(1);
   // No hot loop: nothing starts again for the same spec.
   await sleep(10_000);
   expect((await workflowRuns(s, id)).map((r) => [r.type, r.status])).toEqual([

@@ -1,12 +1,13 @@
 // e2e `upgrade-approval`: spec.upgrade.approval Manual. The upgrade restarts every pod that does
 // not lead, then holds before the leader on the named gate `approved`, saying the command that
 // approves it; VERSION shows the two versions meanwhile, Progressing is True and observedGeneration
-// stays behind. An approval of another version does nothing; the right one lets the leader go
-// last, and is spent: the next upgrade, to the same version, asks again. The wait's result in the
-// Temporal history says which gates held it and how long.
+// stays behind. The wait for the approval is the workflow's: no step runs while it waits (no
+// worker slot held). An approval of another version does nothing; the right one lets the leader
+// go last, and is spent: the next upgrade, to the same version, asks again. The waits' results in
+// the Temporal history say which gates held them and how long, and where it parked for a person.
 import { afterAll, expect, it } from 'vitest';
-import { annotate, clusterEvents, formed, getCluster, patchSpec, scenario, seedSpec, sleep, waitForCluster, type Scenario } from './harness.ts';
-import { activityResults, settledRuns } from './temporal.ts';
+import { annotate, clusterEvents, formed, getCluster, operatorMetricSum, patchSpec, scenario, seedSpec, sleep, waitFor, waitForCluster, type Scenario } from './harness.ts';
+import { activityResults, pendingSteps, settledRuns } from './temporal.ts';
 
 let s: Scenario;
 afterAll(() => s?.close());
@@ -29,6 +30,13 @@ it('upgrade-approval: holds before the leader until the version is approved', as
   expect(cond('Ready')).toMatchObject({ status: 'False', reason: 'Upgrading' });
   const restarted = (await clusterEvents(s)).filter((e) => e.reason === 'RestartPod').map((e) => e.message);
   expect(restarted.sort()).toEqual([0, 1, 2].filter((o) => o !== leaderPod).map((o) => `restarting pod ${o}`).sort());
+  // It waits for a person in the workflow: parked, and no step of it runs.
+  expect(held.status?.operation?.parked).toMatchObject({ lift: 'person' });
+  await waitFor('no step running while it waits', async () => (await pendingSteps(s, `queencluster/${s.ns}/queen`)).length === 0 || undefined, 10_000);
+  // The replica's worker says it too: no activity slot in use, and the wait for a person is a gauge of its own.
+  await waitFor('no activity slot in use while it waits', async () => (await operatorMetricSum(s, 'temporal_worker_task_slots_used', { worker_type: 'ActivityWorker' })) === 0 || undefined, 15_000);
+  const since = await operatorMetricSum(s, 'queen_operation_waiting_for_person_since_seconds', { namespace: s.ns, name: 'queen', type: 'RollingUpgrade', gate: 'approved' });
+  expect(Math.round(since * 1000)).toBe(Date.parse(held.status!.operation!.parked!.since));
 
   // Another version does nothing.
   await annotate(s, { 'queenmq.com/approve': '2.6.0' });
@@ -45,9 +53,12 @@ it('upgrade-approval: holds before the leader until the version is approved', as
 
   // The wait that held for the approval says so in its result, as the Web UI shows it.
   const run = (await settledRuns(s, `queencluster/${s.ns}/queen`)).find((r) => r.type === 'rollingUpgrade')!;
-  const waits = (await activityResults(s, run)).filter((a) => a.type === 'awaitNextRestart').map((a) => (a.result as { held?: string }).held ?? '');
-  expect(waits.some((h) => /(^|, )approved \d+(\.\d)? s/.test(h))).toBe(true);
-  expect(waits.some((h) => /pod-ready-for-min-ready-seconds \d+(\.\d)? s/.test(h))).toBe(true);
+  const results = (await activityResults(s, run)).filter((a) => a.type === 'awaitNextRestart').map((a) => a.result as { held?: string; parked?: { gate: string; lift: string } });
+  // Parked at the approval (again after each change of the cluster: the approval of another version, a pod that became Ready).
+  const parked = results.filter((r) => r.parked).map((r) => r.parked!);
+  expect(parked.length).toBeGreaterThanOrEqual(2);
+  for (const p of parked) expect(p).toMatchObject({ gate: 'approved', lift: 'person' });
+  expect(results.some((r) => /pod-ready-for-min-ready-seconds \d+(\.\d)? s/.test(r.held ?? ''))).toBe(true);
 
   // The approval was spent by that upgrade: the next one, to the same version (a change of the pod
   // template only), waits for an approval of its own.

@@ -64,7 +64,7 @@ it('upgrade-canary-fails: a canary that fails in its window holds the upgrade, a
   expect(held.status!.message).toMatch(
     new RegExp(
       `^the upgrade to 2\\.6\\.1-crashafter10 holds: the canary failed: pod ${first} (restarted: its container exited with code 1 \\(\\d+ restarts?\\)|is not Ready|is not running)` +
-        '; set spec.upgrade.onFailure to Rollback to roll it back, or change spec.version$',
+        `; set spec.upgrade.onFailure to Rollback to roll it back, or change spec.version, or try it again: kubectl -n ${sc.ns} annotate queencluster queen queenmq.com/retry=\\$\\(date \\+%s\\) --overwrite$`,
     ),
   );
   expect(held.status!.operation?.type).toBe('RollingUpgrade');

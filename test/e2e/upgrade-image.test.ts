@@ -29,7 +29,7 @@ it('upgrade-image: a version that cannot be pulled holds the upgrade after one p
   const broken = Number(/pod (\d) cannot pull/.exec(held.status!.message!)![1]);
   expect(held.status?.message).toMatch(new RegExp(`^pod \\d is next: pod ${broken} cannot pull its image ${image.replace(/[.]/g, '\\.')} \\((ErrImagePull|ImagePullBackOff): not found\\)$`));
   expect(held.status?.phase).toBe('Upgrading');
-  expect(held.status?.operation?.gate).toBe('pod-running');
+  expect(held.status?.operation?.gate).toBe('image-pull');
   // It stays held: one pod restarted, the other two untouched and serving.
   await sleep(15_000);
   const restarts = (await clusterEvents(s)).filter((e) => e.reason === 'RestartPod').map((e) => e.message);

@@ -182,6 +182,7 @@ export class ClientApi {
         `queen_raft_is_leader ${node.state === 'leader' ? 1 : 0}`,
         `queen_raft_storage_full ${node.stopped?.reason === 'disk_full' || node.gateClosed ? 1 : 0}`,
         `queen_raft_stopped ${node.isStopped() ? 1 : 0}`,
+        ...(node.link?.prometheus() ?? []),
       ];
       res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' });
       res.end(lines.join('\n') + '\n');
@@ -197,6 +198,14 @@ export class ClientApi {
     }
     if (p.startsWith('/api/v1/system/raft/membership')) {
       await this.membership(req, res, url, method);
+      return;
+    }
+    if (p === '/api/v1/system/link' && method === 'GET') {
+      sendJson(res, 200, node.link?.status() ?? { role: 'primary', leader: node.state === 'leader' });
+      return;
+    }
+    if (p === '/api/v1/system/link/promote' && method === 'POST') {
+      this.send(res, node.link ? await node.link.promote() : { status: 409, body: { code: 'not_standby', error: 'this cluster is not a standby' } });
       return;
     }
     if (p.startsWith('/api/v1/kv/')) {
@@ -442,8 +451,13 @@ export class ClientApi {
       return;
     }
     const items = (body as { items?: unknown } | null)?.items;
-    if (!Array.isArray(items) || items.length === 0) {
-      this.send(res, { status: 400, body: { error: '`items` must be a non-empty array', code: 'bad_request' } });
+    if (!Array.isArray(items)) {
+      this.send(res, { status: 400, body: { error: '`items` must be an array', code: 'bad_request' } });
+      return;
+    }
+    // The broker answers a push 201 Created (server/src/handlers/data.rs handle_push), an empty one too.
+    if (items.length === 0) {
+      this.send(res, { status: 201, body: [] });
       return;
     }
     const out: PushItem[] = [];
@@ -468,7 +482,8 @@ export class ClientApi {
       this.send(res, gate);
       return;
     }
-    this.send(res, await this.node.execute({ t: 'push', items: out }));
+    const a = await this.node.execute({ t: 'push', items: out });
+    this.send(res, a.status === 200 ? { ...a, status: 201 } : a);
   }
 
   private async pop(res: http.ServerResponse, url: URL): Promise<void> {
@@ -487,7 +502,14 @@ export class ClientApi {
     }
     const a = await this.node.execute({ t: 'pop', queue, partition: partition && partition !== '' ? partition : null, batch });
     if (a.status === 200) {
-      this.send(res, { status: 200, body: { messages: a.body } });
+      const messages = a.body as unknown[];
+      // Nothing to pop: 204 No Content, no body (the broker's pop).
+      if (messages.length === 0) {
+        res.writeHead(204);
+        res.end();
+        return;
+      }
+      this.send(res, { status: 200, body: { messages } });
       return;
     }
     this.send(res, a);
@@ -591,11 +613,17 @@ export function createRaftServer(node: RaftNode, cfg: SimConfig, net: Net, logge
       dropRequest(req, net.scope);
       return;
     }
+    const route = (req.url ?? '').split('?')[0] ?? '';
+    // The cluster link's routes take the link token, not the raft token (link.ts).
+    if (route.startsWith('/link/')) {
+      if (node.link) node.link.serveRaftPort(route, req, res);
+      else sendJson(res, 404, { error: 'this node serves no link: QUEEN_LINK_TOKEN is not set' });
+      return;
+    }
     if (cfg.token !== null && req.headers['x-queen-raft-token'] !== cfg.token) {
       sendJson(res, 401, { error: 'missing or wrong x-queen-raft-token' });
       return;
     }
-    const route = (req.url ?? '').split('?')[0];
     net.scope
       .guard(readBody(req))
       .then(async (text) => {

@@ -24,6 +24,11 @@ export interface SimConfig {
   bootFail: boolean;
   /** A build whose node never reports itself ready (`-unready` in the image tag): /health stays 503. */
   neverReady: boolean;
+  /**
+   * A build that fails once its own format is in use (`-breaksonraise` in the image tag): it runs
+   * and reports ready until the cluster version reaches what it reads, then /health stays 503.
+   */
+  breaksOnRaise: boolean;
   /** A build that crashes (exit 1, no shutdown sequence) this long after it serves (`-crashafter<seconds>`), or null. */
   crashAfterMs: number | null;
   timeFactor: number;
@@ -33,6 +38,12 @@ export interface SimConfig {
   readyLagMs: number;
   readyLagEntries: number;
   readyQuorumMs: number;
+  /**
+   * QUEEN_RAFT_CLUSTER_VERSION_MS: how often the leader compares the cluster version with what
+   * every member reads and raises it (0: never). The broker's default, 1000, is scaled by the time
+   * factor like the other timings of the simulator; a value set is taken as it is.
+   */
+  clusterVersionMs: number;
   promoteMaxLag: number;
   purgeHoldMs: number;
   logKeep: number;
@@ -151,11 +162,23 @@ function versionTriple(v: string): [number, number, number] {
   return [Number(m[1]), Number(m[2]), Number(m[3])];
 }
 
-// Effect-catalogue version a build reads: 4 from 2.0.1 on, 3 before (§1.1 clusterVersion/kinds).
+/** The catalogue version every cluster starts at (the broker's baseline: a node that says nothing reads it). */
+export const BASELINE_KINDS = 3;
+
+/**
+ * The effect-catalogue version a build reads (/health `raft.kinds`), from the broker's CHANGELOG:
+ * 2.0.1 reads 4, 2.1.0 reads 5, 2.2.0 reads 6; before 2.0.1 the baseline, 3. The releases after
+ * 2.2.0 up to 2.6.x read 6 as 2.2.0 does (no later CHANGELOG entry names a new version: inferred);
+ * 2.7.0 and later read 7, a release of the test bed's own making that needs a newer format (an
+ * upgrade to it is one-way once the leader raises the cluster version).
+ */
 export function kindsOf(version: string): number {
   const [a, b, c] = versionTriple(version);
-  if (a > 2 || (a === 2 && (b > 0 || c >= 1))) return 4;
-  return 3;
+  if (a > 2 || (a === 2 && b >= 7)) return 7;
+  if (a === 2 && b >= 2) return 6;
+  if (a === 2 && b === 1) return 5;
+  if (a === 2 && (b > 0 || c >= 1)) return 4;
+  return BASELINE_KINDS;
 }
 
 export function mapPath(containerPath: string, mountsJson: string | undefined): string {
@@ -185,6 +208,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): SimConfig {
   const version = versionFromImage(image);
   const bootFail = image.includes('-bootfail');
   const neverReady = image.includes('-unready');
+  const breaksOnRaise = image.includes('-breaksonraise');
   const crashAfter = /-crashafter([0-9]+)/.exec(image);
 
   // Node id: integer >= 1, or `ordinal` = trailing digits of HOSTNAME + 1.
@@ -270,6 +294,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): SimConfig {
     kinds: kindsOf(version),
     bootFail,
     neverReady,
+    breaksOnRaise,
     crashAfterMs: crashAfter ? Number(crashAfter[1]) * 1000 : null,
     timeFactor: num(env, 'QUEEN_SIM_TIME_FACTOR', 1, 0),
     dnsServer: env.QUEEN_SIM_DNS && env.QUEEN_SIM_DNS.trim() !== '' ? env.QUEEN_SIM_DNS.trim() : null,
@@ -278,6 +303,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): SimConfig {
     readyLagMs: num(env, 'QUEEN_RAFT_READY_LAG_MS', 2000),
     readyLagEntries: num(env, 'QUEEN_RAFT_READY_LAG_ENTRIES', 1000),
     readyQuorumMs: num(env, 'QUEEN_RAFT_READY_QUORUM_MS', 5000),
+    clusterVersionMs: num(env, 'QUEEN_RAFT_CLUSTER_VERSION_MS', 1000 * num(env, 'QUEEN_SIM_TIME_FACTOR', 1, 0)),
     promoteMaxLag: num(env, 'QUEEN_RAFT_PROMOTE_MAX_LAG', 1000),
     purgeHoldMs: num(env, 'QUEEN_RAFT_PURGE_HOLD_S', 600) * 1000,
     logKeep: num(env, 'QUEEN_RAFT_LOG_KEEP', 4096),

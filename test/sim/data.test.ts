@@ -23,7 +23,7 @@ async function pushMany(c: SimCluster, id: number, n: number, prefix: string, pa
     while (next < n) {
       const i = next++;
       const r = await c.tryReq(id, 'POST', '/api/v1/push', { items: [{ queue: 'q', payload: { i }, transactionId: `${prefix}-${i}` }] }, 10_000);
-      if (isError(r) || r.status !== 200) throw new Error(`push ${prefix}-${i} through node ${id}: ${JSON.stringify(isError(r) ? r : r.json)}`);
+      if (isError(r) || r.status !== 201) throw new Error(`push ${prefix}-${i} through node ${id}: ${JSON.stringify(isError(r) ? r : r.json)}`);
     }
   };
   await Promise.all(Array.from({ length: parallel }, worker));

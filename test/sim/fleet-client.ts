@@ -63,6 +63,11 @@ export class FleetNode {
     return this.exit === null;
   }
 
+  /** The pid of the fleet process that runs this node (with every other node of that fleet). */
+  get processPid(): number {
+    return this.#fleet.pid;
+  }
+
   signal(sig: NodeJS.Signals): void {
     if (UNSUPPORTED.has(sig)) throw new Error(`${sig} cannot be sent to a simulated node in a fleet (it has no process of its own)`);
     if (this.exit) return;

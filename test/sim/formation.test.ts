@@ -56,7 +56,7 @@ describe('formation', () => {
       const r = await c.raft(1, '/raft/v1/state');
       return r.status === 200 ? r.json : undefined;
     });
-    expect(st).toMatchObject({ nodeId: 1, initialized: false, lastLogIndex: 0, kinds: 4 });
+    expect(st).toMatchObject({ nodeId: 1, initialized: false, lastLogIndex: 0, kinds: 6 });
     // ...but no cluster is founded over an empty log while node 3 is silent: HTTP stays closed.
     await sleep(2500);
     for (const id of [1, 2]) {

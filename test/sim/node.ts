@@ -10,8 +10,9 @@ import { performance } from 'node:perf_hooks';
 import { BootError, loadConfig, Logger, transferMs, type SimConfig } from './config.ts';
 import { Net } from './net.ts';
 import { DamagedError, Store } from './store.ts';
-import { entryDigest } from './statemachine.ts';
+import { applyEntry, entryDigest } from './statemachine.ts';
 import { RaftNode } from './raft.ts';
+import { LinkNode, loadLinkSettings, takeSeed, type LinkSettings } from './link.ts';
 import { ClientApi, createRaftServer } from './api.ts';
 import { NodeScope } from './scope.ts';
 import { allVoters } from './types.ts';
@@ -128,8 +129,10 @@ export function startSimNode(env: Record<string, string | undefined>, io: SimNod
   // The boot sequence up to the ports (synchronous), then the rest on the event loop.
   function boot(env: Record<string, string | undefined>): void {
     let cfg: SimConfig;
+    let linkSettings: LinkSettings;
     try {
       cfg = loadConfig(env);
+      linkSettings = loadLinkSettings(env);
     } catch (e) {
       if (e instanceof BootError) fatal(`boot refused: ${e.message}`);
       throw e;
@@ -159,8 +162,19 @@ export function startSimNode(env: Record<string, string | undefined>, io: SimNod
       fatal(`boot refused: cannot open the data dir ${cfg.dataDir}: ${(e as Error).message}`);
     }
 
-    if (store.state.clusterVersion > cfg.kinds) {
-      fatal(`boot refused: this binary (${cfg.version}) reads catalogue version ${cfg.kinds} but the cluster is at ${store.state.clusterVersion}; run a newer image`);
+    // The cluster version this node's data is at: its saved state's, or a committed raise in its
+    // log past it. A build that reads less refuses to start on it (the broker's D20 boot check:
+    // "an older build is refused at boot"), before anything listens.
+    const atVersion = Math.max(
+      store.state.clusterVersion,
+      ...store.log.filter((e) => e.kind === 'version' && e.index <= store.commit).map((e) => e.version ?? 0),
+    );
+    if (atVersion > cfg.kinds) {
+      fatal(
+        `boot refused: the cluster's data writes catalogue version ${atVersion}, and this binary (${cfg.version}) reads ${cfg.kinds}: ` +
+          `it cannot start on it; run a build that reads ${atVersion} or later`,
+        { clusterVersion: atVersion, kinds: cfg.kinds },
+      );
     }
     for (const s of cfg.applySkip) {
       const e = store.entry(s.index);
@@ -185,6 +199,9 @@ export function startSimNode(env: Record<string, string | undefined>, io: SimNod
     let raftServer: http.Server | null = null;
     let shuttingDown = false;
     node.onFatalExit = exitNow;
+    // The cluster link (link.ts): a node with a source to follow, or a token to serve one.
+    const link = linkSettings.sources.length > 0 || linkSettings.token !== null ? new LinkNode(node, linkSettings, net, logger, cfg.dataDir) : null;
+    node.link = link;
 
     if (cfg.forceRecover !== null) {
       if (cfg.forceRecover !== cfg.nodeId) {
@@ -266,6 +283,47 @@ export function startSimNode(env: Record<string, string | undefined>, io: SimNod
       }
     }
 
+    // QUEEN_LINK_SEED on an empty node: the node it names takes the source's snapshot and starts
+    // as the only voter of a new cluster (unless a peer already holds its cluster's state: it then
+    // joins, a seed never being taken twice); the others wait to be added (test/sim/LINK.md).
+    async function seedOrWait(l: LinkNode): Promise<void> {
+      if (linkSettings.seed !== cfg.nodeId) {
+        logger.info(`QUEEN_LINK_SEED names node ${linkSettings.seed}: this empty node waits to be added to its cluster`);
+        return;
+      }
+      const others = cfg.peers.filter((p) => p.id !== cfg.nodeId);
+      for (let round = 0; round < 3; round++) {
+        const answers = await Promise.all(
+          others.map((p) => net.call(p.raft, '/raft/v1/state', {}, 400).then((r) => (r.status === 200 ? (r.json as { initialized?: boolean }) : null)).catch(() => null)),
+        );
+        if (answers.some((a) => a?.initialized === true)) {
+          logger.info('QUEEN_LINK_SEED: a peer already holds this cluster\'s state: this empty node joins it instead of seeding');
+          return;
+        }
+        if (answers.every((a) => a !== null)) break;
+        await scope.sleep(150);
+      }
+      let seeded: Awaited<ReturnType<typeof takeSeed>>;
+      try {
+        seeded = await takeSeed(linkSettings, net, cfg.dataDir, logger);
+      } catch (e) {
+        fatal((e as Error).message);
+      }
+      Object.assign(store.state, seeded.state);
+      store.saveState(store.state);
+      l.seed = seeded.record;
+      const me = cfg.peers.find((p) => p.id === cfg.nodeId) ?? { id: cfg.nodeId, raft: `${cfg.ip}:${cfg.raftPort}`, http: `${cfg.ip}:${cfg.httpPort}` };
+      // The seeded state is the cluster's first: applied with the founding entry, saved, and the log
+      // purged up to it, so a node added later receives it as a snapshot (exit 75, then back on it).
+      node.initializeCluster([me], createHash('sha256').update(randomUUID()).digest('hex').slice(0, 16));
+      applyEntry(store.state, store.entry(1)!);
+      store.saveState(store.state);
+      store.saveCommit(1);
+      node.commitIndex = 1;
+      store.purgeTo(1);
+      logger.info('link: seeded from the source\'s snapshot; this node is the only voter of its cluster', { source: seeded.record.source, index: seeded.record.position.index });
+    }
+
     async function serve(): Promise<void> {
       // The store replays before anything listens, in time proportional to its size (§3.1: the
       // state machine opens before the ports bind).
@@ -293,12 +351,17 @@ export function startSimNode(env: Record<string, string | undefined>, io: SimNod
       } else if (cfg.join) {
         logger.info('QUEEN_RAFT_JOIN=true: fresh node waits to be added as a learner');
         node.start();
+      } else if (link && linkSettings.seed !== null) {
+        await seedOrWait(link);
+        if (shuttingDown || scope.dead) return;
+        node.start();
       } else {
         await probePeers();
         node.start();
       }
       if (shuttingDown || scope.dead) return;
 
+      link?.start();
       api = new ClientApi(node, cfg, logger, { crash: (code) => scope.setImmediate(() => exitNow(code)), pid: io.id });
       await listen(api.server, cfg.httpPort, 'http');
       logger.info('serving', { http: `${cfg.ip}:${cfg.httpPort}`, raft: `${cfg.ip}:${cfg.raftPort}` });

@@ -24,7 +24,7 @@ describe('queue and /_sim/committed', () => {
       for (let i = 0; i < 25; i++) {
         const items = [0, 1].map((j) => ({ queue: 'orders', partition: `p${j}`, payload: { via, i, j }, transactionId: `n${via}-${i}-${j}` }));
         const r = await c.req(via, 'POST', '/api/v1/push', { items });
-        expect(r.status).toBe(200);
+        expect(r.status).toBe(201);
         expect(r.json).toHaveLength(2);
         for (const x of r.json) {
           expect(x.status).toBe('queued');
@@ -38,7 +38,7 @@ describe('queue and /_sim/committed', () => {
 
     // A repeated transactionId answers the same message id and adds nothing.
     const again = await c.req(2, 'POST', '/api/v1/push', { items: [{ queue: 'orders', payload: {}, transactionId: 'n1-0-0' }] });
-    expect(again.status).toBe(200);
+    expect(again.status).toBe(201);
     expect(again.json[0]).toMatchObject({ transactionId: 'n1-0-0', status: 'duplicate' });
     // Same id in another queue is a different message.
     const other = await c.req(3, 'POST', '/api/v1/push', { items: [{ queue: 'other', payload: {}, transactionId: 'n1-0-0' }] });
@@ -61,18 +61,21 @@ describe('queue and /_sim/committed', () => {
       expect(l).toEqual(lists[0]);
     }
 
-    // Pop consumes: batches of 40 from different nodes until empty; each message exactly once.
+    // Pop consumes: batches of 40 from different nodes until empty (204, no body); each message exactly once.
     const popped: string[] = [];
     for (let k = 0; k < 10; k++) {
       const r = await c.req(1 + (k % 3), 'GET', '/api/v1/pop/queue/orders?batch=40');
+      if (r.status === 204) break;
       expect(r.status).toBe(200);
-      if (r.json.messages.length === 0) break;
+      expect(r.json.messages.length).toBeGreaterThan(0);
       expect(r.json.messages.length).toBeLessThanOrEqual(40);
       for (const m of r.json.messages) popped.push(m.transactionId);
     }
     expect(popped.sort()).toEqual([...acked].sort());
     const rest = await c.req(2, 'GET', '/api/v1/pop/queue/orders?batch=10');
-    expect(rest.json.messages).toEqual([]);
+    expect(rest.status).toBe(204);
+    expect(rest.json).toBeNull();
+    expect((await c.req(3, 'GET', '/api/v1/pop/queue/never-pushed?batch=1')).status).toBe(204);
     // Partition filter.
     await c.req(1, 'POST', '/api/v1/push', { items: [{ queue: 'pq', partition: 'a', payload: 1, transactionId: 'a1' }, { queue: 'pq', partition: 'b', payload: 2, transactionId: 'b1' }] });
     const pb = await c.req(3, 'GET', '/api/v1/pop/queue/pq?batch=5&partition=b');
@@ -81,7 +84,9 @@ describe('queue and /_sim/committed', () => {
     expect((await c.req(3, 'GET', '/_sim/committed?queue=orders')).json.transactionIds).toHaveLength(150);
 
     // Bad requests.
-    expect((await c.req(1, 'POST', '/api/v1/push', { items: [] })).status).toBe(400);
+    const none = await c.req(1, 'POST', '/api/v1/push', { items: [] });
+    expect([none.status, none.json]).toEqual([201, []]);
+    expect((await c.req(1, 'POST', '/api/v1/push', { items: 'x' })).status).toBe(400);
     expect((await c.req(1, 'POST', '/api/v1/push', { items: [{ payload: 1 }] })).status).toBe(400);
     expect((await c.req(1, 'POST', '/api/v1/push', 'nope')).status).toBe(400);
   });

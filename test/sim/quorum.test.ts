@@ -1,5 +1,6 @@
 // §5.6 quorum loss (and recovery), §3.6 force recover.
 
+import * as fs from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { dumpLogsIfFailed, isError, statusOf, SimCluster, waitFor } from './harness.ts';
 
@@ -149,5 +150,50 @@ describe('§3.6 force recover', () => {
     expect(c.node(S).hasLog(/unset QUEEN_RAFT_FORCE_RECOVER/)).toBe(true);
     c.start(S);
     await c.waitHealthy([S, R]);
+  });
+});
+
+describe('§3.6 force recover of a restored volume', () => {
+  let restored: SimCluster | null = null;
+  afterEach(async () => {
+    await restored?.close();
+    restored = null;
+  });
+
+  it('a follower\'s volume, copied and started as node 1 of a new cluster with QUEEN_RAFT_FORCE_RECOVER=1, takes its addresses from QUEEN_RAFT_PEERS and never reaches the source', async () => {
+    const c = (cluster = new SimCluster());
+    c.startAll();
+    const L = (await c.waitLeader()).id;
+    await c.waitHealthy([1, 2, 3]);
+    await c.writeMany(L, 10);
+    const F = [1, 2, 3].find((id) => id !== L && id !== 1) ?? [1, 2, 3].find((id) => id !== L)!;
+    const h = await c.health(L);
+    if (isError(h)) throw new Error(h.error);
+    const commit = h.json.raft.commit as number;
+    await waitFor('F holds every write', async () => {
+      const x = await c.health(F);
+      return !isError(x) && x.json.raft.commit >= commit;
+    });
+    const sourceId = (await c.req(L, 'GET', '/api/v1/raft/members')).json.clusterId;
+    // The copy of F's volume (taken with F stopped, as a snapshot of a crash would be); F comes back.
+    await c.kill(F);
+    const copy = (restored = new SimCluster({ size: 1, token: c.token }));
+    fs.cpSync(c.dataDir(F), copy.dataDir(1), { recursive: true });
+    c.start(F);
+    // Node 1 of the new cluster: its own address, its peers list only itself.
+    copy.start(1, { env: { QUEEN_RAFT_FORCE_RECOVER: '1' } });
+    await copy.waitHealthy([1]);
+    const m = await copy.membership(1);
+    expect(m).toMatchObject({ voters: [1], learners: [], leader: 1 });
+    expect(m.members).toEqual([expect.objectContaining({ nodeId: 1, raft: copy.raftAddr(1), http: copy.httpAddr(1) })]);
+    expect((await copy.req(1, 'GET', '/api/v1/kv/test/k-9')).json).toMatchObject({ found: true, value: { i: 9 } });
+    expect((await copy.req(1, 'GET', '/api/v1/raft/members')).json.clusterId).not.toBe(sourceId);
+    expect(statusOf(await copy.put(1, 'restored', 1))).toBe(200);
+    // The source goes on as it was: the same cluster, the same three voters, all healthy.
+    await c.waitHealthy([1, 2, 3]);
+    const source = await c.membership(L);
+    expect(source.voters).toEqual([1, 2, 3]);
+    expect((await c.req(L, 'GET', '/api/v1/raft/members')).json.clusterId).toBe(sourceId);
+    expect((await c.req(L, 'GET', '/api/v1/kv/test/restored')).json).toMatchObject({ found: false });
   });
 });

@@ -6,10 +6,11 @@
 import * as fs from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { randomUUID, createHash } from 'node:crypto';
-import { isHostPort, liveWithinMs, transferMs, type Logger, type SimConfig } from './config.ts';
+import { BASELINE_KINDS, isHostPort, liveWithinMs, transferMs, type Logger, type SimConfig } from './config.ts';
 import { Net, RawJson, Unreachable } from './net.ts';
 import { NodeScope } from './scope.ts';
 import { DiskFullError, Store, type SnapshotPayload } from './store.ts';
+import type { LinkNode } from './link.ts';
 import { applyEntry, entryDigest, PoisonError, skipEntry, type SmState } from './statemachine.ts';
 import {
   allMembers,
@@ -122,6 +123,7 @@ export class RaftNode {
   private slowTimer: NodeJS.Timeout | null = null;
   private readTimer: NodeJS.Timeout | null = null;
   private diskTimer: NodeJS.Timeout | null = null;
+  private versionTimer: NodeJS.Timeout | null = null;
   private electionRound = 0;
 
   // leader state
@@ -157,6 +159,9 @@ export class RaftNode {
 
   // disk gate
   gateClosed = false;
+
+  /** The cluster link (link.ts): set by node.ts when the node has a link setting. */
+  link: LinkNode | null = null;
 
   constructor(cfg: SimConfig, logger: Logger, store: Store, net: Net) {
     this.t = net.scope;
@@ -254,6 +259,7 @@ export class RaftNode {
     this.tickTimer = this.t.setInterval(() => this.tick(), this.cfg.heartbeatMs);
     this.slowTimer = this.t.setInterval(() => this.slowTick(), 250);
     this.readTimer = this.t.setInterval(() => this.probeLeaderCommit(), 1000);
+    if (this.cfg.clusterVersionMs > 0) this.versionTimer = this.t.setInterval(() => this.raiseClusterVersion(), this.cfg.clusterVersionMs);
     if (this.cfg.volumeBytes !== null || this.cfg.volumeFile) this.diskTimer = this.t.setInterval(() => this.checkDisk(), this.cfg.diskCheckMs);
     // The volume file: re-read when the test bed rewrites it (at once), and every 2 s anyway
     // (every disk check where its folder cannot be watched).
@@ -271,9 +277,9 @@ export class RaftNode {
   }
 
   shutdownTimers(): void {
-    for (const t of [this.tickTimer, this.slowTimer, this.readTimer, this.diskTimer]) if (t) this.t.clear(t);
+    for (const t of [this.tickTimer, this.slowTimer, this.readTimer, this.diskTimer, this.versionTimer]) if (t) this.t.clear(t);
     if (this.electionTimer) this.t.clear(this.electionTimer);
-    this.tickTimer = this.slowTimer = this.readTimer = this.diskTimer = this.electionTimer = null;
+    this.tickTimer = this.slowTimer = this.readTimer = this.diskTimer = this.electionTimer = this.versionTimer = null;
   }
 
   // Writes that may hit a full disk: the node stops (ENOSPC in the raft log writer, §3.4).
@@ -331,16 +337,40 @@ export class RaftNode {
 
   // ---- timers ----------------------------------------------------------------------------
 
-  private canElect(): boolean {
-    return this.running && !this.stopped && !this.electionsDisabled && this.state !== 'leader' && this.isVoter();
+  /**
+   * A node shutting down starts no election of its own, but one asked by a leader's transfer it
+   * still runs: the broker's hand-off picks any voter that acked within 1 s, one that is itself
+   * terminating included, and that one then leads until its own shutdown hands off again (F11 in
+   * the broker's test/recovery/FINDINGS.md: "the SIGTERM hand-off cascaded onto pods that were
+   * themselves terminating"; §3.5 step 6).
+   */
+  private canElect(transfer = false): boolean {
+    return this.running && !this.stopped && (transfer || !this.electionsDisabled) && this.state !== 'leader' && this.isVoter();
   }
 
+  /**
+   * The leader lease: openraft's election_timeout_max, twice QUEEN_RAFT_ELECTION_MS (the broker's
+   * raft_config, server/src/rsm/replicator/raft/mod.rs). A voter that heard its leader within it
+   * grants no vote.
+   */
+  leaseMs(): number {
+    return 2 * this.cfg.electionMs;
+  }
+
+  /**
+   * A follower of a known leader waits out the lease before its randomized election timeout runs
+   * (openraft adds the lease to the timeout while the vote it follows is committed; inferred, see
+   * test/sim/README.md): a leader killed is replaced after lease + 1-2 s, about 3.5 s at the
+   * broker's defaults, as its rehearsals measure. Once the lease has run out (an election that
+   * did not succeed), only the randomized timeout.
+   */
   resetElectionTimer(): void {
     if (this.electionTimer) this.t.clear(this.electionTimer);
     this.electionTimer = null;
     if (!this.canElect()) return;
     const e = this.cfg.electionMs;
-    this.electionTimer = this.t.setTimeout(() => this.preVote(), e + Math.random() * e);
+    const lease = this.leaderId !== null && this.lastLeaderContact > 0 ? Math.max(0, this.lastLeaderContact + this.leaseMs() - mono()) : 0;
+    this.electionTimer = this.t.setTimeout(() => this.preVote(), lease + e + Math.random() * e);
   }
 
   private tick(): void {
@@ -437,6 +467,49 @@ export class RaftNode {
     }
   }
 
+  // ---- the cluster version (the broker's D20, §12.8) -----------------------------------------
+
+  /** The index of a raise this leader proposed that this node has not applied yet: one at a time. */
+  private versionRaise: number | null = null;
+
+  /**
+   * The catalogue version every member reads, as this leader heard it: its own build's, and each
+   * member's from its answers to this leader's appends; null while a member has not answered
+   * this leader yet or is not live (a member it does not hear from holds any raise back).
+   */
+  kindsFloor(): number | null {
+    const m = this.membership();
+    if (!m) return null;
+    const now = mono();
+    let floor = this.cfg.kinds;
+    for (const id of allMembers(m.config)) {
+      if (id === this.self) continue;
+      const kinds = this.progress.get(id)?.kinds ?? null;
+      if (kinds === null || !this.memberLive(id, now)) return null;
+      floor = Math.min(floor, kinds);
+    }
+    return floor;
+  }
+
+  /**
+   * Every QUEEN_RAFT_CLUSTER_VERSION_MS on the leader: when every member reads a higher catalogue
+   * version than the cluster is at, one log entry raises it to that floor (the broker's
+   * RunState::raise_cluster_version proposes one ClusterVersionSet, and nothing else until it is
+   * answered). It never goes down; from that entry on a build that reads less refuses to boot on
+   * the data (node.ts) and cannot be added as a learner (kinds_behind).
+   */
+  private raiseClusterVersion(): void {
+    if (!this.isLeaderReady() || this.handingOff || this.plannerPaused) return;
+    if (this.versionRaise !== null && this.versionRaise > this.sm.applied) return;
+    this.versionRaise = null;
+    const floor = this.kindsFloor();
+    const committed = this.clusterVersion();
+    if (floor === null || floor <= committed) return;
+    this.logger.info(`every member reads effect catalogue version ${floor}: raising the cluster version`, { from: committed, to: floor });
+    const e = this.appendAsLeader({ kind: 'version', version: floor });
+    if (e) this.versionRaise = e.index;
+  }
+
   // ---- elections -------------------------------------------------------------------------
 
   private lastLog(): { index: number; term: number } {
@@ -480,7 +553,7 @@ export class RaftNode {
   }
 
   startElection(transfer: boolean): void {
-    if (!this.canElect()) return;
+    if (!this.canElect(transfer)) return;
     const round = ++this.electionRound;
     this.setTerm(this.term + 1, this.self);
     if (this.stopped) return;
@@ -574,11 +647,11 @@ export class RaftNode {
     const deny = { term: this.term, granted: false };
     if (this.stopped || !this.running) return deny;
     if (req.term < this.term) return deny;
-    const e = this.cfg.electionMs;
+    const lease = this.leaseMs();
     if (this.state === 'leader') {
       const q = this.quorumAckMs();
-      if (q !== null && q < e) return deny;
-    } else if (this.leaderId !== null && mono() - this.lastLeaderContact < e) {
+      if (q !== null && q < lease) return deny;
+    } else if (this.leaderId !== null && mono() - this.lastLeaderContact < lease) {
       return deny;
     }
     const last = this.lastLog();
@@ -604,7 +677,7 @@ export class RaftNode {
   // TransferLeader received: start an election at once (skipping pre-vote) when caught up.
   handleTransfer(req: { term: number; from: number; lastLogIndex: number }): { ok: boolean; reason?: string } {
     if (this.stopped || !this.running) return { ok: false, reason: 'stopped' };
-    if (this.electionsDisabled) return { ok: false, reason: 'elections disabled (shutting down)' };
+    // A node that is shutting down takes the transfer too (F11): see canElect.
     if (!this.isVoter()) return { ok: false, reason: 'not a voter' };
     if (req.term < this.term) return { ok: false, reason: 'stale term' };
     if (this.state === 'leader') return { ok: true };
@@ -636,10 +709,14 @@ export class RaftNode {
     });
   }
 
-  private appendAsLeader(partial: { kind: Entry['kind']; cmd?: Command; membership?: MembershipConfig }): Entry | null {
+  private appendAsLeader(partial: { kind: Entry['kind']; cmd?: Command; membership?: MembershipConfig; version?: number }): Entry | null {
     const e: Entry = { index: this.store.lastIndex() + 1, term: this.term, ts: Date.now(), kind: partial.kind };
     if (partial.cmd) e.cmd = partial.cmd;
-    if (partial.cmd && this.cfg.entryBytes > 0) {
+    if (partial.version !== undefined) e.version = partial.version;
+    if (partial.cmd?.t === 'link') {
+      // A mirrored entry counts for what its source entry counted for; the link's role rows for nothing.
+      if (partial.cmd.op === 'mirror' && partial.cmd.pad) e.pad = partial.cmd.pad;
+    } else if (partial.cmd && this.cfg.entryBytes > 0) {
       // Each message of the entry (a KV put, each pushed message) counts for QUEEN_SIM_ENTRY_BYTES:
       // a realistic message with its metadata.
       const messages = partial.cmd.t === 'push' ? partial.cmd.items.length : 1;
@@ -1156,6 +1233,8 @@ export class RaftNode {
   private maybePurge(): void {
     const keep = this.cfg.logKeep;
     let limit = Math.min(this.store.stateIndex, this.sm.applied) - keep;
+    // A standby that reads this log holds it too (link.ts).
+    if (this.link) limit = Math.min(limit, this.link.purgeFloor());
     if (this.state === 'leader') {
       const now = mono();
       const hold = this.cfg.purgeHoldMs;
@@ -1210,6 +1289,8 @@ export class RaftNode {
   async execute(cmd: Command): Promise<Answer> {
     const deadline = mono() + this.cfg.stmtTimeoutMs;
     if (this.isStopped()) return retry503(null, 'raft is stopped on this node; retry against another node');
+    const standby = this.link?.refuseWrite(cmd);
+    if (standby) return standby;
     let placed: { index: number; term: number } | null = null;
     // No leader known: an election (a SIGTERM hand-off takes milliseconds) is given up to one
     // election timeout to produce one before the client is told to retry.
@@ -1331,7 +1412,9 @@ export class RaftNode {
     const lag = this.lag();
     const q = this.quorumAckMs();
     const quorumOk = this.cfg.readyQuorumMs === 0 || this.cfg.legacy || (q !== null && q <= this.cfg.readyQuorumMs);
-    const ready = leaderKnown && lag <= this.cfg.readyLagMs && quorumOk && !this.cfg.neverReady;
+    const broken = this.cfg.neverReady || (this.cfg.breaksOnRaise && this.clusterVersion() >= this.cfg.kinds);
+    const ready = leaderKnown && lag <= this.cfg.readyLagMs && quorumOk && !broken;
+    const linkView = this.link?.view() ?? null;
     const body = {
       status: ready ? 'healthy' : 'settling',
       engine: 'raft',
@@ -1348,6 +1431,7 @@ export class RaftNode {
         clusterVersion: this.clusterVersion(),
         kinds: this.cfg.kinds,
         apply: { skipped: this.sm.skipped, failure: this.applyFailure },
+        ...(linkView ? { link: linkView } : {}),
       },
     };
     return { ready, body };
@@ -1837,7 +1921,8 @@ export class RaftNode {
       learners: [],
       nodes,
       clusterId,
-      clusterVersion: this.cfg.kinds,
+      // Every cluster begins at the baseline; its leader raises it once every member says what it reads.
+      clusterVersion: BASELINE_KINDS,
     };
     const e: Entry = { index: 1, term: 0, ts: 0, kind: 'membership', membership: config };
     this.store.appendEntries([e]);
@@ -1845,10 +1930,15 @@ export class RaftNode {
     this.logger.info('initialized the cluster', { voters: config.voters, clusterId });
   }
 
-  // QUEEN_RAFT_FORCE_RECOVER on the survivor: a new term, itself as the only voter.
+  // QUEEN_RAFT_FORCE_RECOVER on the survivor: a new term, itself as the only voter, at the addresses
+  // QUEEN_RAFT_PEERS gives this node when it is set (a volume restored under new names, or every
+  // address changed), else at those the log registered (the broker's repair.rs: self_node first).
   forceRecover(): void {
     const m = this.membership()!;
-    const addrs = m.config.nodes[String(this.self)] ?? { raft: this.ownRaftAddr(), http: `${this.cfg.ip}:${this.cfg.httpPort}` };
+    const peer = this.cfg.peers.find((p) => p.id === this.self);
+    const addrs = peer
+      ? { raft: peer.raft, http: peer.http }
+      : (m.config.nodes[String(this.self)] ?? { raft: this.ownRaftAddr(), http: `${this.cfg.ip}:${this.cfg.httpPort}` });
     const config: MembershipConfig = {
       voters: [this.self],
       joint: null,

@@ -1,5 +1,6 @@
 // §5.1 Rolling restart with leader transfer, and SIGTERM with no live voter (§3.5).
 
+import * as net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { dumpLogsIfFailed, isError, statusOf, SimCluster, sleep, waitFor } from './harness.ts';
 
@@ -133,5 +134,57 @@ describe('§5.1 rolling restart', () => {
     const next = await c.waitLeader(others, 10_000);
     expect(next.term).toBeGreaterThan(first.term);
     expect(Date.now() - t0).toBeLessThan(5000);
+  });
+
+  it('F11: SIGTERM to the leader and a follower at once: the hand-off goes to the follower that is itself terminating, which leads until its own shutdown hands off again', async () => {
+    const c = (cluster = new SimCluster());
+    c.startAll();
+    const first = await c.waitLeader();
+    await c.waitHealthy([1, 2, 3]);
+    await c.writeMany(first.id, 10);
+    // The hand-off's target is the voter with the most of the log among those that acked within
+    // 1 s; both followers hold all of it, and the first of them by id is taken.
+    const [dying, staying] = [1, 2, 3].filter((id) => id !== first.id) as [number, number];
+    // A client's push is in flight on the follower (its body not sent yet): its shutdown drains it
+    // (up to 30 s x the time factor), as a pod with clients does, so it is still there when the
+    // leader's hand-off comes.
+    const inFlight = net.connect(6632, c.ip(dying));
+    await new Promise<void>((resolve) => inFlight.once('connect', () => resolve()));
+    inFlight.write(`POST /api/v1/push HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{"items":`);
+    inFlight.on('error', () => undefined);
+    await sleep(100);
+    // Both get SIGTERM together, as a StatefulSet's pods deleted at once do.
+    const exits = [c.sigterm(dying), c.sigterm(first.id)];
+    // The terminating follower takes the leadership (its own elections are off, a transfer is not)...
+    await waitFor('the terminating follower leads', async () => c.node(dying).hasLog(/"msg":"elected leader"/), 10_000);
+    // ...and its shutdown hands it off again, to the one that stays.
+    expect(await Promise.all(exits)).toEqual([0, 0]);
+    expect(c.node(dying).hasLog(/handing leadership off/)).toBe(true);
+    expect(c.node(dying).logs().find((l) => l.msg === 'handing leadership off')).toMatchObject({ target: staying });
+    // The one that stays takes it over, alone: two of three voters are gone, and nothing commits (F11's end).
+    await waitFor('the staying voter runs the transferred election', async () => c.node(staying).logs().some((l) => l.msg === 'starting election' && l.transfer === true));
+    inFlight.destroy();
+  });
+
+  it('a leader killed is replaced once the lease has run out: no voter grants a vote within twice the election timeout', async () => {
+    const c = (cluster = new SimCluster());
+    c.startAll();
+    const first = await c.waitLeader();
+    await c.waitHealthy([1, 2, 3]);
+    const others = [1, 2, 3].filter((id) => id !== first.id);
+    await sleep(500);
+    const killed = Date.now();
+    await c.kill(first.id);
+    // The lease is 2 x QUEEN_RAFT_ELECTION_MS (600 ms here) from the last heartbeat (50 ms apart):
+    // no survivor leads before it has run out.
+    while (Date.now() - killed < 500) {
+      for (const id of others) {
+        const h = await c.health(id, 200);
+        if (!isError(h)) expect(h.json.raft.role).not.toBe('leader');
+      }
+      await sleep(20);
+    }
+    const next = await c.waitLeader(others, 10_000);
+    expect(next.term).toBeGreaterThan(first.term);
   });
 });

@@ -2,7 +2,7 @@
 // applied point. Apply is deterministic: every node computes the same results from the same log.
 
 import { createHash } from 'node:crypto';
-import type { Command, Entry, MembershipConfig, SkipRecord } from './types.ts';
+import type { Command, Entry, LinkCommand, LinkState, MembershipConfig, SkipRecord } from './types.ts';
 
 export interface QueueMsg {
   messageId: string;
@@ -30,6 +30,8 @@ export interface SmState {
   clusterVersion: number;
   /** Bytes the applied entries count for beyond their JSON (entry padding): the store's size grows by it. */
   pad?: number;
+  /** The cluster's part in a link (test/sim/LINK.md); absent on a cluster never part of one. */
+  link?: LinkState;
 }
 
 export function emptyState(): SmState {
@@ -50,7 +52,7 @@ export function emptyState(): SmState {
 export class PoisonError extends Error {}
 
 export function entryDigest(e: Entry): string {
-  const body = JSON.stringify({ kind: e.kind, cmd: e.cmd ?? null, membership: e.membership ?? null });
+  const body = JSON.stringify({ kind: e.kind, cmd: e.cmd ?? null, membership: e.membership ?? null, ...(e.version !== undefined ? { version: e.version } : {}) });
   return createHash('sha256').update(body).digest('hex').slice(0, 16);
 }
 
@@ -122,6 +124,35 @@ function applyCommand(s: SmState, e: Entry, cmd: Command): ApplyResult {
       q.msgs = keep;
       return out.map((m) => ({ ...m, queue: cmd.queue }));
     }
+    case 'link':
+      return applyLink(s, e, cmd);
+  }
+}
+
+/**
+ * The link's entries. A mirrored source entry is applied as the source applied it (its index, term
+ * and timestamp: the same message ids, versions and expiries), and only when it follows the
+ * standby's position: one that does not (a duplicate, one out of its turn, or one after the
+ * promotion) changes nothing.
+ */
+function applyLink(s: SmState, e: Entry, cmd: LinkCommand): ApplyResult {
+  switch (cmd.op) {
+    case 'attach':
+      if (s.link) return { refused: 'not_empty' };
+      s.link = { role: 'standby', id: cmd.id, source: cmd.source, position: cmd.position, since: cmd.at };
+      return { role: 'standby' };
+    case 'mirror': {
+      if (s.link?.role !== 'standby') return { refused: 'not_standby' };
+      if (cmd.prev !== s.link.position.index) return { refused: 'link_out_of_sequence' };
+      const result = applyCommand(s, { ...e, index: cmd.position.index, term: cmd.position.term, ts: cmd.position.ts }, cmd.cmd);
+      s.link.position = cmd.position;
+      return result;
+    }
+    case 'promote':
+      if (s.link?.role !== 'standby') return { role: s.link?.role ?? 'primary' };
+      s.link.role = 'promoted';
+      s.link.promotedAt = cmd.at;
+      return { role: 'promoted' };
   }
 }
 
@@ -131,6 +162,9 @@ export function applyEntry(s: SmState, e: Entry): ApplyResult {
   if (e.kind === 'membership' && e.membership) {
     s.membership = { index: e.index, term: e.term, config: e.membership };
     if (s.clusterVersion === 0) s.clusterVersion = e.membership.clusterVersion;
+  } else if (e.kind === 'version' && typeof e.version === 'number') {
+    // The cluster version never goes down: apply writes what the leader proposed, only ever higher.
+    s.clusterVersion = Math.max(s.clusterVersion, e.version);
   } else if (e.kind === 'cmd' && e.cmd) {
     result = applyCommand(s, e, e.cmd);
     if (e.pad) s.pad = (s.pad ?? 0) + e.pad;

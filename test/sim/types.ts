@@ -34,14 +34,44 @@ export type Command =
       required: boolean;
     }
   | { t: 'push'; items: PushItem[] }
-  | { t: 'pop'; queue: string; partition: string | null; batch: number };
+  | { t: 'pop'; queue: string; partition: string | null; batch: number }
+  | LinkCommand;
+
+/** Where a standby is in its source's log: the last source entry it applied, and that entry's timestamp (ms). */
+export interface LinkPosition {
+  index: number;
+  term: number;
+  ts: number;
+}
+
+/**
+ * The link's own entries on a standby (link.ts, test/sim/LINK.md): the standby entry that makes the
+ * cluster one, each source entry replayed with the position it brings, and the promotion.
+ */
+export type LinkCommand =
+  | { t: 'link'; op: 'attach'; id: string; source: string; position: LinkPosition; at: number }
+  | { t: 'link'; op: 'mirror'; prev: number; position: LinkPosition; cmd: Command; pad?: number }
+  | { t: 'link'; op: 'promote'; at: number };
+
+/** The cluster's part in a link, as its applied state says (absent: never part of one). */
+export interface LinkState {
+  role: 'standby' | 'promoted';
+  id: string;
+  source: string;
+  position: LinkPosition;
+  /** When it became a standby, and when it was promoted (ms, the wall clock of the leader that wrote it). */
+  since: number;
+  promotedAt?: number;
+}
 
 export interface Entry {
   index: number;
   term: number;
   ts: number; // leader's wall clock when proposed (ms since the epoch)
-  kind: 'blank' | 'membership' | 'cmd';
+  /** `version`: the leader raises the cluster's catalogue version to `version` (the broker's ClusterVersionSet). */
+  kind: 'blank' | 'membership' | 'cmd' | 'version';
   membership?: MembershipConfig;
+  version?: number;
   cmd?: Command;
   /** Bytes this entry counts for beyond its own JSON (QUEEN_SIM_ENTRY_BYTES): not written, but counted as written. */
   pad?: number;

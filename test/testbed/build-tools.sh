@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the test bed's tools from source (etcd, kube-apiserver, kube-controller-manager,
-# kube-scheduler, kubectl, the Temporal CLI) with the machine's Go toolchain, through the Go module
+# kube-scheduler, kubectl, the Temporal CLI, Helm, the CSI snapshot controller, and the VolumeSnapshot
+# definitions its client module carries) with the machine's Go toolchain, through the Go module
 # proxy, into a cache outside the repository keyed by version. A second run finds them and does
 # nothing (and needs no Go). Prints the cache folder of each tool on its last lines as NAME=PATH.
 #
@@ -18,17 +19,21 @@ cache=${QUEEN_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/queen-operator/tools}
 k8s_dir="$cache/kubernetes-$K8S_VERSION"
 etcd_dir="$cache/etcd-$ETCD_VERSION"
 temporal_dir="$cache/temporal-cli-$TEMPORAL_CLI_VERSION"
+helm_dir="$cache/helm-$HELM_VERSION"
+snapshotter_dir="$cache/external-snapshotter-$EXTERNAL_SNAPSHOTTER_VERSION"
 apiserver_marker="$k8s_dir/kube-apiserver.patch"
 
 log() { echo "build-tools: $*" >&2; }
 
-need_k8s=0; need_apiserver=0; need_etcd=0; need_temporal=0
+need_k8s=0; need_apiserver=0; need_etcd=0; need_temporal=0; need_helm=0; need_snapshotter=0
 for t in kube-controller-manager kube-scheduler kubectl; do [ -x "$k8s_dir/$t" ] || need_k8s=1; done
 if [ ! -x "$k8s_dir/kube-apiserver" ] || [ "$(cat "$apiserver_marker" 2>/dev/null)" != "$KUBE_APISERVER_PATCH" ]; then need_apiserver=1; fi
 [ -x "$etcd_dir/etcd" ] || need_etcd=1
 [ -x "$temporal_dir/temporal" ] || need_temporal=1
+[ -x "$helm_dir/helm" ] || need_helm=1
+[ -x "$snapshotter_dir/snapshot-controller" ] && [ -f "$snapshotter_dir/crd/snapshot.storage.k8s.io_volumesnapshots.yaml" ] || need_snapshotter=1
 
-if [ $((need_k8s + need_apiserver + need_etcd + need_temporal)) -gt 0 ] && ! command -v go >/dev/null 2>&1; then
+if [ $((need_k8s + need_apiserver + need_etcd + need_temporal + need_helm + need_snapshotter)) -gt 0 ] && ! command -v go >/dev/null 2>&1; then
   echo "build-tools: the Go toolchain (go 1.26 or later) is needed to build the test bed's tools once; install it (https://go.dev/dl/) and run again" >&2
   exit 1
 fi
@@ -138,6 +143,43 @@ require github.com/temporalio/cli $TEMPORAL_CLI_VERSION" \
     github.com/temporalio/cli/cmd/temporal || fail "the Temporal CLI $TEMPORAL_CLI_VERSION"
 fi
 
+if [ $need_helm = 1 ]; then
+  log "building Helm $HELM_VERSION"
+  build "$helm_dir" "module queen-testbed-helm
+
+go 1.26
+
+require helm.sh/helm/v4 $HELM_VERSION" \
+    "-X helm.sh/helm/v4/internal/version.version=$HELM_VERSION -X helm.sh/helm/v4/internal/version.gitTreeState=clean" \
+    helm.sh/helm/v4/cmd/helm || fail "Helm $HELM_VERSION"
+fi
+
+if [ $need_snapshotter = 1 ]; then
+  log "building the CSI snapshot controller $EXTERNAL_SNAPSHOTTER_VERSION and taking the VolumeSnapshot definitions of its client module"
+  major=${EXTERNAL_SNAPSHOTTER_VERSION%%.*}
+  # The main module points its client module at ./client (a replace that a dependency does not
+  # get): the client module of the same release is required beside it.
+  build "$snapshotter_dir" "module queen-testbed-snapshotter
+
+go 1.26
+
+require (
+	github.com/kubernetes-csi/external-snapshotter/$major $EXTERNAL_SNAPSHOTTER_VERSION
+	github.com/kubernetes-csi/external-snapshotter/client/$major $EXTERNAL_SNAPSHOTTER_VERSION
+)" "-X main.version=$EXTERNAL_SNAPSHOTTER_VERSION" \
+    "github.com/kubernetes-csi/external-snapshotter/$major/cmd/snapshot-controller" || fail "the snapshot controller $EXTERNAL_SNAPSHOTTER_VERSION"
+  client=$(cd "$(mktemp -d)" && GOFLAGS=-mod=mod go mod download -json "github.com/kubernetes-csi/external-snapshotter/client/$major@$EXTERNAL_SNAPSHOTTER_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+  [ -n "$client" ] && [ -d "$client/config/crd" ] || fail "the VolumeSnapshot definitions of external-snapshotter/client $EXTERNAL_SNAPSHOTTER_VERSION"
+  mkdir -p "$snapshotter_dir/crd.partial"
+  for kind in volumesnapshotclasses volumesnapshotcontents volumesnapshots; do
+    cp "$client/config/crd/snapshot.storage.k8s.io_$kind.yaml" "$snapshotter_dir/crd.partial/"
+  done
+  chmod -R u+w "$snapshotter_dir/crd.partial"
+  rm -rf "$snapshotter_dir/crd"; mv "$snapshotter_dir/crd.partial" "$snapshotter_dir/crd"
+fi
+
 echo "KUBERNETES_BIN=$k8s_dir"
 echo "ETCD_BIN=$etcd_dir"
 echo "TEMPORAL_BIN=$temporal_dir"
+echo "HELM_BIN=$helm_dir"
+echo "SNAPSHOTTER_BIN=$snapshotter_dir"

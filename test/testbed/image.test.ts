@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { until } from './checks.ts';
 import { connect } from './client.ts';
-import { buildOperatorImage, contextFiles, imageFiles } from './image.ts';
+import { buildOperatorImage, contextFiles, imageFiles, operatorImageName } from './image.ts';
 
 const client = connect();
 let ns = '';
@@ -57,7 +57,7 @@ spec:
   securityContext: { runAsNonRoot: true, runAsUser: 65532, runAsGroup: 65532 }
   containers:
     - name: operator
-      image: ghcr.io/queen-mq/queen-operator:0.1.0
+      image: ${operatorImageName()}
       command: ["/nodejs/bin/node", "-e", ${JSON.stringify(LOOK)}]
       securityContext: { readOnlyRootFilesystem: true, allowPrivilegeEscalation: false }
       volumeMounts: [{ name: tmp, mountPath: /tmp }]
@@ -87,5 +87,21 @@ spec:
     expect(seen.resolv).toContain('options ndots:5');
     // The kubernetes Service has a cluster IP: the DNS answers it, through the search path too.
     expect(out).toMatch(/^dns 10\.96\.0\.1$/m);
+  }
+});
+
+it("pulls the operator's image only under the chart's name: another tag or registry is not found, as on a cluster", async () => {
+  expect(operatorImageName()).toBe('ghcr.io/queen-mq/queen-operator:0.1.0');
+  for (const [pod, image] of [
+    ['other-tag', 'ghcr.io/queen-mq/queen-operator:0.0.9'],
+    ['other-registry', 'registry.example.com/queen-operator:0.1.0'],
+  ]) {
+    const r = await client.applyManifest(`apiVersion: v1\nkind: Pod\nmetadata: { name: ${pod} }\nspec:\n  containers: [{ name: operator, image: ${image} }]\n`, ns);
+    expect(r.stderr).toBe('');
+    const waiting = await until(`${pod} failing to pull`, async () => {
+      const out = await client.kubectl(['-n', ns, 'get', 'pod', pod, '-o', 'jsonpath={.status.containerStatuses[0].state.waiting}']);
+      return /ErrImagePull|ImagePullBackOff/.test(out.stdout) ? out.stdout : undefined;
+    }, 60_000);
+    expect(waiting).toContain(`${image}: not found`);
   }
 });

@@ -14,6 +14,7 @@ import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, r
 import { homedir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { parse } from 'yaml';
 
 export const PROJECT_DIR = fileURLToPath(new URL('../..', import.meta.url));
 /** The Node.js 24 of the project (the `node` devDependency), which RUN lines and the image use. */
@@ -300,6 +301,19 @@ function run(argv: string[], cwd: string, env: NodeJS.ProcessEnv): Promise<{ cod
   });
 }
 
+/**
+ * The one name under which the test bed's registry holds the operator's image: the chart's
+ * (charts/queen-operator: image.repository, and its tag or the chart's appVersion), which the
+ * manifests render and the release workflow pushes. Another name, even one that looks like the
+ * operator's, is not there: a manifest that names it fails to pull, as it would on a cluster.
+ */
+export function operatorImageName(projectDir = PROJECT_DIR): string {
+  const chart = join(projectDir, 'charts', 'queen-operator');
+  const values = parse(readFileSync(join(chart, 'values.yaml'), 'utf8')) as { image: { repository: string; tag?: string } };
+  const meta = parse(readFileSync(join(chart, 'Chart.yaml'), 'utf8')) as { appVersion: string };
+  return `${values.image.repository}:${values.image.tag || meta.appVersion}`;
+}
+
 /** The images the kubelet stand-in runs from a folder: the operator's, built from the checkout as it is. */
 export class ImageStore {
   readonly #building = new Map<string, Promise<BuiltImage>>();
@@ -308,7 +322,10 @@ export class ImageStore {
   constructor(log: (line: string) => void = () => undefined) {
     this.#log = log;
   }
-  /** The operator's image, under any registry and tag (ghcr.io/queen-mq/queen-operator:0.1.0, ...). */
+  /**
+   * An image named as the operator's, under any registry and tag (ghcr.io/queen-mq/queen-operator:0.1.0,
+   * ...): run as an image, never as a Queen simulator. Only operatorImageName() is there to pull.
+   */
   static isOperator(image: string): boolean {
     return /(^|\/)queen-operator(:|@|$)/.test(image);
   }
@@ -341,7 +358,10 @@ export class ImageStore {
     return p;
   }
   async resolve(image: string): Promise<BuiltImage | null> {
-    return ImageStore.isOperator(image) ? this.prepare() : null;
+    if (!ImageStore.isOperator(image)) return null;
+    const name = operatorImageName();
+    if (image !== name) throw new Error(`rpc error: code = NotFound desc = ${image}: not found (the test bed's registry has the operator's image only as ${name}, the chart's image.repository and version)`);
+    return this.prepare();
   }
 }
 

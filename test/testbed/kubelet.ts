@@ -583,6 +583,40 @@ export class Kubelet {
   }
 
   /**
+   * Freezes (SIGSTOP) the processes of the running pods that mount the claim, a broker fleet's
+   * whole process for a container in one, while a snapshot of its volume is copied: the copy is
+   * then what a crash at that moment would leave. The function returned thaws them (SIGCONT),
+   * but for a container that its node's stop froze meanwhile.
+   */
+  freezeClaim(ns: string, claim: string): () => void {
+    const frozen = new Map<number, Container>();
+    for (const rt of this.#runtimes.values()) {
+      if (rt.ns !== ns || rt.gone || ![...rt.claims.values()].includes(claim)) continue;
+      for (const c of rt.containers) {
+        if (!c.proc || c.proc.exit || c.frozen) continue;
+        const pid = c.proc.fleetNode ? c.proc.fleetNode.processPid : c.proc.pid;
+        if (pid <= 0 || frozen.has(pid)) continue;
+        try {
+          process.kill(pid, 'SIGSTOP');
+          frozen.set(pid, c);
+        } catch {
+          // exited meanwhile
+        }
+      }
+    }
+    return () => {
+      for (const [pid, c] of frozen) {
+        if (c.frozen) continue;
+        try {
+          process.kill(pid, 'SIGCONT');
+        } catch {
+          // exited meanwhile
+        }
+      }
+    };
+  }
+
+  /**
    * The file system of a claim grew while its pods run (an online expansion): the simulators that
    * keep their data on it see the new size.
    */

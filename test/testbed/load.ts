@@ -12,8 +12,12 @@ import { Informer, Kube, type KObject, type KubeAuth } from './kube.ts';
 export interface LoadOptions {
   kubeConfig: KubeConfig;
   namespace: string;
-  /** The client Service (default "queen"). */
-  service?: string;
+  /**
+   * The client Service (default "queen"), or several: a push goes to a ready endpoint of any of
+   * them, and is retried on another when refused (a client that follows a switchover: a standby
+   * answers 503 `standby` until it is promoted).
+   */
+  service?: string | string[];
   /** Messages a second (default 50). */
   rate?: number;
   /** Queue name (default "q"). */
@@ -61,6 +65,10 @@ export interface LoadReport {
   /** Messages never acknowledged (given up, or still unanswered when the load stopped). */
   unacknowledged: string[];
   acknowledgedIds: string[];
+  /** The message id each acknowledged message was given (transactionId → messageId), as the push answered. */
+  messageIds: Record<string, string>;
+  /** When each acknowledged message was acknowledged (ms since the epoch), by transactionId. */
+  acknowledgedAt: Record<string, number>;
   /** Endpoint addresses the pushes went to, with the count of acknowledgements each gave. */
   endpoints: Record<string, number>;
   /** How late, at most, a push was sent after its time (the client's own process was busy): ms and when. */
@@ -95,7 +103,7 @@ interface Endpoint {
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 export function startLoad(opts: LoadOptions): Load {
-  const service = opts.service ?? 'queen';
+  const services = [opts.service ?? 'queen'].flat();
   const rate = opts.rate ?? 50;
   const queue = opts.queue ?? 'q';
   const port = opts.port ?? 6632;
@@ -106,7 +114,7 @@ export function startLoad(opts: LoadOptions): Load {
   const log = opts.log ?? (() => {});
   const kube = new Kube(authOf(opts.kubeConfig));
   const slices = new Informer<KObject>(kube, `/apis/discovery.k8s.io/v1/namespaces/${opts.namespace}/endpointslices`, {
-    query: { labelSelector: `kubernetes.io/service-name=${service}` },
+    query: { labelSelector: services.length === 1 ? `kubernetes.io/service-name=${services[0]}` : `kubernetes.io/service-name in (${services.join(',')})` },
     log,
   });
   void slices.start();
@@ -163,6 +171,8 @@ export function startLoad(opts: LoadOptions): Load {
   let retried = 0;
   const failedAttempts: FailedAttempt[] = [];
   const ackedIds: string[] = [];
+  const messageIds: Record<string, string> = {};
+  const ackedAt: Record<string, number> = {};
   const unacked = new Set<string>();
   const perEndpoint: Record<string, number> = {};
   const inFlight = new Set<Promise<void>>();
@@ -182,7 +192,15 @@ export function startLoad(opts: LoadOptions): Load {
         bodyTimeout: attemptTimeout,
       });
       const text = await res.body.text();
-      if (res.statusCode === 200) return null;
+      // The broker acknowledges a push with 201 Created (a 200 would be no broker's answer).
+      if (res.statusCode === 201) {
+        try {
+          for (const r of JSON.parse(text) as { transactionId?: string; messageId?: string }[]) if (r.transactionId && r.messageId) messageIds[r.transactionId] = r.messageId;
+        } catch {
+          // an answer without ids: the acknowledgement stands
+        }
+        return null;
+      }
       let code = '';
       try {
         code = JSON.parse(text).code ?? '';
@@ -235,8 +253,10 @@ export function startLoad(opts: LoadOptions): Load {
         acknowledged += count;
         if (tries === 1) acknowledgedFirstTry += count;
         else retried += count;
+        const at = Date.now();
         for (const x of ids) {
           ackedIds.push(x);
+          ackedAt[x] = at;
           unacked.delete(x);
         }
         perEndpoint[ip] = (perEndpoint[ip] ?? 0) + count;
@@ -287,6 +307,8 @@ export function startLoad(opts: LoadOptions): Load {
         failedAttempts,
         unacknowledged: [...unacked],
         acknowledgedIds: ackedIds,
+        messageIds,
+        acknowledgedAt: ackedAt,
         endpoints: perEndpoint,
         maxSendDelay,
         endpointChanges,
@@ -330,4 +352,15 @@ export async function verifyAcknowledgedDetail(report: LoadReport, voterIps: str
 
 export async function verifyAcknowledged(report: LoadReport, voterIps: string[], opts: { timeoutMs?: number; port?: number } = {}): Promise<string[]> {
   return (await verifyAcknowledgedDetail(report, voterIps, opts)).missing;
+}
+
+/**
+ * The clients' write downtime: the longest time, while the load ran, without any acknowledgement
+ * (a push is due every 1/rate s), and when it began.
+ */
+export function longestWriteGap(report: LoadReport): { ms: number; from: number | null } {
+  const times = Object.values(report.acknowledgedAt).sort((a, b) => a - b);
+  let best = { ms: 0, from: null as number | null };
+  for (let i = 1; i < times.length; i++) if (times[i]! - times[i - 1]! > best.ms) best = { ms: times[i]! - times[i - 1]!, from: times[i - 1]! };
+  return best;
 }

@@ -137,9 +137,11 @@ export async function startTlsTerminator(target: string, pki: Pki, opts: { requi
 /**
  * A gRPC frontend that asks for an API key: TLS in front of the plaintext server at `target`, each
  * call forwarded only with `authorization: Bearer <apiKey>`, answered UNAUTHENTICATED otherwise
- * (as Temporal Cloud does), with the call's trailers passed back.
+ * (as Temporal Cloud does), with the call's trailers passed back. `forbid`: the methods (their
+ * paths, `/temporal.api.operatorservice.v1.OperatorService/AddSearchAttributes`) the key may not
+ * call, answered PERMISSION_DENIED, as Temporal Cloud answers an account without the right.
  */
-export async function startApiKeyGateway(target: string, pki: Pki, apiKey: string): Promise<Proxy & { refused: () => number }> {
+export async function startApiKeyGateway(target: string, pki: Pki, apiKey: string, opts: { forbid?: RegExp } = {}): Promise<Proxy & { refused: () => number }> {
   let upstream: ClientHttp2Session | null = null;
   const session = () => {
     if (!upstream || upstream.closed || upstream.destroyed) upstream = http2Connect(`http://${target}`);
@@ -151,6 +153,11 @@ export async function startApiKeyGateway(target: string, pki: Pki, apiKey: strin
     if (req.headers.authorization !== `Bearer ${apiKey}`) {
       refused++;
       res.writeHead(200, { 'content-type': 'application/grpc', 'grpc-status': '16', 'grpc-message': 'Request unauthorized.' });
+      res.end();
+      return;
+    }
+    if (opts.forbid?.test(String(req.headers[':path'] ?? ''))) {
+      res.writeHead(200, { 'content-type': 'application/grpc', 'grpc-status': '7', 'grpc-message': 'Request unauthorized: this API key may not do this.' });
       res.end();
       return;
     }

@@ -17,11 +17,16 @@
 //   queen-limited               grows up to 2Gi (parameter maxSize); a larger size is accepted by
 //                               the API server, then refused by the resizer (ControllerResizeInfeasible)
 //   queen-fixed                 does not allow expansion
+//
+// A claim whose dataSource is a VolumeSnapshot (of this driver, snapshots.ts) is provisioned as a
+// copy of the snapshot's folder, once the snapshot is ready and no larger than the claim.
 import { createHash } from 'node:crypto';
-import { mkdirSync, rmSync } from 'node:fs';
+import { cpSync, mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
+import { Chains } from './chains.ts';
 import { EventRecorder } from './events.ts';
 import { isConflict, isNotFound, KubeError, parseQuantity, type Informer, type KObject, type Kube } from './kube.ts';
+import { SNAPSHOT_API, type Snapshots } from './snapshots.ts';
 
 export const PROVISIONER = 'testbed.queen.local';
 export const EXPANDABLE_CLASS = 'queen-expandable';
@@ -42,7 +47,7 @@ export class Storage {
   #classes = new Map<string, KObject>();
   #root: string;
   #log: (line: string) => void;
-  #chains = new Map<string, Promise<void>>();
+  #chains: Chains;
   /** Share (0..1) of volumes whose growth waits for a pod restart (FileSystemResizePending). */
   resizePendingShare = 0;
   /** The same, for the claims of one namespace (tests running side by side set their own). */
@@ -60,6 +65,8 @@ export class Storage {
   /** Whether a running pod mounts the claim (the node can expand it online). */
   isMounted: ((ns: string, claim: string) => boolean) | undefined;
   timeFactor = 1;
+  /** The snapshots a claim may be made from (dataSource: a VolumeSnapshot). */
+  snapshots: Snapshots | undefined;
   #vas: Informer<KObject> | undefined;
   #recorders: Record<'provisioner' | 'resizer' | 'kubelet', EventRecorder>;
 
@@ -70,6 +77,7 @@ export class Storage {
     this.#vas = vas;
     this.#root = join(dir, 'volumes');
     this.#log = log;
+    this.#chains = new Chains('storage', log, () => this.onChange?.());
     this.#recorders = {
       provisioner: new EventRecorder(kube, `${PROVISIONER}_testbed`),
       resizer: new EventRecorder(kube, 'external-resizer testbed.queen.local'),
@@ -169,20 +177,12 @@ export class Storage {
     }, Math.max(1000, 10_000 * this.timeFactor)).unref();
   }
 
-  async idle(): Promise<void> {
-    while (this.#chains.size) await Promise.all([...this.#chains.values()]);
+  idle(): Promise<void> {
+    return this.#chains.idle();
   }
 
   #enqueue(key: string, fn: () => Promise<void>): void {
-    const prev = this.#chains.get(key) ?? Promise.resolve();
-    const next = prev
-      .then(fn)
-      .catch((e) => this.#log(`storage ${key}: ${(e as Error).message}`))
-      .finally(() => {
-        if (this.#chains.get(key) === next) this.#chains.delete(key);
-        this.onChange?.();
-      });
-    this.#chains.set(key, next);
+    this.#chains.enqueue(key, fn);
   }
 
   async #storageClass(name: string | undefined): Promise<KObject | null> {
@@ -229,6 +229,20 @@ export class Storage {
     const sc = await this.#storageClass(pvc.spec?.storageClassName);
     if (!sc || (sc as any).provisioner !== PROVISIONER) return;
     const folder = this.folderOf(pvName);
+    const source = pvc.spec?.dataSourceRef ?? pvc.spec?.dataSource;
+    let copyOf: string | null = null;
+    if (source?.kind === 'VolumeSnapshot' && source.apiGroup === 'snapshot.storage.k8s.io') {
+      const from = await this.#snapshotSource(pvc, source.name);
+      if ('failed' in from) {
+        this.#event(pvc, 'Warning', 'ProvisioningFailed', `failed to provision volume with StorageClass "${sc.metadata.name}": ${from.failed}`, 'provisioner');
+        return; // looked at again with the claims that wait for a volume
+      }
+      copyOf = from.folder;
+    }
+    if (copyOf && !(await this.#kube.getOrNull(`/api/v1/persistentvolumes/${pvName}`))) {
+      rmSync(folder, { recursive: true, force: true });
+      cpSync(copyOf, folder, { recursive: true, preserveTimestamps: true });
+    }
     mkdirSync(folder, { recursive: true });
     const pv = {
       apiVersion: 'v1',
@@ -258,11 +272,30 @@ export class Storage {
     };
     try {
       await this.#kube.create('/api/v1/persistentvolumes', pv);
-      this.#log(`storage: provisioned ${pvName} for ${pvc.metadata.namespace}/${pvc.metadata.name} in ${folder}`);
+      this.#log(`storage: provisioned ${pvName} for ${pvc.metadata.namespace}/${pvc.metadata.name} in ${folder}${copyOf ? ` from the snapshot ${source.name}` : ''}`);
       this.#event(pvc, 'Normal', 'ProvisioningSucceeded', `Successfully provisioned volume ${pvName}`, 'provisioner');
     } catch (e) {
       if (!isConflict(e)) throw e;
     }
+  }
+
+  /** The copy a claim made from a VolumeSnapshot starts from, or why it cannot be made yet (the external provisioner's words). */
+  async #snapshotSource(pvc: KObject, name: string): Promise<{ folder: string } | { failed: string }> {
+    const ns = pvc.metadata.namespace!;
+    const which = `error getting handle for DataSource Type VolumeSnapshot by Name ${name}`;
+    const vs = await this.#kube.getOrNull(`${SNAPSHOT_API}/namespaces/${ns}/volumesnapshots/${name}`);
+    if (!vs) return { failed: `${which}: error getting snapshot ${name} from api server: volumesnapshots.snapshot.storage.k8s.io "${name}" not found` };
+    if ((vs as any).status?.readyToUse !== true) return { failed: `${which}: snapshot ${name} is not Ready` };
+    const contentName = (vs as any).status?.boundVolumeSnapshotContentName;
+    const content = contentName ? await this.#kube.getOrNull(`${SNAPSHOT_API}/volumesnapshotcontents/${contentName}`) : null;
+    const handle: string | undefined = (content as any)?.status?.snapshotHandle;
+    if (!content || !handle) return { failed: `${which}: snapshot ${name} not bound` };
+    const folder = this.snapshots?.snapshotFolder(handle);
+    if (!folder) return { failed: `${which}: the snapshot ${handle} is not held by ${PROVISIONER}` };
+    const restoreSize = Number((content as any).status?.restoreSize ?? 0);
+    const requested = parseQuantity(pvc.spec?.resources?.requests?.storage ?? '0');
+    if (requested < restoreSize) return { failed: `requested volume size ${requested} is less than the size ${restoreSize} for the source snapshot ${name}` };
+    return { folder };
   }
 
   async #maybeResize(pvc: KObject): Promise<void> {

@@ -73,7 +73,7 @@ export async function launchTemporal(opts: TemporalOptions): Promise<TemporalSer
     // Loopback only: no periodic version check to temporal.io.
     '--dynamic-config-value', 'frontend.enableServerVersionCheck=false',
     // A step's activity handed to the worker with the workflow task that schedules it, as Temporal
-    // 1.32 and later do by default (deploy/temporal.md).
+    // 1.32 and later do by default (docs/temporal.md).
     '--dynamic-config-value', 'system.enableActivityEagerExecution=true',
   ];
   if (opts.persistent !== false) {

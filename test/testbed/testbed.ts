@@ -25,6 +25,7 @@ import { startKubeletServer } from './kubelet-server.ts';
 import { NODES, Nodes } from './nodes.ts';
 import { isAlive, liveProcesses, startProcess, stopProcess, trackPidsIn, type Proc } from './procs.ts';
 import { EXPANDABLE_CLASS, FIXED_CLASS, PROVISIONER, Storage } from './storage.ts';
+import { FAILING_SNAPSHOT_CLASS, installSnapshotCrds, SNAPSHOT_API, SNAPSHOT_CLASS, Snapshots } from './snapshots.ts';
 import { launchTemporal, type TemporalServer } from './temporal.ts';
 import { freePorts, releasePorts } from './ports.ts';
 import { ensureTools, type Tools } from './tools.ts';
@@ -44,9 +45,11 @@ export interface TestbedInfo {
   /** Pods get addresses from this range. */
   podAddresses: string;
   timeFactor: number;
-  tools: { k8sVersion: string; kubectl: string; kubernetesBin: string; etcdBin: string; temporalBin: string };
+  tools: { k8sVersion: string; kubectl: string; kubernetesBin: string; etcdBin: string; temporalBin: string; helm: string };
   nodes: string[];
   storageClasses: { expandable: string; fixed: string; default: string };
+  /** The VolumeSnapshotClasses of the test bed's driver: the default one, and one whose driver refuses every snapshot. */
+  snapshotClasses: { default: string; failing: string };
   provisioner: string;
   simMain: string;
   /** The Queen containers run in broker fleets (one process per node) unless their namespace says otherwise. */
@@ -366,6 +369,14 @@ export async function startTestbed(opts: TestbedOptions = {}): Promise<Testbed> 
       '--controllers=*',
       '--profiling=false',
     ], join(logs, 'kube-controller-manager.log'));
+    // The VolumeSnapshot API, from the external-snapshotter's definitions, and its real controller.
+    await installSnapshotCrds(new Kube({ server, token: tokens.admin, ca }), tools.snapshotCrds);
+    const snapConfig = writeKubeconfig(join(dir, 'kubeconfigs', 'snapshot-controller.yaml'), { server, caPem: ca, token: tokens.standIns, user: 'testbed:stand-ins' });
+    supervised('snapshot-controller', tools.snapshotController, [
+      `--kubeconfig=${snapConfig}`,
+      '--leader-election=false',
+      '--worker-threads=4',
+    ], join(logs, 'snapshot-controller.log'));
     const scheduler = supervised('kube-scheduler', tools.kubeScheduler, [
       `--kubeconfig=${schedConfig}`,
       `--authentication-kubeconfig=${schedConfig}`,
@@ -402,6 +413,7 @@ export async function startTestbed(opts: TestbedOptions = {}): Promise<Testbed> 
     const nodeObjects = informer('/api/v1/nodes');
     const namespaces = informer('/api/v1/namespaces');
     const policies = informer('/apis/networking.k8s.io/v1/networkpolicies');
+    const snapshotContents = informer(`${SNAPSHOT_API}/volumesnapshotcontents`);
     // The kubelet API (for kubectl logs) on every node address, with the API server's own
     // certificate (the API server does not verify kubelets it has no CA for).
     let kubeletRef: Kubelet | undefined;
@@ -416,10 +428,15 @@ export async function startTestbed(opts: TestbedOptions = {}): Promise<Testbed> 
     cleanups.push(() => nodes.stop());
     const storage = new Storage(kube, pvcs, pvs, dir, logLine, vas);
     storage.timeFactor = timeFactor;
+    const snapshots = new Snapshots(kube, snapshotContents, pvs, dir, logLine);
+    snapshots.timeFactor = timeFactor;
+    storage.snapshots = snapshots;
     const dns = new ClusterDns(services, slices, Math.max(1, Math.round(5 * timeFactor)));
     await Promise.all([
       nodes.install(),
       storage.install(),
+      snapshots.install(PROVISIONER),
+      snapshotContents.start(),
       services.start(),
       slices.start(),
       pvcs.start(),
@@ -477,6 +494,8 @@ export async function startTestbed(opts: TestbedOptions = {}): Promise<Testbed> 
     storage.onFileSystemResized = (ns, claim, bytes) => kubelet.fileSystemResized(ns, claim, bytes);
     storage.isMounted = (ns, claim) => kubelet.isMounted(ns, claim);
     storage.start();
+    snapshots.hooks.freezeClaim = (ns, claim) => kubelet.freezeClaim(ns, claim);
+    snapshots.start(PROVISIONER);
     await pods.start();
     kubelet.start();
 
@@ -508,9 +527,10 @@ export async function startTestbed(opts: TestbedOptions = {}): Promise<Testbed> 
       podNameserver: podNameserverUp,
       podAddresses: `127.${ipRange.octet}.0.0/16`,
       timeFactor,
-      tools: { k8sVersion: tools.k8sVersion, kubectl: tools.kubectl, kubernetesBin: tools.kubernetesBin, etcdBin: tools.etcdBin, temporalBin: tools.temporalBin },
+      tools: { k8sVersion: tools.k8sVersion, kubectl: tools.kubectl, kubernetesBin: tools.kubernetesBin, etcdBin: tools.etcdBin, temporalBin: tools.temporalBin, helm: tools.helm },
       nodes: nodes.names,
       storageClasses: { expandable: EXPANDABLE_CLASS, fixed: FIXED_CLASS, default: EXPANDABLE_CLASS },
+      snapshotClasses: { default: SNAPSHOT_CLASS, failing: FAILING_SNAPSHOT_CLASS },
       provisioner: PROVISIONER,
       simMain: SIM_MAIN,
       simFleet,

@@ -17,6 +17,12 @@ export interface Tools {
   kubectl: string;
   etcd: string;
   temporal: string;
+  /** Helm, which renders the chart (npm run generate) and installs it (e2e helm). */
+  helm: string;
+  /** The CSI snapshot controller (cmd/snapshot-controller of the external-snapshotter). */
+  snapshotController: string;
+  /** The VolumeSnapshot, VolumeSnapshotContent and VolumeSnapshotClass definitions (YAML files). */
+  snapshotCrds: string[];
 }
 
 export class ToolsError extends Error {}
@@ -58,7 +64,11 @@ export async function ensureTools(log: (line: string) => void = () => {}): Promi
   const k8s = paths.KUBERNETES_BIN;
   const etcd = paths.ETCD_BIN;
   const temporal = paths.TEMPORAL_BIN;
-  if (!k8s || !etcd || !temporal) throw new ToolsError('build-tools: the script did not print KUBERNETES_BIN, ETCD_BIN and TEMPORAL_BIN');
+  const helm = paths.HELM_BIN;
+  const snapshotter = paths.SNAPSHOTTER_BIN;
+  if (!k8s || !etcd || !temporal || !helm || !snapshotter) {
+    throw new ToolsError('build-tools: the script did not print KUBERNETES_BIN, ETCD_BIN, TEMPORAL_BIN, HELM_BIN and SNAPSHOTTER_BIN');
+  }
   return {
     k8sVersion: versions().K8S_VERSION ?? 'v0.0.0',
     kubernetesBin: k8s,
@@ -70,5 +80,8 @@ export async function ensureTools(log: (line: string) => void = () => {}): Promi
     kubectl: join(k8s, 'kubectl'),
     etcd: join(etcd, 'etcd'),
     temporal: join(temporal, 'temporal'),
+    helm: join(helm, 'helm'),
+    snapshotController: join(snapshotter, 'snapshot-controller'),
+    snapshotCrds: ['volumesnapshotclasses', 'volumesnapshotcontents', 'volumesnapshots'].map((k) => join(snapshotter, 'crd', `snapshot.storage.k8s.io_${k}.yaml`)),
   };
 }

@@ -42,9 +42,11 @@ describe('reading the annotations', () => {
     ]);
     expect(readAnnotations({ 'queenmq.com/pause': 'constructor' }).pause).toBe(false);
   });
-  it('retry takes any value; replace-pod a name (empty is unset, and said)', () => {
+  it('retry and backup take any value; replace-pod a name (empty is unset, and said)', () => {
     expect(readAnnotations({ 'queenmq.com/retry': '1714000000' }).retry).toBe('1714000000');
     expect(readAnnotations({}).retry).toBe('');
+    expect(readAnnotations({ 'queenmq.com/backup': 'before-the-upgrade' }).backup).toBe('before-the-upgrade');
+    expect(readAnnotations({}).backup).toBe('');
     expect(readAnnotations({ 'queenmq.com/replace-pod': 'queen-1' }).replacePod).toBe('queen-1');
     const empty = readAnnotations({ 'queenmq.com/replace-pod': '' });
     expect(empty.replacePod).toBeNull();
@@ -57,7 +59,7 @@ describe('reading the annotations', () => {
       {
         annotation: 'queenmq.com/pasue',
         value: 'true',
-        message: 'queenmq.com/pasue is not an annotation of this operator, which reads queenmq.com/replace-pod, queenmq.com/cancel, queenmq.com/retry, queenmq.com/approve, queenmq.com/plan, queenmq.com/plan-only, queenmq.com/pause: it is ignored',
+        message: 'queenmq.com/pasue is not an annotation of this operator, which reads queenmq.com/replace-pod, queenmq.com/cancel, queenmq.com/retry, queenmq.com/approve, queenmq.com/finalize, queenmq.com/plan, queenmq.com/plan-only, queenmq.com/backup, queenmq.com/promote, queenmq.com/switchover, queenmq.com/pause: it is ignored',
       },
     ]);
   });

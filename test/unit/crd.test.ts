@@ -1,31 +1,42 @@
 // The API: the CRD YAML in deploy/ is what crd/schema.ts renders, the TypeScript types follow the
 // schema, and the defaults come from it.
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import { parse } from 'yaml';
 import { withDefaults } from '../../crd/defaults.ts';
 import { generatedCoreSchemas } from '../../crd/generate-core.ts';
-import { flagTable, renderCrdYaml, renderInstallYaml, renderNamespacedYaml, renderReadme } from '../../crd/generate.ts';
+import { CHART, flagTable, renderAlertsYaml, renderCrdTemplate, renderCrdYaml, renderInstallYaml, renderNamespacedYaml, renderRbacYaml, renderReference, specTable, valuesTable } from '../../crd/generate.ts';
+import { USER_ANNOTATIONS } from '../../crd/annotations.ts';
 import { operatorCommand } from '../../options.ts';
 import { customResourceDefinition, type QueenClusterSpec, type QueenClusterStatus, type StoredSpec } from '../../crd/schema.ts';
 
 const file = (name: string) => readFileSync(fileURLToPath(new URL(`../../deploy/${name}`, import.meta.url)), 'utf8');
 
 describe('the QueenCluster API', () => {
-  it('deploy/crd.yaml and deploy/install.yaml are generated from crd/schema.ts (npm run generate)', () => {
+  it('deploy/crd.yaml and the chart\'s definition are generated from crd/schema.ts; the install manifests are the chart rendered (npm run generate)', () => {
     expect(file('crd.yaml')).toBe(renderCrdYaml());
+    expect(readFileSync(join(CHART, 'templates', 'crd.yaml'), 'utf8')).toBe(renderCrdTemplate());
+    // Rendered with the Helm that test/testbed/build-tools.sh builds: without it this fails, saying so.
     expect(file('install.yaml')).toBe(renderInstallYaml());
     expect(file('namespaced.yaml')).toBe(renderNamespacedYaml());
+    expect(file('rbac.yaml')).toBe(renderRbacYaml());
+    expect(file('alerts.yaml')).toBe(renderAlertsYaml());
   });
 
-  it("the README's tables of annotations and flags are rendered from crd/annotations.ts and the operator's command (npm run generate)", () => {
-    const readme = readFileSync(fileURLToPath(new URL('../../README.md', import.meta.url)), 'utf8');
-    expect(readme).toBe(renderReadme(readme));
-    expect(readme).toContain('<!-- generated: annotations (npm run generate) -->\n| annotation | values | what it does |');
-    expect(readme).toContain(`<!-- generated: flags (npm run generate) -->\n${flagTable()}\n<!-- end -->`);
-    // Every flag, with its variable.
+  it('docs/reference.md is rendered from the flags, crd/annotations.ts and crd/schema.ts (npm run generate)', () => {
+    const reference = readFileSync(fileURLToPath(new URL('../../docs/reference.md', import.meta.url)), 'utf8');
+    expect(reference).toBe(renderReference());
+    // Every flag, with its variable; every annotation; every field of the spec, nested ones by their path.
     for (const o of operatorCommand().options.filter((x) => x.long !== '--help')) expect(flagTable()).toContain(`| \`${o.flags}\` | \`${o.envVar}\` |`);
+    for (const a of USER_ANNOTATIONS) expect(reference).toContain(`| \`${a.annotation}\` |`);
+    for (const field of ['version', 'storage.size', 'upgrade.onFailure', 'env', 'networkPolicy.enabled']) expect(specTable()).toContain(`| \`${field}\` |`);
+    const spec = customResourceDefinition().spec.versions[0]!.schema.openAPIV3Schema.properties.spec.properties;
+    for (const field of Object.keys(spec)) expect(specTable()).toContain(`| \`${field}\` |`);
+    // Every value of the chart says what it sets.
+    expect(valuesTable().split('\n').filter((row) => row.endsWith('|  |'))).toEqual([]);
+    expect(valuesTable()).toContain('| `temporal.apiKey.secretName` |');
   });
 
   it("crd/core-schemas.ts is generated from the OpenAPI spec of the test bed's Kubernetes (npm run generate:core)", () => {
@@ -57,7 +68,7 @@ describe('the QueenCluster API', () => {
       storage: true, resources: true, podAntiAffinity: true, zoneSpread: true, nodeSelector: true, tolerations: true,
       priorityClassName: true, proxy: true, kafka: true, env: true, podLabels: true, podAnnotations: true, port: true,
       raftPort: true, clusterDomain: true, minReadySeconds: true, terminationGracePeriodSeconds: true, upgrade: true,
-      adminTokenSecret: true, networkPolicy: true,
+      adminTokenSecret: true, networkPolicy: true, backup: true, bootstrap: true, link: true, standby: true,
     };
     expect(Object.keys(typed).sort()).toEqual(specKeys);
   });
@@ -86,10 +97,11 @@ describe('the QueenCluster API', () => {
     });
   });
 
-  it('prints the columns of the README, with the message only in -o wide', () => {
+  it('prints the columns of the README, with the role and the message only in -o wide', () => {
     const cols = customResourceDefinition().spec.versions[0]!.additionalPrinterColumns;
-    expect(cols.map((c) => c.name)).toEqual(['Version', 'Voters', 'Commits', 'Phase', 'Message', 'Age']);
+    expect(cols.map((c) => c.name)).toEqual(['Version', 'Voters', 'Commits', 'Phase', 'Role', 'Message', 'Age']);
     expect(cols.find((c) => c.name === 'Message')).toMatchObject({ priority: 1 });
+    expect(cols.find((c) => c.name === 'Role')).toMatchObject({ priority: 1 });
   });
 
   it('install.yaml holds the CRD, the namespace, a least-privilege ClusterRole and the Deployment', () => {
@@ -97,7 +109,9 @@ describe('the QueenCluster API', () => {
       .split(/^---$/m)
       .map((d) => parse(d))
       .filter(Boolean);
-    expect(docs.map((d) => d.kind)).toEqual(['CustomResourceDefinition', 'ClusterRole', 'Namespace', 'ServiceAccount', 'ClusterRoleBinding', 'Deployment', 'PodDisruptionBudget', 'Service']);
+    expect(docs.map((d) => d.kind).sort()).toEqual(['ClusterRole', 'ClusterRoleBinding', 'CustomResourceDefinition', 'CustomResourceDefinition', 'Deployment', 'Namespace', 'PodDisruptionBudget', 'Service', 'ServiceAccount']);
+    // The definitions outlive a helm uninstall, with the QueenClusters and their backups.
+    for (const crd of docs.filter((d) => d.kind === 'CustomResourceDefinition')) expect(crd.metadata.annotations).toEqual({ 'helm.sh/resource-policy': 'keep' });
     const role = docs.find((d) => d.kind === 'ClusterRole');
     const resources = role.rules.flatMap((r: { resources: string[] }) => r.resources);
     expect(resources).not.toContain('secrets');
@@ -109,10 +123,10 @@ describe('the QueenCluster API', () => {
       .split(/^---$/m)
       .map((d) => parse(d))
       .filter(Boolean);
-    expect(docs.map((d) => d.kind)).toEqual(['ServiceAccount', 'RoleBinding', 'Deployment', 'PodDisruptionBudget', 'Service']);
+    expect(docs.map((d) => d.kind).sort()).toEqual(['Deployment', 'PodDisruptionBudget', 'RoleBinding', 'Service', 'ServiceAccount']);
     expect(docs.every((d) => d.metadata.namespace === undefined)).toBe(true);
-    expect(docs[1].roleRef).toEqual({ apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'queen-operator' });
-    const container = docs[2].spec.template.spec.containers[0];
+    expect(docs.find((d) => d.kind === 'RoleBinding').roleRef).toEqual({ apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'queen-operator' });
+    const container = docs.find((d) => d.kind === 'Deployment').spec.template.spec.containers[0];
     expect(container.args).toContain('--namespace=$(POD_NAMESPACE)');
     const env = Object.fromEntries(container.env.map((e: { name: string; value?: string }) => [e.name, e.value ?? 'from']));
     expect(env.QUEEN_TASK_QUEUE).toBe('queen-operator-$(POD_NAMESPACE)');

@@ -40,20 +40,20 @@ describe('a pod on a node that does not report', () => {
 
   it('is named by the stop gate, the phase at rest and the wait for a pod to start, with what to do', () => {
     const obs = stopped();
-    // Stopping pod 2 waits on pod 1; the gate says why pod 1 is not Ready.
-    expect(stopGate({ obs, memory: {}, target: 2, opts })).toEqual({ gate: 'pod-ready', reason: NAMED });
-    expect(assess({ obs, memory: {}, formed: true, probe: null, stallAfterMs: 60_000, secretName: 'queen-raft' })).toEqual({ phase: 'Degraded', message: NAMED, reason: 'pod-ready' });
+    // Stopping pod 2 waits on pod 1; the gate says why pod 1 is not Ready, and that a node lifts it.
+    expect(stopGate({ obs, memory: {}, target: 2, opts })).toEqual({ gate: 'node-down', reason: NAMED });
+    expect(assess({ obs, memory: {}, formed: true, probe: null, stallAfterMs: 60_000, secretName: 'queen-raft' })).toEqual({ phase: 'Degraded', message: NAMED, reason: 'node-down' });
     // The pod the operation stopped stays Terminating there: its successor cannot come.
     pod(obs, 1).terminating = true;
     expect(podStartProblem(pod(obs, 1))).toBe(NAMED);
-    expect(stopGate({ obs, memory: {}, target: 2, opts })).toEqual({ gate: 'pod-running', reason: NAMED });
+    expect(stopGate({ obs, memory: {}, target: 2, opts })).toEqual({ gate: 'node-down', reason: NAMED });
     expect(notReadyAndLive(obs, 1)).toBe(NAMED);
   });
 
   it('is named while the node controller has not marked the pod yet, once the Node says so', () => {
     const obs = stopped();
     pod(obs, 1).ready = true; // the kubelet's last word
-    expect(stopGate({ obs, memory: {}, target: 2, opts })).toEqual({ gate: 'voter-live', reason: NAMED });
+    expect(stopGate({ obs, memory: {}, target: 2, opts })).toEqual({ gate: 'node-down', reason: NAMED });
     pod(obs, 1).nodeDown = null; // the node not yet marked Unknown: only the broker's side is known
     expect(stopGate({ obs, memory: {}, target: 2, opts })).toEqual({ gate: 'voter-live', reason: 'the leader has not heard from node 2' });
   });

@@ -369,7 +369,7 @@ describe('a pod whose image cannot be pulled (issue 12)', () => {
     p2.waitingReason = 'ImagePullBackOff';
     p2.waitingMessage = 'Back-off pulling image "ghcr.io/queen-mq/queen:2.6.9": ErrImagePull: rpc error: code = NotFound desc = failed to resolve reference "ghcr.io/queen-mq/queen:2.6.9": not found';
     delete obs.health[2];
-    expect(gate(obs, 1, {}, { ...OPTS, minReadyMs: 0 })).toEqual({ gate: 'pod-running', reason: 'pod 2 cannot pull its image ghcr.io/queen-mq/queen:2.6.9 (ImagePullBackOff: not found)' });
+    expect(gate(obs, 1, {}, { ...OPTS, minReadyMs: 0 })).toEqual({ gate: 'image-pull', reason: 'pod 2 cannot pull its image ghcr.io/queen-mq/queen:2.6.9 (ImagePullBackOff: not found)' });
     expect(phaseOf(obs)).toEqual({ phase: 'Degraded', message: 'pod 2 cannot pull its image ghcr.io/queen-mq/queen:2.6.9 (ImagePullBackOff: not found)', reason: 'image-pull' });
     p2.waitingReason = 'ErrImagePull';
     p2.waitingMessage = 'failed to authorize: 401 Unauthorized';

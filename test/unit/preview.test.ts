@@ -9,13 +9,19 @@ import { planOperation } from '../../plan/preview.ts';
 import { DRAIN_GATES, LEAVE_GATES, RESTART_GATES, STOP_GATE_NAMES } from '../../plan/steps.ts';
 import { cluster, pod } from './fixture.ts';
 
-function planOf(obs: Observation, spec: Partial<QueenClusterSpec> = {}, annotations: Record<string, string> = {}, wantedTemplateHash = 'new') {
+function planOf(
+  obs: Observation,
+  spec: Partial<QueenClusterSpec> = {},
+  annotations: Record<string, string> = {},
+  wantedTemplateHash = 'new',
+  status: QueenCluster['status'] = {},
+) {
   const qc: QueenCluster = {
     apiVersion: 'queenmq.com/v1alpha1',
     kind: 'QueenCluster',
     metadata: { name: 'queen', namespace: 'queen', uid: 'u1', annotations },
     spec: { version: '2.6.1', secretName: 'queen', replicas: 3, storage: { size: '50Gi' }, ...spec },
-    status: { voters: obs.membership?.voters ?? [] },
+    status: { voters: obs.membership?.voters ?? [], ...status },
   };
   const view: ClusterView = {
     qc,
@@ -39,6 +45,24 @@ function behind(obs: Observation): Observation {
 const steps = (p: ReturnType<typeof planOf>) => p.steps.map((s) => s.step);
 
 describe('a plan', () => {
+  it('of a cluster formed from a backup: the backup checked, pod 0 alone and recovered, then the other voters', () => {
+    const obs = cluster(0, 0, 1);
+    obs.membership = null;
+    obs.statefulSet = null;
+    const p = planOf(obs, { bootstrap: { fromBackup: { name: 'queen-20261206-180000' } } });
+    expect(p.operation).toBe('FormCluster');
+    expect(steps(p)).toEqual([
+      'check that the backup is ready to restore from',
+      'create the claim of pod 0 from the backup queen-20261206-180000',
+      'create the Services, the disruption budget and the StatefulSet with pod 0 alone, QUEEN_RAFT_FORCE_RECOVER=1',
+      'wait for node 1 to recover alone and lead',
+      'restart pod 0 without QUEEN_RAFT_FORCE_RECOVER',
+      'wait for every voter to be live and Ready',
+      'wait for a write to commit',
+      'then changing the voters to 3: the other nodes added as learners and promoted together',
+    ]);
+  });
+
   it('of a cluster as specified: no operation', () => {
     expect(planOf(cluster(3, 3, 2))).toEqual({ operation: null, target: '', steps: [], message: 'the cluster is as specified: no operation would start' });
   });
@@ -55,6 +79,40 @@ describe('a plan', () => {
     expect(STOP_GATE_NAMES).toEqual(expect.arrayContaining(['not-paused', 'pod-ready-for-min-ready-seconds', 'voter-caught-up', 'voter-not-stalled', 'write-commits']));
     expect(RESTART_GATES).toEqual(expect.arrayContaining([...STOP_GATE_NAMES, 'pod-out-of-endpoints', 'requests-drained', 'disruption-budget', 'pod-gone']));
     expect(p.message).toBe('RollingUpgrade (2.6.1): the pod template now runs ghcr.io/queen-mq/queen:2.6.1; pods restart one at a time, restarting pod 2, restarting pod 0, restarting pod 1');
+  });
+
+  it('of a revert to a version whose build cannot start on the cluster: Blocked before any pod stops, and why', () => {
+    const obs = behind(cluster(3, 3, 2));
+    for (const h of Object.values(obs.health)) Object.assign(h, { version: '2.7.0', kinds: 7, clusterVersion: 7 });
+    const status = { version: '2.7.0', clusterVersion: 7, versions: [{ version: '2.6.0', kinds: 6 }, { version: '2.7.0', kinds: 7 }] };
+    const p = planOf(obs, { version: '2.6.0' }, {}, 'new', status);
+    expect(p.operation).toBe('RollingUpgrade');
+    expect(p.steps).toEqual([
+      {
+        step:
+          '2.6.0 cannot start on this cluster: its build reads catalogue version 6 and the cluster is at 7: no pod is stopped; set spec.version back to 2.7.0 ' +
+          `(or to a version whose build reads 7 or more): kubectl -n queen patch queencluster queen --type merge -p '{"spec":{"version":"2.7.0"}}'`,
+        gates: ['version-can-boot'],
+        note: 'Blocked: it waits for a person',
+      },
+    ]);
+    // The same revert before the raise goes as any upgrade.
+    const before = behind(cluster(3, 3, 2));
+    for (const h of Object.values(before.health)) Object.assign(h, { version: '2.7.0', kinds: 7, clusterVersion: 6 });
+    expect(steps(planOf(before, { version: '2.6.0' }, {}, 'new', { ...status, clusterVersion: 6 })).slice(1)).toEqual(['restarting pod 2', 'restarting pod 0', 'restarting pod 1']);
+  });
+
+  it('of an upgrade to a build that reads more: the last step says the leader raises the catalogue version after it', () => {
+    const obs = behind(cluster(3, 3, 2));
+    for (const h of Object.values(obs.health)) Object.assign(h, { kinds: 6, clusterVersion: 6 });
+    const status = { clusterVersion: 6, versions: [{ version: '2.6.0', kinds: 6 }, { version: '2.7.0', kinds: 7 }] };
+    const p = planOf(obs, { version: '2.7.0' }, {}, 'new', status);
+    expect(p.steps.at(-1)).toMatchObject({
+      step: 'restarting pod 1',
+      note:
+        'the leader, last; once every pod runs 2.7.0, the leader raises the cluster from catalogue version 6 to 7: from then on 2.6.0 cannot start on it ' +
+        '(spec.upgrade.finalize: Manual keeps the way back open)',
+    });
   });
 
   it('of an upgrade with a pod that is not Ready: that pod first, whatever its ordinal', () => {

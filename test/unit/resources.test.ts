@@ -45,7 +45,7 @@ describe('the StatefulSet', () => {
     expect(imageTag('registry.local:5000/queen:2.6.1')).toBe('2.6.1');
   });
   it('every variable the operator sets is reserved in the CRD, and only those', () => {
-    const all = qc({ proxy: { enabled: true, publicUrl: 'https://q.example.com' }, kafka: { enabled: true }, replicas: 3 });
+    const all = qc({ proxy: { enabled: true, publicUrl: 'https://q.example.com' }, kafka: { enabled: true }, replicas: 3, upgrade: { finalize: 'Manual' } });
     const set = new Set(Object.keys(env(all)));
     // The Kafka node id is derived at start by the container's command.
     expect(container(all).command?.join(' ')).toContain('QUEEN_KAFKA_NODE_ID');
@@ -121,6 +121,19 @@ describe('which changes restart pods', () => {
   it('the spec hash follows what a rolling operation applies, not the claim size', () => {
     expect(specHash(qc({ minReadySeconds: 10 }))).not.toBe(specHash(qc()));
     expect(specHash(qc({ storage: { size: '100Gi' } }))).toBe(specHash(qc()));
+  });
+  it('finalize Manual holds the cluster version on the pods until queenmq.com/finalize names the version: one restart each way', () => {
+    const manual = qc({ upgrade: { finalize: 'Manual' } });
+    expect(env(manual).QUEEN_RAFT_CLUSTER_VERSION_MS).toEqual({ name: 'QUEEN_RAFT_CLUSTER_VERSION_MS', value: '0' });
+    expect(env(qc()).QUEEN_RAFT_CLUSTER_VERSION_MS).toBeUndefined();
+    // Auto (the default, or said) renders the template of before the field: nothing restarts for it.
+    expect(hash({ upgrade: { finalize: 'Auto' } })).toBe(hash({}));
+    expect(hash({ upgrade: { finalize: 'Manual' } })).not.toBe(hash({}));
+    const finalized = { ...manual, metadata: { ...manual.metadata, annotations: { 'queenmq.com/finalize': '2.6.0' } } };
+    expect(env(finalized).QUEEN_RAFT_CLUSTER_VERSION_MS).toBeUndefined();
+    expect(podTemplate(finalized, 3).hash).toBe(hash({}));
+    const other = { ...manual, metadata: { ...manual.metadata, annotations: { 'queenmq.com/finalize': '2.5.0' } } };
+    expect(env(other).QUEEN_RAFT_CLUSTER_VERSION_MS?.value).toBe('0');
   });
   it('the hash is the same however the spec keys are ordered', () => {
     const a = qc({ podLabels: { a: '1', b: '2' } });

@@ -3,9 +3,9 @@
 // first, then Reconciling and Stalled, then Ready).
 import { describe, expect, it } from 'vitest';
 import { PHASES, type Condition, type MemberStatus, type Phase } from '../../crd/schema.ts';
-import { clusterConditions, commonVersion, comparableStatus } from '../../activities/status.ts';
+import { clusterConditions, commonVersion, comparableStatus, doorStatus, memberStatuses } from '../../activities/status.ts';
 import { rolledOutGeneration, type ClusterView } from '../../plan/decide.ts';
-import { cluster } from './fixture.ts';
+import { cluster, T0 } from './fixture.ts';
 
 describe('the VERSION column', () => {
   /** Pod `o` on the new template (its image 2.6.1); answering 2.6.1, or silent while it starts. */
@@ -69,6 +69,24 @@ describe('the VERSION column', () => {
   });
 });
 
+describe('the door in status', () => {
+  it('each member says what its build reads; the cluster its catalogue version; the versions what their builds read', () => {
+    const obs = cluster(3, 3, 1);
+    for (const h of Object.values(obs.health)) Object.assign(h, { kinds: 6, clusterVersion: 6 });
+    obs.health[2]!.kinds = null;
+    obs.membership!.members.find((m) => m.nodeId === 3)!.kinds = 6;
+    expect(memberStatuses(obs, {}).map((m) => m.kinds)).toEqual([6, 6, 6]);
+    const door = doorStatus({ clusterVersion: 5, versions: [] }, obs, '2.6.0', new Date(T0));
+    expect(door).toEqual({
+      clusterVersion: 6,
+      versions: [{ version: '2.6.0', kinds: 6, seenAt: new Date(T0).toISOString() }],
+      finalization: null, // pod 2 does not say what its build reads
+    });
+    obs.health[2]!.kinds = 6;
+    expect(doorStatus(door, obs, '2.6.0', new Date(T0 + 1000)).finalization).toBe('2.6.0, finalized at catalogue version 6');
+  });
+});
+
 type Health = 'Current' | 'InProgress' | 'Failed';
 
 /** kstatus's generic rules for a custom resource (sigs.k8s.io/cli-utils/pkg/kstatus). */
@@ -82,7 +100,15 @@ function kstatus(generation: number, observedGeneration: number | undefined, con
 
 describe('the conditions, by kstatus', () => {
   const now = new Date('2026-12-01T00:00:00Z');
-  const operations: Partial<Record<Phase, string>> = { Forming: 'FormCluster', Upgrading: 'RollingUpgrade', Scaling: 'ScaleVoters', Replacing: 'ReplaceNode', Resizing: 'GrowVolumes' };
+  const operations: Partial<Record<Phase, string>> = {
+    Forming: 'FormCluster',
+    Upgrading: 'RollingUpgrade',
+    Scaling: 'ScaleVoters',
+    Replacing: 'ReplaceNode',
+    Resizing: 'GrowVolumes',
+    Promoting: 'PromoteStandby',
+    SwitchingOver: 'Switchover',
+  };
   const expected: Record<Phase, Health> = {
     Forming: 'InProgress',
     Upgrading: 'InProgress',
@@ -90,6 +116,10 @@ describe('the conditions, by kstatus', () => {
     Replacing: 'InProgress',
     Resizing: 'InProgress',
     Ready: 'Current',
+    Standby: 'Current',
+    Promoting: 'InProgress',
+    SwitchingOver: 'InProgress',
+    Fenced: 'InProgress',
     Degraded: 'InProgress',
     Blocked: 'Failed',
   };
@@ -98,8 +128,8 @@ describe('the conditions, by kstatus', () => {
     const conditions = clusterConditions(undefined, { phase, message: 'why', operation: type ? { type, step: 'a step' } : null, paused: false, generation: 4, now });
     expect(kstatus(4, 4, conditions)).toBe(expected[phase]);
     const byType = Object.fromEntries(conditions.map((c) => [c.type, c]));
-    expect(byType.Ready!.status).toBe(phase === 'Ready' ? 'True' : 'False');
-    expect(byType.Progressing!.status).toBe(type || phase === 'Degraded' ? 'True' : 'False');
+    expect(byType.Ready!.status).toBe(phase === 'Ready' || phase === 'Standby' ? 'True' : 'False');
+    expect(byType.Progressing!.status).toBe(type || phase === 'Degraded' || phase === 'Fenced' ? 'True' : 'False');
     if (type) expect(byType.Progressing!.reason).toBe(type);
     expect(byType.Stalled!.status).toBe(phase === 'Blocked' ? 'True' : 'False');
     expect(byType.Paused!.status).toBe('False');
