@@ -260,7 +260,10 @@ export function gateActivities(deps: ActivityDeps) {
         // gate has shown what the budget cannot see (the voters that stay live, caught up and
         // committing), so the pod is deleted by its UID. The budget, short of Ready pods, still
         // refuses every other eviction meanwhile: no drain takes a second voter down beside it.
-        if (r === 'refused' && forward) r = (await deletePodByUid(deps.kube, ref.namespace, pick.podName, pick.podUid)) ? 'evicted' : 'gone';
+        if (r === 'refused' && forward) {
+          log.info({ gate: 'disruption-budget', pod: pick.podName }, `${said.message}: the disruption budget, short of Ready pods, refuses its eviction; it is deleted instead`);
+          r = (await deletePodByUid(deps.kube, ref.namespace, pick.podName, pick.podUid)) ? 'evicted' : 'gone';
+        }
         if (r === 'evicted') {
           log.info({ pod: pick.podName, uid: pick.podUid, why: pick.why }, message);
           await stepEvent(deps, qc, 'RestartPod', message);

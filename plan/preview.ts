@@ -124,7 +124,15 @@ function upgradeSteps({ view, obs, spec, image }: PlanInput): PlannedStep[] {
     const first = !sim.pods.some((p) => !p.terminating && p.hash === sim.wantedHash);
     const gates: GateName[] = [...STOP_GATE_NAMES];
     if (pick.why === 'leader' && spec.upgrade.approval === 'Manual') gates.push('approved');
-    const note = pick.why === 'leader' ? 'the leader, last' : pick.why === 'not-ready' ? 'not Ready on the old template: it goes first' : undefined;
+    const leads = sim.membership?.leader === pick.ordinal + 1;
+    const note =
+      pick.why === 'leader'
+        ? 'the leader, last'
+        : pick.why === 'not-ready'
+          ? leads
+            ? 'not Ready on the old template, and the leader: after the other pods that are not Ready'
+            : 'not Ready on the old template: it goes first'
+          : undefined;
     // A pod that stops although others are not Ready (a fix-forward) says why, as its Event does.
     const forward = fixForward(sim, pick.ordinal);
     steps.push({ step: `restarting pod ${pick.ordinal}${forward ? ` ${fixForwardText(forward)}` : ''}`, gates, ...(note ? { note } : {}) });

@@ -52,6 +52,19 @@ describe('a fix-forward restarts a pod although the others are not Ready', () =>
     expect(fixForwardText(f!)).toBe(`although pod 0 is not Ready: ${WHY}; pod 1 serves no client, so stopping it cuts none off`);
   });
 
+  it('the leader\'s pod goes last among the broken ones: leadership moves once', () => {
+    const obs = broken();
+    obs.membership!.leader = 3;
+    expect(nextRestart(obs)).toMatchObject({ ordinal: 1, why: 'not-ready' });
+    fixed(obs, 1);
+    expect(nextRestart(obs)).toMatchObject({ ordinal: 0, why: 'not-ready' });
+    expect(gate(obs, 0)).toBeNull();
+    expect(fixForward(obs, 0)).toEqual({ target: 0, waived: [2], noneReady: false });
+    fixed(obs, 0);
+    expect(nextRestart(obs)).toMatchObject({ ordinal: 2, why: 'not-ready' });
+    expect(fixForward(obs, 2)).toBeNull();
+  });
+
   it('the last broken pod, the leader, needs no waiver: the pods on the fixed build are Ready', () => {
     const obs = broken();
     fixed(obs, 2);

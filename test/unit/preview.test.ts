@@ -130,6 +130,7 @@ describe('a plan', () => {
       'restarting pod 0',
     ]);
     for (const s of p.steps.slice(1)) expect(s.gates).toEqual(STOP_GATE_NAMES);
+    expect(p.steps[3]!.note).toBe('not Ready on the old template, and the leader: after the other pods that are not Ready');
     // With a pod of the old build Ready, none is waived: the plan is the plain one.
     pod(obs, 0).ready = true;
     expect(steps(planOf(obs, { version: '2.7.1' })).slice(1)).toEqual(['restarting pod 2', 'restarting pod 1', 'restarting pod 0']);
