@@ -3,7 +3,8 @@
 // The target pod is the one about to be stopped: the other voters must carry the cluster without it.
 // A node about to leave the membership passes the same gate (`removing`): the voters that stay
 // must carry the cluster without it, so a removal never leaves two voters that cannot commit.
-// A fix-forward waives the Ready checks of the pods on a build that is Ready nowhere (plan/fix-forward.ts).
+// A fix-forward waives the Ready checks of the pods on a build that is Ready on none of them
+// (plan/fix-forward.ts).
 import { fixForward } from './fix-forward.ts';
 import { goDuration, lagText } from './format.ts';
 import { memberOf, type Observation, podAt, type PodObservation } from './observation.ts';
