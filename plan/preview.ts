@@ -7,6 +7,7 @@ import { replaceRequest } from '../crd/annotations.ts';
 import type { StoredSpec } from '../crd/schema.ts';
 import { neededOperation, type ClusterView, type Need, type OperationType } from './decide.ts';
 import { raiseNote, runningVersion, versionDoor, versionRefusedText } from './door.ts';
+import { fixForward, fixForwardText } from './fix-forward.ts';
 import { goDuration, parseQuantity } from './format.ts';
 import { STOP_GATES, type GateName } from './gates.ts';
 import { claimAt, memberOf, podAt, type Observation } from './observation.ts';
@@ -116,14 +117,25 @@ function upgradeSteps({ view, obs, spec, image }: PlanInput): PlannedStep[] {
   if (sim.statefulSet?.templateHash !== sim.wantedHash) {
     steps.push({ step: `the pod template now runs ${image}; pods restart one at a time`, gates: [] });
   }
+  if (sim.statefulSet) sim.statefulSet.templateHash = sim.wantedHash;
   for (let i = 0; i < MAX_STEPS; i++) {
     const pick = nextRestart(sim);
     if (!pick) break;
     const first = !sim.pods.some((p) => !p.terminating && p.hash === sim.wantedHash);
     const gates: GateName[] = [...STOP_GATE_NAMES];
     if (pick.why === 'leader' && spec.upgrade.approval === 'Manual') gates.push('approved');
-    const note = pick.why === 'leader' ? 'the leader, last' : pick.why === 'not-ready' ? 'not Ready on the old template: it goes first' : undefined;
-    steps.push({ step: `restarting pod ${pick.ordinal}`, gates, ...(note ? { note } : {}) });
+    const leads = sim.membership?.leader === pick.ordinal + 1;
+    const note =
+      pick.why === 'leader'
+        ? 'the leader, last'
+        : pick.why === 'not-ready'
+          ? leads
+            ? 'not Ready on the old template, and the leader: after the other pods that are not Ready'
+            : 'not Ready on the old template: it goes first'
+          : undefined;
+    // A pod that stops although others are not Ready (a fix-forward) says why, as its Event does.
+    const forward = fixForward(sim, pick.ordinal);
+    steps.push({ step: `restarting pod ${pick.ordinal}${forward ? ` ${fixForwardText(forward)}` : ''}`, gates, ...(note ? { note } : {}) });
     const pod = podAt(sim, pick.ordinal)!;
     Object.assign(pod, { hash: sim.wantedHash, uid: `${pod.uid}'`, running: true, ready: true });
     if (first && spec.upgrade.canarySeconds > 0) {
