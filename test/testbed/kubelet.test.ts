@@ -314,3 +314,40 @@ spec:
   expect(log).toMatch(/exited with code 137/);
   console.log(`deletion with a 10 s grace period (× ${f}) took ${(tookMs / 1000).toFixed(1)} s`);
 });
+
+it('a second delete with a shorter grace period stops a pod already terminating on that one, as a kubelet does', async () => {
+  // A grace period of 120 s and a preStop of 5 s (both × the time factor); the process ignores SIGTERM.
+  await apply(`
+apiVersion: v1
+kind: Pod
+metadata: { name: hasty }
+spec:
+  terminationGracePeriodSeconds: 120
+  containers:
+    - name: main
+      image: example.org/testbed-stand-in:1
+      env: [{ name: PORT, value: "8080" }, { name: STANDIN_IGNORE_TERM, value: "1" }]
+      lifecycle: { preStop: { exec: { command: ["/bin/sleep", "5"] } } }
+`);
+  await running('hasty');
+  const info = await client.control.pod(ns, 'hasty');
+  expect((await client.kubectl(['-n', ns, 'delete', 'pod', 'hasty', '--wait=false'])).code).toBe(0);
+  // The kubelet has begun stopping it (its preStop runs) on the 120 s.
+  await until('the kubelet stopping the pod', async () => {
+    const events = await client.kube().get<any>(`/api/v1/namespaces/${ns}/events?fieldSelector=involvedObject.name=hasty,reason=Killing`);
+    return events.items.length > 0;
+  }, 30_000, 50);
+  const began = Date.now();
+  expect((await client.kubectl(['-n', ns, 'delete', 'pod', 'hasty', '--grace-period=1', '--wait=false'])).code).toBe(0);
+  // The API server shortened it.
+  expect((await getPod('hasty')).metadata.deletionGracePeriodSeconds).toBe(1);
+  await until('the pod gone', async () => (await client.kube().getOrNull(podPath('hasty'))) === null, 150_000 * f + 30_000, 50);
+  const tookMs = Date.now() - began;
+  // From the second delete: its 1 s (the preStop cut short), SIGTERM, ignored, then SIGKILL after
+  // the kubelet's 2 s minimum; nowhere near the 120 s of the first.
+  expect(tookMs).toBeLessThan((1 + 2) * 1000 * f + 5000);
+  const log = readFileSync(info.logPath, 'utf8');
+  expect(log).toContain('stand-in: SIGTERM');
+  expect(log).toMatch(/exited with code 137/);
+  console.log(`a 120 s grace period shortened to 1 s (× ${f}) ended the pod ${(tookMs / 1000).toFixed(1)} s after the second delete`);
+});
