@@ -315,12 +315,15 @@ spec:
   console.log(`deletion with a 10 s grace period (× ${f}) took ${(tookMs / 1000).toFixed(1)} s`);
 });
 
-it('a second delete with a shorter grace period stops a pod already terminating on that one, as a kubelet does', async () => {
-  // A grace period of 120 s and a preStop of 5 s (both × the time factor); the process ignores SIGTERM.
+/**
+ * A pod whose grace period is 120 s and preStop 5 s (both × the time factor), its process ignoring
+ * SIGTERM, deleted: returns once the kubelet has begun stopping it (its preStop runs).
+ */
+async function terminatingSlowly(name: string) {
   await apply(`
 apiVersion: v1
 kind: Pod
-metadata: { name: hasty }
+metadata: { name: ${name} }
 spec:
   terminationGracePeriodSeconds: 120
   containers:
@@ -329,14 +332,18 @@ spec:
       env: [{ name: PORT, value: "8080" }, { name: STANDIN_IGNORE_TERM, value: "1" }]
       lifecycle: { preStop: { exec: { command: ["/bin/sleep", "5"] } } }
 `);
-  await running('hasty');
-  const info = await client.control.pod(ns, 'hasty');
-  expect((await client.kubectl(['-n', ns, 'delete', 'pod', 'hasty', '--wait=false'])).code).toBe(0);
-  // The kubelet has begun stopping it (its preStop runs) on the 120 s.
+  await running(name);
+  const info = await client.control.pod(ns, name);
+  expect((await client.kubectl(['-n', ns, 'delete', 'pod', name, '--wait=false'])).code).toBe(0);
   await until('the kubelet stopping the pod', async () => {
-    const events = await client.kube().get<any>(`/api/v1/namespaces/${ns}/events?fieldSelector=involvedObject.name=hasty,reason=Killing`);
+    const events = await client.kube().get<any>(`/api/v1/namespaces/${ns}/events?fieldSelector=involvedObject.name=${name},reason=Killing`);
     return events.items.length > 0;
   }, 30_000, 50);
+  return info;
+}
+
+it('a second delete with a shorter grace period stops a pod already terminating on that one, as a kubelet does', async () => {
+  const info = await terminatingSlowly('hasty');
   const began = Date.now();
   expect((await client.kubectl(['-n', ns, 'delete', 'pod', 'hasty', '--grace-period=1', '--wait=false'])).code).toBe(0);
   // The API server shortened it.
@@ -350,4 +357,16 @@ spec:
   expect(log).toContain('stand-in: SIGTERM');
   expect(log).toMatch(/exited with code 137/);
   console.log(`a 120 s grace period shortened to 1 s (× ${f}) ended the pod ${(tookMs / 1000).toFixed(1)} s after the second delete`);
+});
+
+it('a pod already terminating and then deleted by force is stopped at once', async () => {
+  const info = await terminatingSlowly('forced');
+  const began = Date.now();
+  expect((await client.kubectl(['-n', ns, 'delete', 'pod', 'forced', '--grace-period=0', '--force'])).code).toBe(0);
+  expect(await client.kube().getOrNull(podPath('forced'))).toBeNull();
+  // The object is gone at once; the process is killed (SIGTERM ignored, SIGKILL after the 2 s minimum), not left for 120 s.
+  await until('the process killed', async () => /exited with code 137/.test(readFileSync(info.logPath, 'utf8')), 150_000 * f + 30_000, 50);
+  const tookMs = Date.now() - began;
+  expect(tookMs).toBeLessThan(2 * 1000 * f + 5000);
+  console.log(`a pod terminating on 120 s (× ${f}) deleted by force: its process killed ${(tookMs / 1000).toFixed(1)} s later`);
 });

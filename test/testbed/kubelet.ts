@@ -322,10 +322,8 @@ export class Kubelet {
         rt.graceSeconds = grace;
         void this.#terminate(rt, this.#scaled(rt, grace, 0));
       } else if (grace < (rt.graceSeconds ?? Infinity)) {
-        // Deleted again with a shorter grace period: its containers stop on that one, from now.
-        rt.graceSeconds = grace;
-        const at = Date.now() + this.#scaled(rt, grace, 0);
-        for (const c of rt.containers) c.grace?.shorten(at);
+        // Deleted again with a shorter grace period: its containers stop on that one.
+        this.#shortenGrace(rt, grace);
       }
       return;
     }
@@ -339,10 +337,24 @@ export class Kubelet {
     this.#o.network?.detach(rt.uid);
     // A node off the network does not hear of it: its pods go on running until it is back.
     if (!this.#o.nodes.isUp(rt.node)) return;
-    if (!rt.finished && !rt.terminating) {
-      // Removed without the kubelet's part (a force delete): stop it with the minimum grace.
+    // Removed without the kubelet's part (a force delete): stop it with the minimum grace.
+    if (!rt.finished) this.#stopAtOnce(rt);
+  }
+
+  /** A pod deleted by force: its termination with no grace, or the one under way brought forward to now. */
+  #stopAtOnce(rt: PodRuntime): void {
+    if (!rt.terminating) {
       void this.#terminate(rt, 0);
+      return;
     }
+    this.#shortenGrace(rt, 0);
+  }
+
+  /** A pod already terminating is given a shorter grace period: its containers stop on that one, counted from now. */
+  #shortenGrace(rt: PodRuntime, seconds: number): void {
+    rt.graceSeconds = seconds;
+    const at = Date.now() + this.#scaled(rt, seconds, 0);
+    for (const c of rt.containers) c.grace?.shorten(at);
   }
 
   #isSim(c: Container): boolean {
@@ -384,8 +396,8 @@ export class Kubelet {
         c.frozen = false;
       }
       // Deleted by force while the node was away: stopped now.
-      if (rt.gone && !rt.finished && !rt.terminating) {
-        void this.#terminate(rt, 0);
+      if (rt.gone && !rt.finished) {
+        this.#stopAtOnce(rt);
         continue;
       }
       for (const c of rt.containers) {
