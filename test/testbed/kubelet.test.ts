@@ -284,22 +284,26 @@ spec:
   expect(after.status.phase).toBe('Running');
 });
 
-it('deletion runs preStop, sends SIGTERM, waits the grace period, then kills and removes the pod', async () => {
-  // preStop sleeps 5 s and the grace period is 10 s (both × the time factor); the process ignores SIGTERM.
+/** A pod whose process ignores SIGTERM, with a preStop of 5 s and the grace period given (both × the time factor), running. */
+async function slowToStop(name: string, graceSeconds: number) {
   await apply(`
 apiVersion: v1
 kind: Pod
-metadata: { name: stubborn }
+metadata: { name: ${name} }
 spec:
-  terminationGracePeriodSeconds: 10
+  terminationGracePeriodSeconds: ${graceSeconds}
   containers:
     - name: main
       image: example.org/testbed-stand-in:1
       env: [{ name: PORT, value: "8080" }, { name: STANDIN_IGNORE_TERM, value: "1" }]
       lifecycle: { preStop: { exec: { command: ["/bin/sleep", "5"] } } }
 `);
-  await running('stubborn');
-  const info = await client.control.pod(ns, 'stubborn');
+  await running(name);
+  return client.control.pod(ns, name);
+}
+
+it('deletion runs preStop, sends SIGTERM, waits the grace period, then kills and removes the pod', async () => {
+  const info = await slowToStop('stubborn', 10);
   const began = Date.now();
   expect((await client.kubectl(['-n', ns, 'delete', 'pod', 'stubborn', '--wait=false'])).code).toBe(0);
   const terminating = await getPod('stubborn');
@@ -315,25 +319,9 @@ spec:
   console.log(`deletion with a 10 s grace period (× ${f}) took ${(tookMs / 1000).toFixed(1)} s`);
 });
 
-/**
- * A pod whose grace period is 120 s and preStop 5 s (both × the time factor), its process ignoring
- * SIGTERM, deleted: returns once the kubelet has begun stopping it (its preStop runs).
- */
+/** slowToStop() with a grace period of 120 s, deleted: once the kubelet has begun stopping it (its preStop runs). */
 async function terminatingSlowly(name: string) {
-  await apply(`
-apiVersion: v1
-kind: Pod
-metadata: { name: ${name} }
-spec:
-  terminationGracePeriodSeconds: 120
-  containers:
-    - name: main
-      image: example.org/testbed-stand-in:1
-      env: [{ name: PORT, value: "8080" }, { name: STANDIN_IGNORE_TERM, value: "1" }]
-      lifecycle: { preStop: { exec: { command: ["/bin/sleep", "5"] } } }
-`);
-  await running(name);
-  const info = await client.control.pod(ns, name);
+  const info = await slowToStop(name, 120);
   expect((await client.kubectl(['-n', ns, 'delete', 'pod', name, '--wait=false'])).code).toBe(0);
   await until('the kubelet stopping the pod', async () => {
     const events = await client.kube().get<any>(`/api/v1/namespaces/${ns}/events?fieldSelector=involvedObject.name=${name},reason=Killing`);
