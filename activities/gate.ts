@@ -1,15 +1,17 @@
 // The stop gate as the operations use it, and the one disruptive step they share: stopping a pod.
 // Before any pod stops (an upgrade's restart, a leader's hand-off before it leaves or is
-// replaced): not paused, every other voter Ready for minReadySeconds, live and caught up, none
-// stalled, and a write committing through a pod that stays. A node leaves the membership through
-// the same gate (the voters that stay must carry the cluster without it).
+// replaced): not paused, every other voter Ready for minReadySeconds (but the pods a fix-forward
+// leaves, plan/fix-forward.ts), live and caught up, none stalled, and a write committing through a
+// pod that stays. A node leaves the membership through the same gate (the voters that stay must
+// carry the cluster without it).
 import { heartbeat } from '@temporalio/activity';
 import type { V1Pod } from '@kubernetes/client-node';
 import { readAnnotations } from '../crd/annotations.ts';
 import { withDefaults } from '../crd/defaults.ts';
 import type { Phase, QueenCluster } from '../crd/schema.ts';
 import { ANNOTATIONS } from '../crd/schema.ts';
-import { drainAhead, nodeDownProblem, stopGate, type GateOptions } from '../plan/gates.ts';
+import { fixForward, fixForwardText } from '../plan/fix-forward.ts';
+import { drainAhead, nodeDownProblem, stopGate, writeGate, type GateOptions } from '../plan/gates.ts';
 import { livePodAt, podAt, type Observation } from '../plan/observation.ts';
 import type { RestartPick } from '../plan/restarts.ts';
 import { restartLine, type EvictionGate } from '../plan/steps.ts';
@@ -102,10 +104,8 @@ export async function stopHold(
   if (opts.fromWatch) return null;
   const probe = await probeThrough(deps, qc, obs, target);
   await recordProbe(deps, qc.metadata, probe);
-  if (!probe.ok && !(words.growing && probe.storageFull)) {
-    return { phase: words.phase, message: `${words.next}, but a write does not commit: ${probe.error}`, gate: 'write-commits' };
-  }
-  return null;
+  const unwritten = writeGate(probe, words.growing);
+  return unwritten && { phase: words.phase, message: `${words.next}, but ${unwritten.reason}`, gate: unwritten.gate };
 }
 
 /**
@@ -245,6 +245,9 @@ export function gateActivities(deps: ActivityDeps) {
           log.info({ gate: hold.gate }, `not restarting pod ${pick.ordinal}: ${hold.reason}`);
           return { restarted: false, reason: hold.reason };
         }
+        // A stop the gate lets through although other pods are not Ready (a fix-forward): the step says why.
+        const forward = fixForward(obs, pick.ordinal);
+        const message = forward ? `${said.message} ${fixForwardText(forward)}` : said.message;
         if (!drained) {
           const target = { ordinal: pick.ordinal, name: pick.podName, uid: pick.podUid, ip: pod.status?.podIP ?? null };
           const others = said.leaving ? leavingPods(qc, obs, pick.ordinal + 1) : [];
@@ -258,13 +261,22 @@ export function gateActivities(deps: ActivityDeps) {
           // The gate is looked at again after the drain, which took a few seconds.
           continue;
         }
-        if (!waiting) await writeStep(deps, ref, { phase: said.phase, message: said.message, gate: null });
-        const r = single
+        if (!waiting) await writeStep(deps, ref, { phase: said.phase, message, gate: null });
+        let r = single
           ? (await deletePodByUid(deps.kube, ref.namespace, pick.podName, pick.podUid)) ? 'evicted' : 'gone'
           : await evictPodByUid(deps.kube, ref.namespace, pick.podName, pick.podUid);
+        // A fix-forward's pod, which the budget refuses: it lets a pod that is not Ready go only
+        // while enough others are Ready, and on a build that is Ready nowhere that never comes. The
+        // gate has shown what the budget cannot see (the voters that stay live, caught up and
+        // committing), so the pod is deleted by its UID. The budget, short of Ready pods, still
+        // refuses every other eviction meanwhile: no drain takes a second voter down beside it.
+        if (r === 'refused' && forward) {
+          log.info({ gate: 'disruption-budget', pod: pick.podName }, `${said.message}: the disruption budget, short of Ready pods, refuses its eviction; it is deleted instead`);
+          r = (await deletePodByUid(deps.kube, ref.namespace, pick.podName, pick.podUid)) ? 'evicted' : 'gone';
+        }
         if (r === 'evicted') {
-          log.info({ pod: pick.podName, uid: pick.podUid, why: pick.why }, said.message);
-          await stepEvent(deps, qc, 'RestartPod', said.message);
+          log.info({ pod: pick.podName, uid: pick.podUid, why: pick.why }, message);
+          await stepEvent(deps, qc, 'RestartPod', message);
         }
         if (r !== 'refused' && r !== 'shared-budget') break;
         if (r === 'shared-budget' && Date.now() - budgets.at >= 5000) budgets = { words: await sharedBudgetWords(deps.kube, ref, pod), at: Date.now() };

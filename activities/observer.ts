@@ -380,7 +380,10 @@ async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: Observer
     }
     lastWritten = comparable;
   }
-  if (assessment && assessment.phase !== state.lastPhase && state.lastPhase !== null) {
+  // A change of phase is an Event: against the phase this round saw last, or, on a first round
+  // (an operation just ended, or the operator restarted), the phase in status as this round read it.
+  const before = state.lastPhase ?? (qc.status?.phase as Phase | undefined) ?? null;
+  if (assessment && before !== null && assessment.phase !== before) {
     if (assessment.phase === 'Degraded' || assessment.phase === 'Blocked') await stepEvent(deps, qc, assessment.phase, assessment.message, 'Warning');
     else if (assessment.phase === 'Ready') await stepEvent(deps, qc, 'Ready', READY_MESSAGE);
     else if (assessment.phase === 'Standby') await stepEvent(deps, qc, 'Standby', STANDBY_READY_MESSAGE);

@@ -3,6 +3,9 @@
 // The target pod is the one about to be stopped: the other voters must carry the cluster without it.
 // A node about to leave the membership passes the same gate (`removing`): the voters that stay
 // must carry the cluster without it, so a removal never leaves two voters that cannot commit.
+// A fix-forward waives the Ready checks of the pods on a build that is Ready on none of them
+// (plan/fix-forward.ts).
+import { fixForward } from './fix-forward.ts';
 import { goDuration, lagText } from './format.ts';
 import { memberOf, type Observation, podAt, type PodObservation } from './observation.ts';
 import { isStalled, type StallMemory } from './stalls.ts';
@@ -277,6 +280,11 @@ export function voterNodeDownProblem(obs: Observation, except: number | null): s
 }
 
 const otherVoters = (c: GateContext) => voterIds(c.obs).filter((id) => c.target === null || id !== c.target + 1);
+/** The other voters whose pods have to be Ready: all but those a fix-forward waives (plan/fix-forward.ts). */
+const readyChecked = (c: GateContext) => {
+  const waived = fixForward(c.obs, c.target, c.removing)?.waived ?? [];
+  return otherVoters(c).filter((id) => !waived.includes(id - 1));
+};
 
 type Gate = {
   name: GateName;
@@ -372,7 +380,7 @@ export const STOP_GATES: readonly Gate[] = [
     name: 'pod-ready',
     as: POD_PROBLEM_GATES,
     check: (c) => {
-      for (const id of otherVoters(c)) {
+      for (const id of readyChecked(c)) {
         const pod = podAt(c.obs, id - 1);
         if (pod && !pod.ready) return podProblem(pod, true) ?? `pod ${id - 1} is not Ready`;
       }
@@ -383,7 +391,7 @@ export const STOP_GATES: readonly Gate[] = [
     name: 'pod-ready-for-min-ready-seconds',
     check: (c) => {
       if (c.opts.minReadyMs <= 0) return null;
-      for (const id of otherVoters(c)) {
+      for (const id of readyChecked(c)) {
         if ((readyFor(c, id) ?? 0) < c.opts.minReadyMs) return `pod ${id - 1} has been Ready for less than ${goDuration(c.opts.minReadyMs)}`;
       }
       return null;
@@ -391,7 +399,7 @@ export const STOP_GATES: readonly Gate[] = [
     // Once the last of them has been Ready that long; none if one has no Ready time to count from.
     liftsAt: (c) => {
       let at = c.obs.at;
-      for (const id of otherVoters(c)) {
+      for (const id of readyChecked(c)) {
         const ms = readyFor(c, id);
         if (ms === null) return undefined;
         at = Math.max(at, c.obs.at + c.opts.minReadyMs - ms);
@@ -432,6 +440,15 @@ export const STOP_GATES: readonly Gate[] = [
 export function drainAhead(c: GateContext, leadMs: number): boolean {
   if (stopGate(c)?.gate !== 'pod-ready-for-min-ready-seconds') return false;
   return stopGate({ ...c, opts: { ...c.opts, minReadyMs: Math.max(0, c.opts.minReadyMs - leadMs) } }) === null;
+}
+
+/**
+ * The last gate of a stop, after the pure ones: a write probe through a pod that stays has to
+ * commit. A grow (`growing`) lets writes refused at every disk gate (507 storage_full) through: a
+ * full disk is not a lost quorum, and growing the volume is what opens the gate again.
+ */
+export function writeGate(probe: { ok: boolean; error?: string; storageFull?: boolean }, growing = false): GateHold | null {
+  return probe.ok || (growing && probe.storageFull) ? null : { gate: 'write-commits', reason: `a write does not commit: ${probe.error}` };
 }
 
 /** The first gate that holds a stop of `target` back, or null when the pure gates pass. */

@@ -12,7 +12,7 @@ import { parseQuantity } from './format.ts';
 import type { GateName } from './gates.ts';
 import { claimAt, memberOf, podAt, type Observation } from './observation.ts';
 import { nextRestart } from './restarts.ts';
-import { canaryStep, canarySecondsAfter, doorStep, firstOnNewTemplate, formSteps, replaceSteps, restartStep, restoreSteps, templateLine, voterStep, volumeStep, type PlannedStep } from './steps.ts';
+import { canaryStep, canarySecondsAfter, doorStep, formSteps, replaceSteps, restartStep, restoreSteps, templateLine, voterStep, volumeStep, type PlannedStep } from './steps.ts';
 import { handsOffBeforeLeaving, nextVoterStep } from './voters.ts';
 import { nextVolumeStep } from './volumes.ts';
 import { restoring } from './backup.ts';
@@ -75,11 +75,12 @@ function upgradeSteps({ view, obs, spec, image }: PlanInput): PlannedStep[] {
   sim.wantedHash = view.wantedTemplateHash;
   const steps: PlannedStep[] = [];
   if (sim.statefulSet?.templateHash !== sim.wantedHash) steps.push({ step: templateLine(image), gates: [] });
+  if (sim.statefulSet) sim.statefulSet.templateHash = sim.wantedHash;
   for (let i = 0; i < MAX_STEPS; i++) {
     const pick = nextRestart(sim);
     if (!pick) break;
     const canary = canarySecondsAfter(sim, spec);
-    steps.push(restartStep(spec, pick, !firstOnNewTemplate(sim)));
+    steps.push(restartStep(spec, pick, sim));
     const pod = podAt(sim, pick.ordinal)!;
     Object.assign(pod, { hash: sim.wantedHash, uid: `${pod.uid}'`, running: true, ready: true });
     if (canary > 0) steps.push(canaryStep(spec, pick.ordinal, spec.version, canary));

@@ -12,6 +12,7 @@
 // probe, a drain, an eviction, a change through the leader) name their gates below, which those
 // parts hold with (activities/gate.ts, drain.ts, membership.ts).
 import type { StoredSpec } from '../crd/schema.ts';
+import { fixForward, fixForwardText } from './fix-forward.ts';
 import { goDuration, idsText } from './format.ts';
 import { STOP_GATES, type GateName } from './gates.ts';
 import type { Observation } from './observation.ts';
@@ -96,14 +97,24 @@ export function canarySecondsAfter(obs: Observation, spec: Pick<StoredSpec, 'upg
 const failureHolds = (spec: Pick<StoredSpec, 'upgrade'>, onNew: boolean) => (onNew && spec.upgrade.onFailure === 'Hold' ? (['new-version-healthy'] as GateName[]) : []);
 
 /**
- * The restart of the pod `pick`: the wait for it (the new version judged, the approval, the stop
- * gate, its drain in the gate's last seconds), then its stop (drained, evicted, gone), and after
- * the last one the wait for the cluster to settle (the stop gate again).
+ * The restart of the pod `pick` on the cluster `obs` as it stands before it: the wait for it (the
+ * new version judged, the approval, the stop gate, its drain in the gate's last seconds), then its
+ * stop (drained, evicted, gone), and after the last one the wait for the cluster to settle (the
+ * stop gate again). A stop a fix-forward lets through says why, as its Event does.
  */
-export function restartStep(spec: Pick<StoredSpec, 'upgrade'>, pick: RestartPick, onNew: boolean): PlannedStep {
-  const note = pick.why === 'leader' ? 'the leader, last' : pick.why === 'not-ready' ? 'not Ready on the old template: it goes first' : undefined;
-  const gates = gatesOf(failureHolds(spec, onNew), needsApproval(spec, pick) ? ['approved'] : [], RESTART_GATES);
-  return { step: restartLine(pick.ordinal), gates, ...(note ? { note } : {}) };
+export function restartStep(spec: Pick<StoredSpec, 'upgrade'>, pick: RestartPick, obs: Observation): PlannedStep {
+  const leads = obs.membership?.leader === pick.ordinal + 1;
+  const note =
+    pick.why === 'leader'
+      ? 'the leader, last'
+      : pick.why === 'not-ready'
+        ? leads
+          ? 'not Ready on the old template, and the leader: after the other pods that are not Ready'
+          : 'not Ready on the old template: it goes first'
+        : undefined;
+  const gates = gatesOf(failureHolds(spec, !firstOnNewTemplate(obs)), needsApproval(spec, pick) ? ['approved'] : [], RESTART_GATES);
+  const forward = fixForward(obs, pick.ordinal);
+  return { step: forward ? `${restartLine(pick.ordinal)} ${fixForwardText(forward)}` : restartLine(pick.ordinal), gates, ...(note ? { note } : {}) };
 }
 
 export const restartLine = (ordinal: number) => `restarting pod ${ordinal}`;

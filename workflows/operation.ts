@@ -64,8 +64,12 @@ interface Parking {
 /** The operation's own parking, for the steps its body runs (workflow-local: AsyncLocalStorage). */
 const parking = new AsyncLocalStorage<Parking>();
 
-/** The first look again at a hold lifted outside the QueenCluster, doubling up to the last. */
-const OUTSIDE_LOOK_AGAIN = { firstMs: 30_000, lastMs: 30 * 60_000 };
+/**
+ * The first look again at a hold lifted outside the QueenCluster, doubling up to the last: what
+ * lifts it (a Role granted, a Secret's key written) is nothing the operator watches, so a person
+ * who fixed it sees the step go on within minutes. Counted afresh for each new hold.
+ */
+const OUTSIDE_LOOK_AGAIN = { firstMs: 30_000, lastMs: 5 * 60_000 };
 
 /**
  * Waits after a step parked: until the watcher says the cluster changed; for a hold lifted outside
@@ -99,9 +103,14 @@ function parkingSteps(acts: Activities, p: Parking, summary: string): Unparked<A
     get(target, type) {
       const fn = target[type as keyof Activities] as unknown as (...args: unknown[]) => Promise<unknown>;
       return async (ref: ClusterRef, ...rest: unknown[]) => {
+        let held = '';
         for (let n = 0; ; n++) {
           const r = await fn({ ...ref, parks: true }, ...rest);
           if (!isParked(r)) return r;
+          // Another hold than the last (a person fixed one thing, the next shows): looked at soon again.
+          const now = `${r.parked.gate ?? ''}\n${r.parked.message}`;
+          if (now !== held) n = 0;
+          held = now;
           await waitForAPerson(p, r.parked, summary, n);
         }
       };

@@ -4,8 +4,9 @@
 // (Blocked, both numbers, the command that puts the running version back, the same words in the
 // plan); with spec.upgrade.finalize Manual the way back stays open and the revert goes through; a
 // rollback in the middle of an upgrade, before the raise, goes as before; a rollback that the
-// raise has made impossible holds, and no pod goes back. Under load, nothing acknowledged is lost
-// and, where no pod crashes, every push is acknowledged on its first try.
+// raise has made impossible holds, and no pod goes back; a fixed build named then goes forward on
+// its own although no pod is Ready (a fix-forward), one pod at a time. Under load, nothing
+// acknowledged is lost and, where no pod crashes, every push is acknowledged on its first try.
 import { AppsV1Api } from '@kubernetes/client-node';
 import { afterEach, expect, it } from 'vitest';
 import { request } from 'undici';
@@ -156,7 +157,7 @@ it('downgrade-midway: a rollback in the middle of an upgrade to 2.7.0, before th
   expect(missing).toEqual([]);
 });
 
-it('downgrade-rollback-raised: a rollback that the raise made impossible holds Blocked and no pod goes back; a new spec ends it', async () => {
+it('downgrade-rollback-raised: a rollback that the raise made impossible holds Blocked and no pod goes back; a fixed build then goes forward on its own, though no pod is Ready', async () => {
   s = await scenario('downraised');
   const sc = s;
   const before = await formedAt6(sc, { ...seedSpec(), upgrade: { onFailure: 'Rollback', progressDeadlineSeconds: 10 } });
@@ -190,12 +191,53 @@ it('downgrade-rollback-raised: a rollback that the raise made impossible holds B
   const sts = await sc.kc.makeApiClient(AppsV1Api).readNamespacedStatefulSet({ name: 'queen', namespace: sc.ns });
   expect(sts.spec!.template.spec!.containers[0]!.image).toBe(`ghcr.io/queen-mq/queen:${broken}`);
 
-  // A person names another version: the rollback ends (Failed, saying why), and the new spec goes on.
-  await patchSpec(sc, { version: '2.7.1' });
-  const next = await waitForCluster(sc, 'the new spec under way', (q) => q.status?.operation?.target === '2.7.1', 120_000);
   await watch.stop();
   console.log(`downgrade-rollback-raised:\n  ${watch.timeline.join('\n  ')}`);
+  expect(watch.maxNotReady).toBe(3); // the broken build: every pod 503 once the cluster is at 7
+
+  // A person names a fixed build: the rollback ends (Failed, saying why), and the new spec goes on.
+  // No pod is Ready, every broker live, caught up and committing: the upgrade restarts them all the
+  // same (a fix-forward), one at a time, the leader last, and says why. Nobody deletes a pod.
+  const leader = (await getCluster(sc)).status!.leader! - 1;
+  const fix = await monitor(sc);
+  const fixLoad = startLoad({ kubeConfig: sc.kc, namespace: sc.ns, service: 'queen', rate: 50 });
+  const fixedAt = Math.floor(Date.now() / 1000) * 1000;
+  await patchSpec(sc, { version: '2.7.1' });
+  const next = await waitForCluster(sc, 'the new spec under way', (q) => q.status?.operation?.target === '2.7.1', 120_000);
   expect(next.status!.upgrade?.rollback ?? null).toBeNull();
   expect(next.status!.lastOperation).toMatchObject({ type: 'RollingUpgrade', result: 'Failed', message: `${held.status!.message}; the spec changed since: it goes on` });
-  expect(watch.maxNotReady).toBe(3); // the broken build: every pod 503 once the cluster is at 7
-});
+  const done = await waitForCluster(
+    sc,
+    'every pod on 2.7.1, the cluster Ready and committing',
+    (q) => q.status?.version === '2.7.1' && q.status?.phase === 'Ready' && q.status?.lastOperation?.result === 'Succeeded' && q.status.lastOperation.target === '2.7.1' && q.status?.commits === true,
+    300_000,
+  ).finally(async () => {
+    await fix.stop();
+    console.log(`downgrade-rollback-raised, the fix-forward:\n  ${fix.timeline.join('\n  ')}`);
+  });
+  const report = await fixLoad.stop();
+  expect(done.status!.clusterVersion).toBe(7);
+  expect(done.status!.members!.map((m) => m.kinds)).toEqual([7, 7, 7]);
+  // Every pod restarted once, onto 2.7.1; never two voters down at once.
+  expect([...fix.uids.keys()].sort()).toEqual(Object.keys(frozen).sort());
+  for (const [name, seen] of fix.uids) expect(seen, name).toEqual([frozen[name], expect.not.stringMatching(`^${frozen[name]}$`)]);
+  for (const p of await pods(sc)) expect(p.spec!.containers[0]!.image, p.metadata!.name).toBe('ghcr.io/queen-mq/queen:2.7.1');
+  expect(fix.maxDown).toBe(1);
+  // Each restart said why it went although pods were not Ready, the leader last needing no such words.
+  const stamp = (e: { lastTimestamp?: unknown; eventTime?: unknown; firstTimestamp?: unknown }) => new Date((e.lastTimestamp ?? e.eventTime ?? e.firstTimestamp) as string).getTime();
+  const steps = (await clusterEvents(sc)).filter((e) => e.reason === 'RestartPod' && stamp(e) >= fixedAt).map((e) => e.message!);
+  const order = steps.map((m) => Number(/^restarting pod (\d)/.exec(m)?.[1]));
+  expect([...order].sort()).toEqual([0, 1, 2]);
+  expect(order[2]).toBe(leader);
+  const why = 'the version it leaves is Ready on none of its pods, while the voters that stay are live, caught up and commit writes';
+  expect(steps).toEqual([
+    `restarting pod ${order[0]} although no pod is Ready: ${why}; pod ${order[0]} serves no client, so stopping it cuts none off`,
+    `restarting pod ${order[1]} although pod ${leader} is not Ready: ${why}; pod ${order[1]} serves no client, so stopping it cuts none off`,
+    `restarting pod ${leader}`,
+  ]);
+  // Clients are served again from the first pod on 2.7.1: what they were told is stored is there.
+  const missing = await verifyAcknowledged(report, await voterIps(sc));
+  console.log(`downgrade-rollback-raised: ${report.acknowledged} acknowledged, ${report.failedAttempts.length} failed attempts, ${report.unacknowledged.length} unanswered, ${missing.length} lost`);
+  expect(report.acknowledged).toBeGreaterThan(100);
+  expect(missing).toEqual([]);
+}, 900_000);

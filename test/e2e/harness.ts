@@ -541,6 +541,8 @@ export interface Monitor {
   uids: Map<string, string[]>;
   /** The most voter pods that were not Ready at one time. */
   maxNotReady: number;
+  /** The most voters that were down at one time: their pod gone, stopping, or its container not running. */
+  maxDown: number;
   /** (leader, term) pairs seen in status, in order. */
   leaders: { leader: number | null; term: number | null }[];
   /** When each write of the QueenCluster (a new resourceVersion) was seen (ms since the epoch). */
@@ -579,7 +581,7 @@ function changedFields(a: QueenCluster, b: QueenCluster): string[] {
  * the state at the call and a change made after it is never missed.
  */
 export async function monitor(s: Scenario, name = 'queen'): Promise<Monitor> {
-  const m: Monitor = { messages: [], phases: [], timeline: [], uids: new Map(), maxNotReady: 0, leaders: [], writes: [], changed: [], stop: async () => undefined };
+  const m: Monitor = { messages: [], phases: [], timeline: [], uids: new Map(), maxNotReady: 0, maxDown: 0, leaders: [], writes: [], changed: [], stop: async () => undefined };
   let version = '';
   let lastSeen: QueenCluster | undefined;
   let lastLine = '';
@@ -610,12 +612,16 @@ export async function monitor(s: Scenario, name = 'queen'): Promise<Monitor> {
     if (!lastL || lastL.leader !== l.leader || lastL.term !== l.term) m.leaders.push(l);
     const voters = new Set((qc.status?.voters ?? []).map((id) => `${name}-${id - 1}`));
     let notReady = 0;
+    let down = 0;
     for (const v of voters) {
       const p = list.find((x) => x.metadata?.name === v);
       const ready = !!p && !p.metadata?.deletionTimestamp && p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True');
       if (!ready) notReady++;
+      const containers = p?.status?.containerStatuses ?? [];
+      if (!p || p.metadata?.deletionTimestamp || containers.length === 0 || !containers.every((c) => c.state?.running)) down++;
     }
     m.maxNotReady = Math.max(m.maxNotReady, notReady);
+    m.maxDown = Math.max(m.maxDown, down);
     for (const p of list) {
       const seen = m.uids.get(p.metadata!.name!) ?? [];
       if (seen.at(-1) !== p.metadata!.uid) seen.push(p.metadata!.uid!);

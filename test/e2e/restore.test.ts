@@ -6,7 +6,10 @@
 // entry's index), in the source's order, and serves pushes. The source cluster is not touched: the
 // same pods, the same membership and cluster id. A backup that is not ready is refused: Blocked
 // with the reason, nothing created. The definition refuses a fromBackup that names two sources,
-// and a change of bootstrap after creation.
+// and a change of bootstrap after creation. A backup of a cluster of one voter restored under
+// another name is refused (its node would keep the source's pod addresses): Blocked, naming the
+// source, no claim or pod made, the source's pods untouched.
+import { AppsV1Api } from '@kubernetes/client-node';
 import { afterEach, expect, it } from 'vitest';
 import { request } from 'undici';
 import { startLoad, verifyAcknowledged } from '../testbed/load.ts';
@@ -123,4 +126,41 @@ it('restore: a new cluster forms from a backup taken under load, holds every mes
   const changed = await kubectl(['-n', s.ns, 'patch', 'queencluster', 'restored', '--type', 'merge', '-p', JSON.stringify({ spec: { bootstrap: null } })]);
   expect(changed.code).not.toBe(0);
   expect(changed.stderr).toContain('bootstrap is read once, when the cluster first forms: it cannot be set, changed or removed afterwards');
+});
+
+it('restore: a backup of a cluster of one voter, restored under another name, is refused before anything is made; the source is untouched', async () => {
+  s = await scenario('restoreone');
+  await formed(s, seedSpec({ replicas: 1 }));
+  const load = startLoad({ kubeConfig: s.kc, namespace: s.ns, service: 'queen', rate: 50 });
+  await sleep(3000);
+  await annotate(s, { 'queenmq.com/backup': 'now' });
+  const taken = await requestedBackup(s, new Set(), (b) => b.status?.phase === 'Ready', 120_000);
+  expect(taken.status?.voters).toEqual([1]);
+  const report = await load.stop();
+  expect(report.unacknowledged).toEqual([]);
+  const sourcePods = async () => (await pods(s!)).map((p) => `${p.metadata!.name}:${p.metadata!.uid}:${p.status!.containerStatuses![0]!.restartCount}`);
+  const before = await sourcePods();
+  expect(before).toHaveLength(1);
+
+  await createCluster(s, seedSpec({ bootstrap: { fromBackup: { name: taken.metadata.name } } }), 'copy');
+  const refused = await waitForCluster(s, 'the restore refused', (q) => q.status?.phase === 'Blocked', 120_000, 'copy');
+  expect(refused.status?.message).toBe(
+    `the backup ${taken.metadata.name} is of a cluster of one voter (queen): its node keeps the addresses of queen's pod 0, where the voters this cluster adds would go; ` +
+      'restore it as queen (once that cluster is deleted), or delete this QueenCluster (nothing was formed yet) and create it again naming a ready backup in spec.bootstrap.fromBackup',
+  );
+  expect(refused.status?.operation).toMatchObject({ type: 'FormCluster', gate: 'backup-ready' });
+  // It stays so: a while later still no claim, no pod, no StatefulSet of its own, no step taken.
+  await sleep(10_000);
+  expect((await getCluster(s, 'copy')).status?.phase).toBe('Blocked');
+  expect((await pods(s, 'copy')).length).toBe(0);
+  const claims = (await s.core.listNamespacedPersistentVolumeClaim({ namespace: s.ns })).items.map((c) => c.metadata!.name);
+  expect(claims.filter((n) => n!.startsWith('data-copy-'))).toEqual([]);
+  expect(await s.kc.makeApiClient(AppsV1Api).readNamespacedStatefulSet({ namespace: s.ns, name: 'copy' }).catch(() => null)).toBeNull();
+  expect((await clusterEvents(s, 'copy')).filter((e) => e.reason === 'RestoreClaim')).toEqual([]);
+  // The source: the same pod (UID, no restart), still Ready with its one voter, holding what it acknowledged.
+  expect(await sourcePods()).toEqual(before);
+  const src = await getCluster(s);
+  expect(src.status?.phase).toBe('Ready');
+  expect(src.status?.voters).toEqual([1]);
+  expect(await verifyAcknowledged(report, await voterIps(s))).toEqual([]);
 });

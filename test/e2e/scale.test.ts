@@ -7,6 +7,7 @@
 import { afterEach, expect, it } from 'vitest';
 import { startLoad } from '../testbed/load.ts';
 import { BIG_STORE, BIG_STORE_MESSAGES, buildStore, clusterEvents, expectEveryPushFirstTry, formed, getCluster, LOAD_RATE, patchSpec, pods, scenario, seedSpec, sleep, waitFor, waitForCluster, type Scenario } from './harness.ts';
+import { SCALE_DOWN_5_TO_3, SCALE_UP_3_TO_5 } from './steps.ts';
 import { recordHistory, workflowRuns } from './temporal.ts';
 
 let s: Scenario | null = null;
@@ -49,7 +50,7 @@ it('scale: 3 to 5 voters and back to 3 under load', async () => {
   const up = await waitForCluster(s, 'five voters', (q) => JSON.stringify(q.status?.voters) === '[1,2,3,4,5]' && q.status?.phase === 'Ready' && q.status?.lastOperation?.type === 'ScaleVoters', 300_000);
   expect(up.status?.members?.every((m) => m.voter && m.live && m.ready)).toBe(true);
   const upSteps = (await clusterEvents(s)).filter((e) => SCALE_STEPS.includes(e.reason!)).map((e) => e.message);
-  expect(upSteps).toEqual(['adding pods for 5 voters', 'adding node 4 as a learner', 'adding node 5 as a learner', 'promoting nodes 4 and 5 to voters']);
+  expect(upSteps).toEqual(SCALE_UP_3_TO_5);
   const upRun = (await workflowRuns(s, `queencluster/${s.ns}/queen`)).find((r) => r.type === 'scaleVoters')!;
   await recordHistory(s, upRun, 'scaleVoters-up');
 
@@ -84,13 +85,7 @@ it('scale: 3 to 5 voters and back to 3 under load', async () => {
   }
   // Node 5 and node 4 leave before their pods go (together); a leader among them hands off first.
   const without = downSteps.filter((m) => !/leads: stopping its pod once/.test(m));
-  expect(without).toEqual([
-    'removing node 5 from the membership',
-    'removing node 4 from the membership',
-    'removing the pods above node 3',
-    'deleting the volume claim of pod 3',
-    'deleting the volume claim of pod 4',
-  ]);
+  expect(without).toEqual(SCALE_DOWN_5_TO_3);
   expect((await pods(s)).map((p) => p.metadata?.name)).toEqual(['queen-0', 'queen-1', 'queen-2']);
   // The claims are deleted; pvc-protection lets them go once their pods are gone.
   const claimNames = async () => (await s!.core.listNamespacedPersistentVolumeClaim({ namespace: s!.ns })).items.map((c) => c.metadata?.name).sort();

@@ -35,7 +35,8 @@ it('standby: formed from its source\'s snapshot under load, it follows with its 
   expect(dr.status?.commits).toBe(true);
   expect(dr.status?.conditions?.find((c) => c.type === 'Ready')).toMatchObject({ status: 'True', reason: 'Standby' });
 
-  // kubectl: PHASE Standby, and ROLE in -o wide.
+  // kubectl: PHASE Standby, and ROLE in -o wide (the source says it has a standby at its next look).
+  await waitForCluster(s, 'the source knowing its standby', (q) => q.status?.role === 'source', 30_000);
   const get = await kubectl(['-n', s.ns, 'get', 'queencluster', 'dr']);
   expect(get.stdout).toMatch(/^dr\s+2\.6\.0\s+\[1,2,3\]\s+true\s+Standby\s+\S+$/m);
   const wide = await kubectl(['-n', s.ns, 'get', 'queencluster', '-o', 'wide']);

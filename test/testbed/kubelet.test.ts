@@ -284,22 +284,26 @@ spec:
   expect(after.status.phase).toBe('Running');
 });
 
-it('deletion runs preStop, sends SIGTERM, waits the grace period, then kills and removes the pod', async () => {
-  // preStop sleeps 5 s and the grace period is 10 s (both × the time factor); the process ignores SIGTERM.
+/** A pod whose process ignores SIGTERM, with a preStop of 5 s and the grace period given (both × the time factor), running. */
+async function slowToStop(name: string, graceSeconds: number) {
   await apply(`
 apiVersion: v1
 kind: Pod
-metadata: { name: stubborn }
+metadata: { name: ${name} }
 spec:
-  terminationGracePeriodSeconds: 10
+  terminationGracePeriodSeconds: ${graceSeconds}
   containers:
     - name: main
       image: example.org/testbed-stand-in:1
       env: [{ name: PORT, value: "8080" }, { name: STANDIN_IGNORE_TERM, value: "1" }]
       lifecycle: { preStop: { exec: { command: ["/bin/sleep", "5"] } } }
 `);
-  await running('stubborn');
-  const info = await client.control.pod(ns, 'stubborn');
+  await running(name);
+  return client.control.pod(ns, name);
+}
+
+it('deletion runs preStop, sends SIGTERM, waits the grace period, then kills and removes the pod', async () => {
+  const info = await slowToStop('stubborn', 10);
   const began = Date.now();
   expect((await client.kubectl(['-n', ns, 'delete', 'pod', 'stubborn', '--wait=false'])).code).toBe(0);
   const terminating = await getPod('stubborn');
@@ -313,4 +317,44 @@ spec:
   expect(log).toContain('stand-in: SIGTERM');
   expect(log).toMatch(/exited with code 137/);
   console.log(`deletion with a 10 s grace period (× ${f}) took ${(tookMs / 1000).toFixed(1)} s`);
+});
+
+/** slowToStop() with a grace period of 120 s, deleted: once the kubelet has begun stopping it (its preStop runs). */
+async function terminatingSlowly(name: string) {
+  const info = await slowToStop(name, 120);
+  expect((await client.kubectl(['-n', ns, 'delete', 'pod', name, '--wait=false'])).code).toBe(0);
+  await until('the kubelet stopping the pod', async () => {
+    const events = await client.kube().get<any>(`/api/v1/namespaces/${ns}/events?fieldSelector=involvedObject.name=${name},reason=Killing`);
+    return events.items.length > 0;
+  }, 30_000, 50);
+  return info;
+}
+
+it('a second delete with a shorter grace period stops a pod already terminating on that one, as a kubelet does', async () => {
+  const info = await terminatingSlowly('hasty');
+  const began = Date.now();
+  expect((await client.kubectl(['-n', ns, 'delete', 'pod', 'hasty', '--grace-period=1', '--wait=false'])).code).toBe(0);
+  // The API server shortened it.
+  expect((await getPod('hasty')).metadata.deletionGracePeriodSeconds).toBe(1);
+  await until('the pod gone', async () => (await client.kube().getOrNull(podPath('hasty'))) === null, 150_000 * f + 30_000, 50);
+  const tookMs = Date.now() - began;
+  // From the second delete: its 1 s (the preStop cut short), SIGTERM, ignored, then SIGKILL after
+  // the kubelet's 2 s minimum; nowhere near the 120 s of the first.
+  expect(tookMs).toBeLessThan((1 + 2) * 1000 * f + 5000);
+  const log = readFileSync(info.logPath, 'utf8');
+  expect(log).toContain('stand-in: SIGTERM');
+  expect(log).toMatch(/exited with code 137/);
+  console.log(`a 120 s grace period shortened to 1 s (× ${f}) ended the pod ${(tookMs / 1000).toFixed(1)} s after the second delete`);
+});
+
+it('a pod already terminating and then deleted by force is stopped at once', async () => {
+  const info = await terminatingSlowly('forced');
+  const began = Date.now();
+  expect((await client.kubectl(['-n', ns, 'delete', 'pod', 'forced', '--grace-period=0', '--force'])).code).toBe(0);
+  expect(await client.kube().getOrNull(podPath('forced'))).toBeNull();
+  // The object is gone at once; the process is killed (SIGTERM ignored, SIGKILL after the 2 s minimum), not left for 120 s.
+  await until('the process killed', async () => /exited with code 137/.test(readFileSync(info.logPath, 'utf8')), 150_000 * f + 30_000, 50);
+  const tookMs = Date.now() - began;
+  expect(tookMs).toBeLessThan(2 * 1000 * f + 5000);
+  console.log(`a pod terminating on 120 s (× ${f}) deleted by force: its process killed ${(tookMs / 1000).toFixed(1)} s later`);
 });

@@ -65,6 +65,39 @@ const time = (ms = Date.now()) => new Date(ms).toISOString().replace(/\.\d+Z$/, 
 const later = (fn: () => void, ms: number): NodeJS.Timeout => setTimeout(fn, ms).unref();
 const sleep = (ms: number) => new Promise<void>((r) => later(r, ms));
 
+/**
+ * The end of a container's grace period. A second delete of a pod already terminating, with a
+ * shorter grace period, brings it forward (the API server only ever shortens it, and the kubelet
+ * then stops the container on the shorter one, as a real kubelet cancels its kill and starts it again).
+ */
+class GraceDeadline {
+  at: number;
+  #wake = new Set<() => void>();
+  constructor(at: number) {
+    this.at = at;
+  }
+  /** Resolves once the deadline, or `floor` if that is later, has passed: sooner if the deadline is brought forward. */
+  async passed(floor = 0): Promise<void> {
+    for (let end = Math.max(this.at, floor); Date.now() < end; end = Math.max(this.at, floor)) {
+      await new Promise<void>((resolve) => {
+        const wake = () => {
+          this.#wake.delete(wake);
+          clearTimeout(timer);
+          resolve();
+        };
+        const timer = later(wake, end - Date.now());
+        this.#wake.add(wake);
+      });
+    }
+  }
+  /** Brings the deadline forward to `at`, never back. */
+  shorten(at: number): void {
+    if (at >= this.at) return;
+    this.at = at;
+    for (const wake of [...this.#wake]) wake();
+  }
+}
+
 /** Go's time.Duration formatting, for kubelet messages ("10s", "1m20s"). */
 function goDuration(ms: number): string {
   const s = Math.round(ms / 1000);
@@ -101,6 +134,8 @@ class Container {
   probes: ProbeState[] = [];
   hold = false;
   killing = false;
+  /** While it is being stopped: when its grace period ends. */
+  grace?: GraceDeadline;
   starting = false;
   /** Stopped (SIGSTOP) while its node is off the network. */
   frozen = false;
@@ -143,6 +178,8 @@ class PodRuntime {
   volumeWaitSince = 0;
   volumeWaitReported = false;
   terminating = false;
+  /** The deletion grace period (seconds) its termination runs on: a shorter one brings it forward. */
+  graceSeconds?: number;
   finished = false;
   gone = false;
   conditions = new Map<string, { status: string; lastTransitionTime: string; reason?: string; message?: string }>();
@@ -280,7 +317,14 @@ export class Kubelet {
       }
     }
     if (pod.metadata.deletionTimestamp) {
-      if (!rt.terminating) void this.#terminate(rt, this.#scaled(rt, pod.metadata.deletionGracePeriodSeconds ?? pod.spec.terminationGracePeriodSeconds ?? 30, 0));
+      const grace: number = pod.metadata.deletionGracePeriodSeconds ?? pod.spec.terminationGracePeriodSeconds ?? 30;
+      if (!rt.terminating) {
+        rt.graceSeconds = grace;
+        void this.#terminate(rt, this.#scaled(rt, grace, 0));
+      } else if (grace < (rt.graceSeconds ?? Infinity)) {
+        // Deleted again with a shorter grace period: its containers stop on that one.
+        this.#shortenGrace(rt, grace);
+      }
       return;
     }
     void this.#sync(rt);
@@ -293,10 +337,24 @@ export class Kubelet {
     this.#o.network?.detach(rt.uid);
     // A node off the network does not hear of it: its pods go on running until it is back.
     if (!this.#o.nodes.isUp(rt.node)) return;
-    if (!rt.finished && !rt.terminating) {
-      // Removed without the kubelet's part (a force delete): stop it with the minimum grace.
+    // Removed without the kubelet's part (a force delete): stop it with the minimum grace.
+    if (!rt.finished) this.#stopAtOnce(rt);
+  }
+
+  /** A pod deleted by force: its termination with no grace, or the one under way brought forward to now. */
+  #stopAtOnce(rt: PodRuntime): void {
+    if (!rt.terminating) {
       void this.#terminate(rt, 0);
+      return;
     }
+    this.#shortenGrace(rt, 0);
+  }
+
+  /** A pod already terminating is given a shorter grace period: its containers stop on that one, counted from now. */
+  #shortenGrace(rt: PodRuntime, seconds: number): void {
+    rt.graceSeconds = seconds;
+    const at = Date.now() + this.#scaled(rt, seconds, 0);
+    for (const c of rt.containers) c.grace?.shorten(at);
   }
 
   #isSim(c: Container): boolean {
@@ -338,8 +396,8 @@ export class Kubelet {
         c.frozen = false;
       }
       // Deleted by force while the node was away: stopped now.
-      if (rt.gone && !rt.finished && !rt.terminating) {
-        void this.#terminate(rt, 0);
+      if (rt.gone && !rt.finished) {
+        this.#stopAtOnce(rt);
         continue;
       }
       for (const c of rt.containers) {
@@ -1152,23 +1210,27 @@ export class Kubelet {
     await this.#killContainer(rt, c, this.#scaled(rt, grace, 0));
   }
 
-  /** preStop, SIGTERM, the rest of the grace period (at least the kubelet's 2 s), SIGKILL. */
+  /**
+   * preStop, SIGTERM, the rest of the grace period (at least the kubelet's 2 s), SIGKILL. A shorter
+   * grace period given meanwhile (c.grace.shorten) ends the preStop's time and the rest sooner.
+   */
   async #killContainer(rt: PodRuntime, c: Container, graceMs: number): Promise<void> {
     const proc = c.proc;
     if (!proc || proc.exit) return;
     c.killing = true;
     for (const p of c.probes) if (p.kind !== 'readiness') this.#stopProbe(p);
-    const began = Date.now();
+    const grace = (c.grace = new GraceDeadline(Date.now() + graceMs));
     const preStop = c.spec.lifecycle?.preStop;
     if (preStop) {
-      await Promise.race([this.#runPreStop(rt, c, preStop, graceMs), sleep(graceMs), proc.exited]);
+      await Promise.race([this.#runPreStop(rt, c, preStop, graceMs), grace.passed(), proc.exited]);
     }
     const minimum = this.#scaled(rt, 2, 100);
-    const remaining = Math.max(minimum, graceMs - (Date.now() - began));
     signalProcess(proc, 'SIGTERM');
-    const timer = later(() => killProcessGroup(proc), remaining);
+    void grace.passed(Date.now() + minimum).then(() => {
+      if (!proc.exit) killProcessGroup(proc);
+    });
     await proc.exited;
-    clearTimeout(timer);
+    if (c.grace === grace) c.grace = undefined;
   }
 
   /**

@@ -123,6 +123,23 @@ describe('a plan', () => {
     expect(p.steps[1]).toMatchObject({ note: 'not Ready on the old template: it goes first' });
   });
 
+  it('of a fix-forward from a build Ready on no pod: the restarts that go although other pods are not Ready say so, as their Events do', () => {
+    const obs = behind(cluster(3, 3, 1));
+    for (const p of obs.pods) Object.assign(p, { ready: false, readySince: null });
+    const p = planOf(obs, { version: '2.7.1' });
+    const why = 'the version it leaves is Ready on none of its pods, while the voters that stay are live, caught up and commit writes';
+    expect(steps(p).slice(1)).toEqual([
+      `restarting pod 2 although no pod is Ready: ${why}; pod 2 serves no client, so stopping it cuts none off`,
+      `restarting pod 1 although pod 0 is not Ready: ${why}; pod 1 serves no client, so stopping it cuts none off`,
+      'restarting pod 0',
+    ]);
+    for (const s of p.steps.slice(1)) expect(s.gates).toEqual(expect.arrayContaining([...RESTART_GATES]));
+    expect(p.steps[3]!.note).toBe('not Ready on the old template, and the leader: after the other pods that are not Ready');
+    // With a pod of the old build Ready, none is waived: the plan is the plain one.
+    pod(obs, 0).ready = true;
+    expect(steps(planOf(obs, { version: '2.7.1' })).slice(1)).toEqual(['restarting pod 2', 'restarting pod 1', 'restarting pod 0']);
+  });
+
   it('of an upgrade with a canary and an approval: the soak after the first pod, the approval before the leader', () => {
     const p = planOf(behind(cluster(3, 3, 1)), { upgrade: { canarySeconds: 90, approval: 'Manual' } });
     expect(steps(p).slice(1)).toEqual(['restarting pod 2', 'soaking pod 2 on 2.6.1 for 1m30s', 'restarting pod 1', 'restarting pod 0']);
