@@ -127,6 +127,8 @@ function voterSteps({ obs, spec }: PlanInput): PlannedStep[] {
         break;
       case 'promote':
         for (const id of s.nodeIds) memberOf(m, id)!.voter = true;
+        // A voter's pod turns Ready (the operation waits for it before it ends).
+        for (const id of s.nodeIds) Object.assign(podAt(sim, id - 1) ?? {}, { ready: true });
         m.voters = [...m.voters, ...s.nodeIds].sort((a, b) => a - b);
         m.learners = m.learners.filter((id) => !s.nodeIds.includes(id));
         break;

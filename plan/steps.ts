@@ -148,7 +148,8 @@ function voterStepGates(s: VoterAction): readonly GateName[] {
     case 'add-learner':
       return CHANGE_GATES;
     case 'promote':
-      return gatesOf(['leader-known', 'learner-caught-up', 'no-change-in-flight'], CHANGE_GATES);
+      // After it, the operation ends once the new voters' pods are Ready (nextVoterStep's last wait).
+      return gatesOf(['leader-known', 'learner-caught-up', 'no-change-in-flight'], CHANGE_GATES, ['pod-ready']);
     case 'hand-off':
       return RESTART_GATES;
     case 'remove-member':

@@ -111,13 +111,26 @@ export function nextVoterStep(obs: Observation, wanted: number, checked: GateNam
   // The claims of pods that are gone for good (above the StatefulSet's count), once their pods are:
   // all in one step.
   const gone = obs.claims.filter((c) => c.ordinal >= pods && !c.terminating).sort((a, b) => a.ordinal - b.ordinal);
-  if (gone.length === 0) return { kind: 'done' };
-  checked.push('pod-gone');
-  const still = gone.find((c) => podAt(obs, c.ordinal));
-  if (still) return { kind: 'wait', message: `waiting for pod ${still.ordinal} to go before its volume claim is deleted`, gate: 'pod-gone' };
-  const claims = gone.map((c) => ({ ordinal: c.ordinal, claimName: c.name, claimUid: c.uid, message: `deleting the volume claim of pod ${c.ordinal}` }));
-  const message = claims.length === 1 ? claims[0]!.message : `deleting the volume claims of ${podsText(claims.map((c) => c.ordinal))}`;
-  return { kind: 'delete-claims', claims, message };
+  if (gone.length > 0) {
+    checked.push('pod-gone');
+    const still = gone.find((c) => podAt(obs, c.ordinal));
+    if (still) return { kind: 'wait', message: `waiting for pod ${still.ordinal} to go before its volume claim is deleted`, gate: 'pod-gone' };
+    const claims = gone.map((c) => ({ ordinal: c.ordinal, claimName: c.name, claimUid: c.uid, message: `deleting the volume claim of pod ${c.ordinal}` }));
+    const message = claims.length === 1 ? claims[0]!.message : `deleting the volume claims of ${podsText(claims.map((c) => c.ordinal))}`;
+    return { kind: 'delete-claims', claims, message };
+  }
+  // A voter's pod that runs and answers healthy but is not Ready yet (its readiness probe has not
+  // passed since it joined): the change ends once it serves, not a moment before, so a scale-up
+  // does not end on a Degraded cluster. A pod that does not run or answer is not waited for here:
+  // status says why, and no change of the voters would make it start.
+  checked.push('pod-ready');
+  for (let id = 1; id <= wanted; id++) {
+    const pod = podAt(obs, id - 1);
+    if (pod && !pod.terminating && pod.running && !pod.ready && obs.health[id - 1]?.healthy) {
+      return { kind: 'wait', message: `waiting for pod ${id - 1} to be Ready`, gate: 'pod-ready' };
+    }
+  }
+  return { kind: 'done' };
 }
 
 /**

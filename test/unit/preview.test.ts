@@ -167,7 +167,8 @@ describe('a plan', () => {
     // The waits nextVoterStep looks at before each step, then what the step runs.
     expect(p.steps[0]!.gates).toEqual(['leader-known', 'no-change-in-flight', 'statefulset-present']);
     expect(p.steps[1]!.gates).toEqual(['leader-known', 'no-change-in-flight', 'statefulset-present', 'pod-running', 'membership-change']);
-    expect(p.steps[3]!.gates).toEqual(['leader-known', 'no-change-in-flight', 'statefulset-present', 'learner-caught-up', 'membership-change']);
+    // The promotion's, and after it the new voters' pods Ready before the operation ends.
+    expect(p.steps[3]!.gates).toEqual(['leader-known', 'no-change-in-flight', 'statefulset-present', 'learner-caught-up', 'membership-change', 'pod-ready']);
   });
 
   it('of 5 to 3 voters with node 5 leading: the hand-off first, then members, pods and claims', () => {
