@@ -93,6 +93,16 @@ export function nextVoterStep(obs: Observation, wanted: number): VoterStep {
     }
     return { kind: 'delete-claim', ordinal: claim.ordinal, claimName: claim.name, claimUid: claim.uid, message: `deleting the volume claim of pod ${claim.ordinal}` };
   }
+  // A voter's pod that runs and answers healthy but is not Ready yet (its readiness probe has not
+  // passed since it joined): the change ends once it serves, not a moment before, so a scale-up
+  // does not end on a Degraded cluster. A pod that does not run or answer is not waited for here:
+  // status says why, and no change of the voters would make it start.
+  for (let id = 1; id <= wanted; id++) {
+    const pod = podAt(obs, id - 1);
+    if (pod && !pod.terminating && pod.running && !pod.ready && obs.health[id - 1]?.healthy) {
+      return { kind: 'wait', message: `waiting for pod ${id - 1} to be Ready`, gate: 'pod-ready' };
+    }
+  }
   return { kind: 'done' };
 }
 
