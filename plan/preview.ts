@@ -126,9 +126,12 @@ function voterSteps({ obs, spec }: PlanInput): PlannedStep[] {
         m.learners = [...m.learners, s.nodeId];
         break;
       case 'promote':
-        for (const id of s.nodeIds) memberOf(m, id)!.voter = true;
-        // A voter's pod turns Ready (the operation waits for it before it ends).
-        for (const id of s.nodeIds) Object.assign(podAt(sim, id - 1) ?? {}, { ready: true });
+        for (const id of s.nodeIds) {
+          memberOf(m, id)!.voter = true;
+          // A promoted node's pod passes its readiness probe (the change ends once it does).
+          const pod = podAt(sim, id - 1);
+          if (pod) pod.ready = true;
+        }
         m.voters = [...m.voters, ...s.nodeIds].sort((a, b) => a - b);
         m.learners = m.learners.filter((id) => !s.nodeIds.includes(id));
         break;

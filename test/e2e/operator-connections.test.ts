@@ -199,8 +199,11 @@ describe('operator connections', () => {
     // The next operation carries them: the Web UI's query finds it.
     await patchSpec(s, { version: '2.6.1' }, 'attrs');
     await waitForCluster(s, 'upgraded', (q) => q.status?.version === '2.6.1' && q.status?.phase === 'Ready', 180_000, 'attrs');
-    const found = temporal(['workflow', 'list', '--namespace', tns, '--query', `QueenNamespace = "${s.ns}" AND QueenCluster = "attrs" AND QueenOperation = "RollingUpgrade"`, '-o', 'json']);
-    expect((JSON.parse(found) as Array<{ execution: { workflowId: string } }>).map((w) => w.execution.workflowId)).toEqual([`queencluster/${s.ns}/attrs`]);
+    // Temporal's visibility store is written after the history, a moment later under load.
+    const query = `QueenNamespace = "${s.ns}" AND QueenCluster = "attrs" AND QueenOperation = "RollingUpgrade"`;
+    const found = () => (JSON.parse(temporal(['workflow', 'list', '--namespace', tns, '--query', query, '-o', 'json']) || '[]') as Array<{ execution: { workflowId: string } }>).map((w) => w.execution.workflowId);
+    await waitFor('the upgrade found by its search attributes', async () => found().length > 0, 30_000);
+    expect(found()).toEqual([`queencluster/${s.ns}/attrs`]);
     expect(lines(op, /could not register the search attributes/)).toHaveLength(1);
     await op.kill('SIGTERM');
   });

@@ -78,7 +78,7 @@ async function everyAcknowledgedOnTheStandby(sc: Scenario, load: Load, what: str
 /** The standby's phases as `kubectl get` showed them: the operation's, then Standby again; never Degraded or Blocked. */
 function expectPhases(watch: Monitor, what: string, expected: string[]) {
   console.log(`${what}: the standby's phases ${watch.phases.join(' → ')}`);
-  expect(watch.phases).toEqual(expected);
+  expect(watch.phases, watch.timeline.join('\n')).toEqual(expected);
 }
 
 it('standby-ops: a standby is scaled 3 to 5 voters and back to 3 while it follows its source under load', async () => {

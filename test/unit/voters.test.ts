@@ -46,6 +46,17 @@ describe('3 to 5 voters: learners first, promoted together (S3)', () => {
     expect(nextVoterStep(obs, 5)).toEqual({ kind: 'promote', nodeIds: [4, 5], message: 'promoting nodes 4 and 5 to voters' });
     setMember(obs, member(4, true, 0));
     setMember(obs, member(5, true, 0));
+    // Promoted, healthy, but pod 3's readiness probe has not passed yet: the change ends once it serves.
+    pod(obs, 4).ready = true;
+    pod(obs, 3).ready = false;
+    obs.health[3] = { ...obs.health[0]! };
+    obs.health[4] = { ...obs.health[0]! };
+    expect(nextVoterStep(obs, 5)).toEqual({ kind: 'wait', message: 'waiting for pod 3 to be Ready', gate: 'pod-ready' });
+    // A pod that does not answer healthy is not waited for: no change of the voters makes it start.
+    obs.health[3] = { ...obs.health[0]!, status: 503, healthy: false };
+    expect(nextVoterStep(obs, 5)).toEqual({ kind: 'done' });
+    pod(obs, 3).ready = true;
+    obs.health[3] = { ...obs.health[0]! };
     expect(nextVoterStep(obs, 5)).toEqual({ kind: 'done' });
   });
 
