@@ -10,6 +10,7 @@ import type { Phase, QueenCluster } from '../crd/schema.ts';
 import { podAt, type Observation } from '../plan/observation.ts';
 import { podsToServe } from '../plan/serving.ts';
 import { listText, podsText } from '../plan/format.ts';
+import type { DrainGate } from '../plan/steps.ts';
 import { withDefaults } from '../crd/defaults.ts';
 import { readHealth } from './broker.ts';
 import { loadCluster, observeCluster, opLogger, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
@@ -156,9 +157,10 @@ export async function drainPod(deps: ActivityDeps, ref: ClusterRef, pod: DrainTa
 /**
  * Drains pods side by side (drainPod, one wait for all): the pods of the nodes a scale-down
  * removes go out of the client Services together, so the next removal finds its pod drained
- * already. Returns the pods that were there to drain (the others are gone).
+ * already. Returns the pods that were there to drain (the others are gone); `waited` on the array
+ * says whether any was reachable by clients and so waited for (false: they were only labelled).
  */
-export async function drainPods(deps: ActivityDeps, ref: ClusterRef, pods: DrainTarget[], words: DrainWords): Promise<DrainTarget[]> {
+export async function drainPods(deps: ActivityDeps, ref: ClusterRef, pods: DrainTarget[], words: DrainWords): Promise<DrainTarget[] & { waited?: boolean }> {
   const log = opLogger(deps, ref);
   const qc = await loadCluster(deps, ref);
   const services = await servingServices(deps.kube, qc);
@@ -174,6 +176,7 @@ export async function drainPods(deps: ActivityDeps, ref: ClusterRef, pods: Drain
   }
   if (listed.length === 0) return present;
   await stepEvent(deps, qc, 'DrainPod', words.event);
+  Object.assign(present, { waited: true });
   log.info({ pods: listed.map((p) => p.name) }, words.event);
   const fast: ActivityDeps = { ...deps, settings: { ...deps.settings, pollMs: DRAIN_POLL_MS } };
   const which = podsText(listed.map((p) => p.ordinal));
@@ -187,7 +190,7 @@ export async function drainPods(deps: ActivityDeps, ref: ClusterRef, pods: Drain
       const still: number[] = [];
       for (const pod of listed) if (await inEndpoints(deps.kube, ref.namespace, services, pod)) still.push(pod.ordinal);
       if (still.length === 0) return { done: true };
-      return { hold: { phase: words.phase, message: `${words.what}: waiting for ${podsText(still)} to leave the client Service's endpoints`, gate: 'pod-out-of-endpoints' } };
+      return { hold: { phase: words.phase, message: `${words.what}: waiting for ${podsText(still)} to leave the client Service's endpoints`, gate: 'pod-out-of-endpoints' satisfies DrainGate } };
     });
   }
   const out = Date.now();
@@ -208,13 +211,13 @@ export async function drainPods(deps: ActivityDeps, ref: ClusterRef, pods: Drain
           hold: {
             phase: words.phase,
             message: `${words.what}: letting the requests in flight on pod ${pod.ordinal} finish (${index - h.applied} entries to apply)`,
-            gate: 'requests-drained',
+            gate: 'requests-drained' satisfies DrainGate,
           },
         };
       }
     }
     if (now - out >= deps.settings.drainMs) return { done: true };
-    return { hold: { phase: words.phase, message: `${words.what}: letting the requests in flight on ${which} finish`, gate: 'requests-drained' } };
+    return { hold: { phase: words.phase, message: `${words.what}: letting the requests in flight on ${which} finish`, gate: 'requests-drained' satisfies DrainGate } };
   });
   return present;
 }

@@ -14,13 +14,15 @@ import { fixForward, fixForwardText } from '../plan/fix-forward.ts';
 import { drainAhead, nodeDownProblem, stopGate, writeGate, type GateOptions } from '../plan/gates.ts';
 import { livePodAt, podAt, type Observation } from '../plan/observation.ts';
 import type { RestartPick } from '../plan/restarts.ts';
+import { restartLine, type EvictionGate } from '../plan/steps.ts';
 import { podsToServe } from '../plan/serving.ts';
 import { answeringNodes, stallMemoryFromStatus, trackStalls, type StallMemory } from '../plan/stalls.ts';
-import { beat, loadCluster, observeCluster, opLogger, probeThrough, stepEvent, watchedCluster, writeStep, type ActivityDeps, type ClusterRef } from './common.ts';
-import { ASK_THE_API_SERVER, handOverIfStopping, holdUntil, looksUntil, pause, type Hold } from './waits.ts';
+import { beat, brokerToken, loadCluster, observeCluster, opLogger, probeThrough, stepEvent, watchedCluster, writeStep, type ActivityDeps, type ClusterRef } from './common.ts';
+import { accountHeld, ASK_THE_API_SERVER, handOverIfStopping, holdUntil, looksUntil, pause, type Hold } from './waits.ts';
 import { DRAIN_LEAD_MS, drainEvent, drainPod, drainPods, drainTarget, leavingPods, nodesLeave, serveAgainExcept, setServing, type DrainTarget } from './drain.ts';
 import { budgetsSelecting, deletePodByUid, evictPodByUid, getPod, getStatefulSet, patchClusterStatus, type Kube } from './kube.ts';
-import { nodeDown, podObservation, readNodeAtMostEvery } from './observe.ts';
+import { brokerBase, nodeDown, podObservation, readNodeAtMostEvery } from './observe.ts';
+import { readMembership } from './broker.ts';
 import { names } from './resources.ts';
 
 /**
@@ -147,12 +149,17 @@ export interface RestartWords {
   /** The step's line, in status and as the Event. */
   message: string;
   /**
-   * The pod's node leaves the membership after this restart (a scale-down's hand-off): the pods
-   * of the other nodes the scale-down removes go out of the client Services with it, in the same
-   * drain wait, and the removals after it find them drained already.
+   * The pod's node leaves the membership after this restart (a hand-off before a scale-down or a
+   * replacement removes it): the pods of the other nodes a scale-down removes go out of the client
+   * Services with it, in the same drain wait, and the removals after it find them drained
+   * already. The restart ends once another node leads: the node leaves next, and nothing waits for
+   * its pod's successor.
    */
   leaving?: boolean;
 }
+
+/** How often restartPod looks for another leader after stopping a leader whose node leaves next. */
+const HAND_OFF_LOOK_MS = 200;
 
 /** How often restartPod's wait for a successor asks the API server while the watches show none. */
 const SUCCESSOR_ASK_MS = 5000;
@@ -201,7 +208,7 @@ export function gateActivities(deps: ActivityDeps) {
     async restartPod(ref: ClusterRef, pick: RestartPick, words?: RestartWords): Promise<{ restarted: boolean; reason?: string }> {
       const qc = await loadCluster(deps, ref);
       const log = opLogger(deps, ref);
-      const said = words ?? { phase: 'Upgrading', message: `restarting pod ${pick.ordinal}` };
+      const said = words ?? { phase: 'Upgrading', message: restartLine(pick.ordinal) };
       const current = await getPod(deps.kube, ref.namespace, pick.podName);
       // A pod of a cluster of several voters is stopped through the Eviction API, which honours the
       // disruption budget and counts against it: a drain or an eviction of another pod at the same
@@ -220,6 +227,8 @@ export function gateActivities(deps: ActivityDeps) {
         drained = null;
         companions = [];
       };
+      // The cluster as the gate saw it last: the pods that stay, which say who leads after a hand-off.
+      let seen: Observation | null = null;
       for (let pod = current; pod && pod.metadata?.uid === pick.podUid && !pod.metadata?.deletionTimestamp; pod = await getPod(deps.kube, ref.namespace, pick.podName)) {
         handOverIfStopping(deps);
         // Before the drain the watches serve: the wait that picked the pod looked at the API server
@@ -230,6 +239,7 @@ export function gateActivities(deps: ActivityDeps) {
         let obs = watched ? await observeCluster(deps, watched.cluster, watched.owned) : await observeCluster(deps, qc);
         let hold = gateOn(obs);
         if (hold && watched) hold = gateOn((obs = await observeCluster(deps, qc)));
+        seen = obs;
         if (hold) {
           await undrain();
           log.info({ gate: hold.gate }, `not restarting pod ${pick.ordinal}: ${hold.reason}`);
@@ -277,7 +287,9 @@ export function gateActivities(deps: ActivityDeps) {
           await writeStep(deps, ref, { phase: said.phase, message: why, gate: 'disruption-budget' });
         }
         heartbeat({ gate: 'disruption-budget', message: why });
+        const refusedAt = performance.now();
         await pause(deps, deps.settings.pollMs);
+        accountHeld(ref, 'disruption-budget' satisfies EvictionGate, performance.now() - refusedAt);
       }
       // The StatefulSet controller makes the successor once the old pod is gone. Without the
       // QueenCluster (ClusterGone ends the operation) or the StatefulSet, or with a StatefulSet
@@ -289,7 +301,16 @@ export function gateActivities(deps: ActivityDeps) {
       // SUCCESSOR_ASK_MS, for what the watches may not show (the StatefulSet gone, a node down).
       // Right after the eviction it has nothing to say yet.
       let askedAt = Date.now();
+      // While the pod waits for its node (stuck), the time goes to the gate pod-gone.
+      let lookedAt = performance.now();
       return looksUntil<{ restarted: boolean; reason?: string }>(deps, ref, async () => {
+        const now = performance.now();
+        if (stuck) accountHeld(ref, 'pod-gone' satisfies EvictionGate, now - lookedAt);
+        lookedAt = now;
+        // A leader stopped so that it hands leadership away before its node leaves: done once
+        // another node leads. Its node leaves next; its pod's last moments and its successor (which
+        // goes with the pods above the voters) are nobody's wait.
+        if (said.leaving && (await handedOff())) return { result: { restarted: true } };
         const watched = watchedPod(deps, ref, pick.podName);
         const successorSeen = watched !== undefined && watched !== null && watched.metadata?.uid !== pick.podUid;
         if (watched === undefined || successorSeen || Date.now() - askedAt >= SUCCESSOR_ASK_MS) {
@@ -297,9 +318,24 @@ export function gateActivities(deps: ActivityDeps) {
           const done = await lookForSuccessor();
           if (done) return { result: done };
         }
-        beat({ waitingFor: `the successor of ${pick.podName}` });
-        return { againInMs: Math.min(deps.settings.pollMs, 1000) };
+        beat({ waitingFor: said.leaving ? `another leader than node ${pick.ordinal + 1}` : `the successor of ${pick.podName}` });
+        // (A hand-off shows only in the brokers' view, which no watch wakes this for: it completes within a second.)
+        return { againInMs: said.leaving ? HAND_OFF_LOOK_MS : Math.min(deps.settings.pollMs, 1000) };
       });
+
+      /** Whether a pod that stays sees another node than the stopped pod's lead (the leader's view, relayed by any member). */
+      async function handedOff(): Promise<boolean> {
+        if (!seen) return false;
+        const spec = withDefaults(qc.spec);
+        const token = await brokerToken(deps, qc);
+        for (const p of seen.pods) {
+          if (p.ordinal === pick.ordinal || p.terminating || !p.running) continue;
+          const base = brokerBase(deps.settings.brokerAccess, qc, spec, p);
+          const view = base ? await readMembership(base, 1000, token) : null;
+          if (view && view.leader !== null) return view.leader !== pick.ordinal + 1;
+        }
+        return false;
+      }
 
       /** One look at the API server: the result once the successor is there (or none comes), else null. */
       async function lookForSuccessor(): Promise<{ restarted: boolean; reason?: string } | null> {

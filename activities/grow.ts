@@ -15,7 +15,7 @@ export type ActionableVolumeStep = Exclude<VolumeStep, { kind: 'wait' }>;
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 
 export function growActivities(deps: ActivityDeps) {
-  return {
+  const steps = {
     /**
      * Waits until there is a step to take towards volumes of spec.storage.size (read again each
      * time); `restarted`, the pods the grow restarted, are Ready again before it is done.
@@ -91,7 +91,18 @@ export function growActivities(deps: ActivityDeps) {
       const qc = await loadCluster(deps, ref);
       await applyObject(deps.kube, statefulSet(qc, { pods, claimSize: withDefaults(qc.spec).storage.size }));
     },
+
+    /**
+     * The StatefulSet created again around its running pods with the new claim template, in one
+     * step: deleted without its pods (deleteStatefulSetOrphan), then created with `pods` pods, or
+     * as many as the one it replaces had.
+     */
+    async recreateStatefulSet(ref: ClusterRef, message: string, pods?: number): Promise<void> {
+      const had = await steps.deleteStatefulSetOrphan(ref, message);
+      await steps.createStatefulSet(ref, pods ?? had);
+    },
   };
+  return steps;
 }
 
 /**

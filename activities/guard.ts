@@ -6,7 +6,7 @@ import { ApplicationFailure, CancelledFailure, CompleteAsyncError } from '@tempo
 import { apiErrorMessage, apiServerReady, describeKubeError, getCluster, patchClusterStatus, statusCode } from './kube.ts';
 import { keepAlive, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
 import { Parking } from './waits.ts';
-import { idsText } from '../plan/format.ts';
+import { idsText, podsText } from '../plan/format.ts';
 import { stepFailures } from '../metrics.ts';
 
 /**
@@ -59,12 +59,17 @@ const WORDS: Record<string, (args: unknown[]) => string> = {
   awaitVoterStep: () => 'waiting for the next step towards the voters wanted',
   scalePods: (a) => arg<string>(a, 2),
   deleteClaim: (a) => arg<string>(a, 3),
+  deleteClaims: (a) => {
+    const claims = arg<{ ordinal: number }[]>(a, 1) ?? [];
+    return claims.length === 1 ? `deleting the volume claim of pod ${claims[0]!.ordinal}` : `deleting the volume claims of ${podsText(claims.map((c) => c.ordinal))}`;
+  },
   wipeClaim: (a) => arg<{ message: string }>(a, 1)?.message,
   awaitVolumeStep: () => 'waiting for the next step towards the volume size wanted',
   expandClaim: (a) => arg<string>(a, 5),
   expandClaims: (a) => arg<string>(a, 3),
   deleteStatefulSetOrphan: (a) => arg<string>(a, 1),
   createStatefulSet: (a) => `creating the StatefulSet again with ${arg<number>(a, 1)} pods`,
+  recreateStatefulSet: (a) => arg<string>(a, 1),
   observeClusterStatus: () => 'observing the cluster',
   beginBackup: () => 'creating the QueenBackup',
   snapshotVolume: (a) => `taking a snapshot of the volume of pod ${arg<{ ordinal: number }>(a, 2)?.ordinal}`,

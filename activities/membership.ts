@@ -9,8 +9,9 @@ import { withDefaults } from '../crd/defaults.ts';
 import { ANNOTATIONS, type Phase, type QueenCluster } from '../crd/schema.ts';
 import { idsText, lagText } from '../plan/format.ts';
 import { stopGate, voterNodeDownProblem } from '../plan/gates.ts';
+import type { ChangeGate } from '../plan/steps.ts';
 import { memberOf, type MembershipObservation, type Observation, podAt } from '../plan/observation.ts';
-import { catchUpLookAgainAt, CHANGE_IN_FLIGHT_FAST_MS, changeInFlightLookAgainAt, holdsOldData } from '../plan/voters.ts';
+import { catchUpLookAgainAt, CHANGE_IN_FLIGHT_FAST_MS, changeInFlightLookAgainAt, handsOffBeforeLeaving, holdsOldData } from '../plan/voters.ts';
 import { addLearner, promote, refusalAdvice, removeMember, type ChangeResult } from './broker.ts';
 import { brokerToken, loadCluster, observeCluster, opLogger, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
 import { holdUntil, Parking, type Hold } from './waits.ts';
@@ -44,31 +45,32 @@ export async function changeThroughLeader(
   what: string,
   nodeId: number,
   change: (base: string, token: string | null) => Promise<ChangeResult>,
-): Promise<{ ok: true } | { hold: Hold }> {
+): Promise<{ ok: true; membership: MembershipObservation } | { hold: Hold }> {
   const spec = withDefaults(qc.spec);
   const leader = obs.membership?.leader;
   const pod = leader != null ? podAt(obs, leader - 1) : undefined;
   const base = pod ? brokerBase(deps.settings.brokerAccess, qc, spec, pod) : null;
-  if (!base) return { hold: { phase, message: `${what}: waiting for the leader's pod to answer`, gate: 'leader-known' } };
+  if (!base) return { hold: { phase, message: `${what}: waiting for the leader's pod to answer`, gate: 'leader-known' satisfies ChangeGate } };
   const r = await change(base, await brokerToken(deps, qc));
-  if (r.ok) return { ok: true };
+  if (r.ok) return { ok: true, membership: r.membership };
   const answered = r.code ? `the leader answered "${r.code}"` : r.error;
   if (r.kind === 'permanent') {
-    return { hold: { phase: 'Blocked', message: `${what}: ${answered}: ${refusalAdvice(r.code ?? '', nodeId)}`, gate: 'membership-change' } };
+    return { hold: { phase: 'Blocked', message: `${what}: ${answered}: ${refusalAdvice(r.code ?? '', nodeId)}`, gate: 'membership-change' satisfies ChangeGate } };
   }
   // A change waits for a quorum of the voters: one on a node that stopped is named (a soak found a
   // learner's addition held three minutes by "busy" while a voter's node was off, and nothing said so).
   const down = voterNodeDownProblem(obs, nodeId);
   // Another change is committing: it is done within a heartbeat or two.
   const lookAgainAt = r.code === 'in_flight' && obs.membership ? inFlightLookAgainAt(qc.metadata.uid ?? '', obs.membership) : undefined;
-  return { hold: { phase, message: `${what}: ${answered}${down ? ` (${down})` : ''}`, gate: 'membership-change', lookAgainAt } };
+  return { hold: { phase, message: `${what}: ${answered}${down ? ` (${down})` : ''}`, gate: 'membership-change' satisfies ChangeGate, lookAgainAt } };
 }
 
 /**
  * Status follows a membership change at once (voters, learners, members, leader), not at the
  * observer's next look: a person, or a tool that counts the voters down, reads the membership
  * the cluster has. (After an operator restart the observer may be a minute away.) With `seen`,
- * an observation taken after the change, that one.
+ * an observation taken after the change, or the one taken before it with the membership the
+ * leader answered the change with (as it stands right after the change committed).
  */
 export async function mirrorMembership(deps: ActivityDeps, qc: QueenCluster, seen?: Observation): Promise<void> {
   try {
@@ -122,7 +124,7 @@ export function membershipActivities(deps: ActivityDeps) {
         );
         if ('hold' in c) return c;
         await stepEvent(deps, qc, 'AddLearner', what);
-        await mirrorMembership(deps, qc);
+        await mirrorMembership(deps, qc, { ...obs, membership: c.membership });
         return { done: true };
       });
     },
@@ -156,22 +158,24 @@ export function membershipActivities(deps: ActivityDeps) {
         if ('hold' in c) return c;
         sent = false;
         await stepEvent(deps, qc, 'Promote', what);
-        await mirrorMembership(deps, qc);
+        await mirrorMembership(deps, qc, { ...obs, membership: c.membership });
         return { done: true };
       });
     },
 
     /**
      * Takes a node that does not lead out of the membership; a no-op once it is not a member.
-     * `held` when the removal gate closed since the wait for it (the operation waits again).
+     * `held` when the removal gate closed since the wait for it (the operation waits again). An
+     * object, so that the gates that held the step are in its result (worker.ts timeSteps); runs
+     * recorded before answered the outcome alone (workflows/scale-voters.ts reads both).
      */
-    async removeNode(ref: ClusterRef, nodeId: number, phase: Phase): Promise<'removed' | 'leads' | 'held'> {
+    async removeNode(ref: ClusterRef, nodeId: number, phase: Phase): Promise<{ outcome: 'removed' | 'leads' | 'held' }> {
       const log = opLogger(deps, ref);
-      return leaveAfterDrain<'removed' | 'leads' | 'held'>(deps, ref, {
+      const outcome = await leaveAfterDrain<'removed' | 'leads' | 'held'>(deps, ref, {
         nodeId,
         phase,
         removed: 'removed',
-        exits: (_qc, _obs, m) => (m.leader === nodeId ? 'leads' : null),
+        exits: (_qc, _obs, m) => (handsOffBeforeLeaving(m, nodeId) ? 'leads' : null),
         gate: async (qc, obs) => {
           const held = removalHeld(deps, qc, obs, nodeId);
           if (!held) return null;
@@ -183,6 +187,7 @@ export function membershipActivities(deps: ActivityDeps) {
         // hand leadership away first, and comes back serving).
         companions: (qc, obs) => leavingPods(qc, obs, nodeId),
       });
+      return { outcome };
     },
   };
 }
@@ -221,7 +226,17 @@ export async function leaveAfterDrain<R>(deps: ActivityDeps, ref: ClusterRef, ru
     drained = null;
     companions = [];
   };
-  type Look = { result: R } | { drain: DrainTarget; with: DrainTarget[] };
+  type Look = { result: R } | { drain: DrainTarget; with: DrainTarget[]; qc: QueenCluster; obs: Observation };
+  /** The change through the leader, on the cluster as a look has just seen it and let it go. */
+  const send = async (qc: QueenCluster, obs: Observation): Promise<{ done: { result: R } } | { hold: Hold }> => {
+    sent = true;
+    const c = await changeThroughLeader(deps, qc, obs, phase, what, nodeId, (base, token) => removeMember(base, nodeId, token));
+    if ('hold' in c) return c;
+    sent = false;
+    await stepEvent(deps, qc, 'RemoveMember', what);
+    await mirrorMembership(deps, qc, { ...obs, membership: c.membership });
+    return { done: { result: rules.removed } };
+  };
   for (;;) {
     // A wait that parks (for a person) leaves no pod drained behind it.
     const look = await holdUntil<Look>(deps, ref, async () => {
@@ -244,14 +259,8 @@ export async function leaveAfterDrain<R>(deps: ActivityDeps, ref: ClusterRef, ru
         return 'done' in gated ? { done: { result: gated.done } } : gated;
       }
       const pod = drainTarget(obs, nodeId - 1);
-      if (pod && pod.uid !== drained?.uid) return { done: { drain: pod, with: rules.companions?.(qc, obs).filter((c) => c.uid !== pod.uid) ?? [] } };
-      sent = true;
-      const c = await changeThroughLeader(deps, qc, obs, phase, what, nodeId, (base, token) => removeMember(base, nodeId, token));
-      if ('hold' in c) return c;
-      sent = false;
-      await stepEvent(deps, qc, 'RemoveMember', what);
-      await mirrorMembership(deps, qc);
-      return { done: { result: rules.removed } };
+      if (pod && pod.uid !== drained?.uid) return { done: { drain: pod, with: rules.companions?.(qc, obs).filter((c) => c.uid !== pod.uid) ?? [], qc, obs } };
+      return send(qc, obs);
     }).catch(async (err: unknown) => {
       if (err instanceof Parking) await undrain();
       throw err;
@@ -264,7 +273,15 @@ export async function leaveAfterDrain<R>(deps: ActivityDeps, ref: ClusterRef, ru
       const event = drainEvent(pods, `${nodesLeave(pods)} the membership`);
       const present = await drainPods(deps, ref, pods, { phase, what, event });
       companions = present.filter((p) => p.uid !== look.drain.uid);
-      if (present.some((p) => p.uid === look.drain.uid)) drained = look.drain;
+      if (!present.some((p) => p.uid === look.drain.uid)) continue;
+      drained = look.drain;
+      // A pod no client could reach (drained with the node that left before it) was only labelled:
+      // the look that let the removal go is a moment old, and the change goes now. After a drain
+      // wait the gate is looked at again first.
+      if (!present.waited) {
+        const now = await send(look.qc, look.obs);
+        if ('done' in now) return now.done.result;
+      }
       continue;
     }
     if (look.result !== rules.removed) await undrain();

@@ -12,6 +12,8 @@ import { leaveAfterDrain, removalHold } from './membership.ts';
 import { names, nodeIdOf } from './resources.ts';
 import { liveClaimAt, memberOf, podAt } from '../plan/observation.ts';
 import { podStartProblem } from '../plan/assess.ts';
+import { replaceLines } from '../plan/steps.ts';
+import { handsOffBeforeLeaving } from '../plan/voters.ts';
 
 export interface Replacement {
   pod: string;
@@ -47,7 +49,7 @@ export function replaceActivities(deps: ActivityDeps) {
         if (!obs.membership) return { hold: { phase: 'Replacing', message: `replacing pod ${ordinal}: waiting for a leader's view of the membership`, gate: 'leader-known' } };
         const claim = liveClaimAt(obs, ordinal);
         if (!claim) return { hold: { phase: 'Replacing', message: `pod ${ordinal} has no volume claim to replace yet`, gate: 'claim-exists' } };
-        await stepEvent(deps, qc, 'ReplaceStarted', `replacing pod ${ordinal}`);
+        await stepEvent(deps, qc, 'ReplaceStarted', replaceLines(ordinal, nodeIdOf(ordinal)).begin);
         return { done: { replacement: { pod, ordinal, nodeId: nodeIdOf(ordinal), claimUid: claim.uid } } };
       });
     },
@@ -55,17 +57,20 @@ export function replaceActivities(deps: ActivityDeps) {
     /**
      * Takes the node out of the membership (its pod drained first: leaveAfterDrain). Returns
      * `handOff` when it leads (its pod is stopped once first, through the stop gate), `abandoned`
-     * when the annotation went before it left.
+     * when the annotation went before it left. An object, so that the gates that held the step are
+     * in its result (worker.ts timeSteps); runs recorded before answered the outcome alone
+     * (workflows/replace-node.ts reads both).
      */
-    async leaveMembership(ref: ClusterRef, r: Replacement): Promise<'left' | 'handOff' | 'abandoned'> {
-      return leaveAfterDrain<'left' | 'handOff' | 'abandoned'>(deps, ref, {
+    async leaveMembership(ref: ClusterRef, r: Replacement): Promise<{ outcome: 'left' | 'handOff' | 'abandoned' }> {
+      const outcome = await leaveAfterDrain<'left' | 'handOff' | 'abandoned'>(deps, ref, {
         nodeId: r.nodeId,
         phase: 'Replacing',
         removed: 'left',
-        exits: (qc, _obs, m) => (!stillAsked(qc, r.pod) ? 'abandoned' : m.leader === r.nodeId ? 'handOff' : null),
+        exits: (qc, _obs, m) => (!stillAsked(qc, r.pod) ? 'abandoned' : handsOffBeforeLeaving(m, r.nodeId) ? 'handOff' : null),
         // The voters that stay must carry the cluster: the stop gate, the node's own stall excepted.
         gate: async (qc, obs) => removalHold(deps, qc, obs, r.nodeId, 'Replacing').then((hold) => (hold ? { hold } : null)),
       });
+      return { outcome };
     },
 
     /**
@@ -80,7 +85,7 @@ export function replaceActivities(deps: ActivityDeps) {
         const obs = await observeCluster(deps, qc);
         const old = obs.claims.find((c) => c.uid === r.claimUid);
         if (!old) return { done: true };
-        const message = `deleting the volume of pod ${r.ordinal}`;
+        const message = replaceLines(r.ordinal, r.nodeId).wipe;
         if (!old.terminating && (await deleteClaimByUid(deps.kube, ref.namespace, names.claim(ref.name, r.ordinal), r.claimUid)) && !said) {
           await stepEvent(deps, qc, 'WipeVolume', message);
           said = true;
@@ -127,7 +132,7 @@ export function replaceActivities(deps: ActivityDeps) {
           return { hold: { phase: 'Replacing', message: `waiting for pod ${r.ordinal} to be a Ready voter`, gate: 'pod-ready' } };
         }
         if (stillAsked(qc, r.pod)) await patchClusterAnnotations(deps.kube, ref.namespace, ref.name, { [ANNOTATIONS.replacePod]: null });
-        await stepEvent(deps, qc, 'ReplaceFinished', `pod ${r.ordinal} is a voter again`);
+        await stepEvent(deps, qc, 'ReplaceFinished', replaceLines(r.ordinal, r.nodeId).done);
         return { done: true };
       });
     },

@@ -4,7 +4,7 @@
 // data of a node that left the membership.
 import { ApplicationFailure } from '@temporalio/common';
 import { withDefaults } from '../crd/defaults.ts';
-import { catchUpLookAgainAt, nextVoterStep, type VoterStep } from '../plan/voters.ts';
+import { catchUpLookAgainAt, nextVoterStep, type ClaimToDelete, type VoterStep } from '../plan/voters.ts';
 import { loadCluster, observeCluster, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
 import { holdUntil } from './waits.ts';
 import { drainPod, serveAgain } from './drain.ts';
@@ -74,6 +74,17 @@ export function scaleActivities(deps: ActivityDeps) {
     async deleteClaim(ref: ClusterRef, claimName: string, claimUid: string, message: string): Promise<void> {
       const qc = await loadCluster(deps, ref);
       if (await deleteClaimByUid(deps.kube, ref.namespace, claimName, claimUid)) await stepEvent(deps, qc, 'DeleteClaim', message);
+    },
+
+    /**
+     * Deletes the claims of pods that are gone for good, each if it is still the one observed (UID
+     * precondition), each with its Event, in the order of their pods (kubectl describe lists them so).
+     */
+    async deleteClaims(ref: ClusterRef, claims: ClaimToDelete[]): Promise<void> {
+      const qc = await loadCluster(deps, ref);
+      for (const c of claims) {
+        if (await deleteClaimByUid(deps.kube, ref.namespace, c.claimName, c.claimUid)) await stepEvent(deps, qc, 'DeleteClaim', c.message);
+      }
     },
   };
 }

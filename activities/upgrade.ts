@@ -15,6 +15,7 @@ import { stopGate } from '../plan/gates.ts';
 import { podAt, type Observation, type PodObservation } from '../plan/observation.ts';
 import { canaryProblem, canaryUp, newVersionFailure, readyAndLive, timeLeftText, type CanaryStart, type ProgressWatch } from '../plan/progress.ts';
 import { nextRestart, outdatedPods, type RestartPick } from '../plan/restarts.ts';
+import { canaryLine, canarySecondsAfter, DOOR_GATE, finalizeLine, needsApproval, templateLine } from '../plan/steps.ts';
 import { probeWrite } from './broker.ts';
 import { brokerToken, loadCluster, observeCluster, probeThrough, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
 import { ASK_THE_API_SERVER, holdUntil, type Hold } from './waits.ts';
@@ -102,7 +103,7 @@ export function versionsText(obs: Observation): string {
  */
 export function approvalHold(qc: QueenCluster, pick: RestartPick): Hold | null {
   const spec = withDefaults(qc.spec);
-  if (pick.why !== 'leader' || spec.upgrade.approval !== 'Manual') return null;
+  if (!needsApproval(spec, pick)) return null;
   if (readAnnotations(qc.metadata.annotations).approve === spec.version) return null;
   const { namespace, name } = qc.metadata;
   return {
@@ -302,14 +303,9 @@ export function upgradeActivities(deps: ActivityDeps) {
         const finalizing =
           templateHoldsClusterVersion(live.spec?.template) && !templateHoldsClusterVersion(sts.spec?.template) && image(live.spec?.template) === image(sts.spec?.template);
         if (finalizing) {
-          await stepEvent(
-            deps,
-            qc,
-            'Finalize',
-            `finalizing ${spec.version}: a rolling restart, one pod at a time, the leader last, without QUEEN_RAFT_CLUSTER_VERSION_MS=0; the leader then raises the cluster's catalogue version`,
-          );
+          await stepEvent(deps, qc, 'Finalize', finalizeLine(spec.version));
         } else {
-          await stepEvent(deps, qc, 'UpdateTemplate', `the pod template now runs ${imageRef(spec)}; pods restart one at a time`);
+          await stepEvent(deps, qc, 'UpdateTemplate', templateLine(imageRef(spec)));
         }
       }
       return applied;
@@ -334,7 +330,7 @@ export function upgradeActivities(deps: ActivityDeps) {
         const obs = await look.observe(qc);
         // Refused before any pod stops: the version's build cannot start on the cluster as it is.
         const door = versionDoor(qc.status, obs, spec.version);
-        if (door) return { hold: { phase: 'Blocked', gate: 'version-can-boot', message: versionRefusedText(door, ref, runningVersion(qc.status)) } };
+        if (door) return { hold: { phase: 'Blocked', gate: DOOR_GATE, message: versionRefusedText(door, ref, runningVersion(qc.status)) } };
         const verdict = judge(qc, obs);
         if (verdict && 'failed' in verdict) return { done: { kind: 'failed', failure: verdict.failed, ...(verdict.held ? { hold: true } : {}) } };
         if (verdict) return verdict;
@@ -348,8 +344,8 @@ export function upgradeActivities(deps: ActivityDeps) {
         // whose gate closed again, takes clients again.
         const held = await drainAheadOrHold(deps, ref, qc, obs, pick.ordinal, hold, { phase: 'Upgrading', next: `pod ${pick.ordinal} is next` }, look.fromWatch);
         if (held) return 'hold' in held ? { hold: judge.byDeadline(qc, held.hold) } : held;
-        const first = !obs.pods.some((p) => !p.terminating && p.hash === obs.wantedHash);
-        const canary = first && spec.upgrade.canarySeconds > 0 ? { canarySeconds: spec.upgrade.canarySeconds } : {};
+        const seconds = canarySecondsAfter(obs, spec);
+        const canary = seconds > 0 ? { canarySeconds: seconds } : {};
         return { done: { kind: 'restart', pick, specHash: wanted, ...canary } };
       });
     },
@@ -457,7 +453,7 @@ export function upgradeActivities(deps: ActivityDeps) {
           } else {
             soakUntil = Date.now() + c.seconds * 1000;
             await patchUpgradeStatus(deps, ref, { canary: { ordinal: o, podUid: pod.uid, version: c.version, startedAt: new Date().toISOString(), seconds: c.seconds } });
-            await stepEvent(deps, qc, 'Canary', `soaking pod ${o} on ${c.version} for ${goDuration(c.seconds * 1000)}`);
+            await stepEvent(deps, qc, 'Canary', canaryLine(o, c.version, c.seconds));
           }
         }
         let problem = canaryProblem(obs, start, caughtUp);
@@ -573,7 +569,7 @@ export function upgradeActivities(deps: ActivityDeps) {
           const refused = rollbackRefusedText(door, back.failedVersion, back.reason);
           const underWay = qc.status?.upgrade?.rollback?.fingerprint;
           if (underWay && underWay !== fingerprintOf(qc)) return { done: { kind: 'superseded', message: `${refused}; the spec changed since: it goes on` } };
-          return { hold: { phase: 'Blocked', gate: 'version-can-boot', message: refused } };
+          return { hold: { phase: 'Blocked', gate: DOOR_GATE, message: refused } };
         }
         // The template goes back before any pod does (it was held while the door was closed).
         if (obs.statefulSet && obs.statefulSet.templateHash !== back.templateHash) {

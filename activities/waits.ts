@@ -10,7 +10,7 @@ import { createHash } from 'node:crypto';
 import { Context, sleep } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Phase, QueenCluster } from '../crd/schema.ts';
-import { liftOf, type Lift, type ParkedHold } from '../plan/gates.ts';
+import { liftOf, type GateName, type Lift, type ParkedHold } from '../plan/gates.ts';
 import type { Observation } from '../plan/observation.ts';
 import type { OwnedObjects } from './cluster-cache.ts';
 import { gateWait } from '../metrics.ts';
@@ -170,6 +170,19 @@ function currentActivity(): object | null {
   } catch {
     return null;
   }
+}
+
+/**
+ * Adds to the time `gate` held the running activity: for a wait that looks again without holdUntil
+ * (restartPod's eviction while the disruption budget refuses it, its wait for a pod whose node is down).
+ */
+export function accountHeld(ref: Pick<ClusterRef, 'namespace' | 'name'>, gate: GateName, ms: number): void {
+  const activity = currentActivity();
+  if (!activity || ms <= 0) return;
+  const held = heldByGate.get(activity) ?? new Map<string, number>();
+  heldByGate.set(activity, held);
+  held.set(gate, (held.get(gate) ?? 0) + ms);
+  gateWait.inc({ namespace: ref.namespace, name: ref.name, gate }, ms / 1000);
 }
 
 /**

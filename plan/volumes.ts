@@ -34,10 +34,19 @@ export const ONLINE_EXPANSION_MS = 20_000;
 
 /**
  * `restarted`: the pods this grow restarted; it ends once they are Ready again, as an upgrade ends
- * with its voters back (the StatefulSet's re-creation does not wait for them).
+ * with its voters back (the StatefulSet's re-creation does not wait for them). `checked`, when
+ * given, collects the gates looked at on the way to the step returned (plan/steps.ts volumeStep).
  */
-export function nextVolumeStep(obs: Observation, size: string, sizeBytes: number, templateBytes: number, restarted: readonly number[] = []): VolumeStep {
+export function nextVolumeStep(
+  obs: Observation,
+  size: string,
+  sizeBytes: number,
+  templateBytes: number,
+  restarted: readonly number[] = [],
+  checked: GateName[] = [],
+): VolumeStep {
   const sts = obs.statefulSet;
+  checked.push('statefulset-present');
   if (!sts || sts.terminating) {
     return { kind: 'wait', message: `the StatefulSet ${obs.name} is gone: the cluster has to be formed again`, gate: 'statefulset-present' };
   }
@@ -49,6 +58,7 @@ export function nextVolumeStep(obs: Observation, size: string, sizeBytes: number
   }
   for (const c of obs.claims) {
     if (c.terminating || c.capacityBytes === 0 || c.capacityBytes >= sizeBytes) continue;
+    checked.push('volume-can-grow', 'volume-grown');
     // Accepted by the API server, then refused by the storage: only a person can change that.
     if (c.resizeInfeasible) {
       return {
@@ -87,6 +97,7 @@ export function nextVolumeStep(obs: Observation, size: string, sizeBytes: number
   if (templateBytes < sizeBytes) {
     return { kind: 'recreate', pods: sts.replicas, size, message: `recreating the StatefulSet with ${size} volumes; its pods keep running` };
   }
+  checked.push('pod-ready');
   const starting = [...new Set(restarted)].filter((o) => {
     const pod = podAt(obs, o);
     return !pod || pod.terminating || !pod.ready;

@@ -1,6 +1,7 @@
 // FormCluster: from a new QueenCluster (or one whose objects are gone) to a cluster that commits:
 // the objects, the pods starting and electing a leader, every voter live and Ready, a write
 // committing through one of them.
+import { FORM_LINES } from '../plan/steps.ts';
 import { runOperation, step, type OperationInput } from './operation.ts';
 
 export async function formCluster(input: OperationInput): Promise<string> {
@@ -15,10 +16,10 @@ export async function formCluster(input: OperationInput): Promise<string> {
       failed: 'forming the cluster failed',
     },
     async () => {
-      const objects = await step('apply the Services, the disruption budget and the StatefulSet', 'wait').applyClusterObjects(ref);
-      const leader = await step('wait for the pods to start and elect a leader', 'wait').awaitLeader(ref);
-      const voters = await step('wait for every voter to be live and Ready', 'wait').awaitVoters(ref);
-      const via = await step('wait for a write to commit', 'wait').confirmWrite(ref);
+      const objects = await step(FORM_LINES.objects, 'wait').applyClusterObjects(ref);
+      const leader = await step(FORM_LINES.leader, 'wait').awaitLeader(ref);
+      const voters = await step(FORM_LINES.voters, 'wait').awaitVoters(ref);
+      const via = await step(FORM_LINES.write, 'wait').confirmWrite(ref);
       return {
         result: 'Succeeded',
         message:

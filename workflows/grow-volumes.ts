@@ -7,6 +7,9 @@
 import { CancellationScope, patched } from '@temporalio/workflow';
 import { resumeHint, runOperation, step, yieldable, YIELD_AT_WAITS, YIELDED, type OperationInput } from './operation.ts';
 
+/** The patch behind which the StatefulSet's re-creation is one step, not a deletion and a creation. */
+export const RECREATE_IN_ONE_STEP = 'recreate-in-one-step';
+
 export async function growVolumes(input: OperationInput): Promise<string> {
   const { ref } = input;
   const yielding = yieldable(patched(YIELD_AT_WAITS), input.ref);
@@ -56,9 +59,14 @@ export async function growVolumes(input: OperationInput): Promise<string> {
             break;
           }
           case 'recreate':
-            // Between the delete and the create the cluster has no StatefulSet: both go together.
+            // Between the delete and the create the cluster has no StatefulSet: both go together,
+            // in one step (runs recorded before took two).
             await CancellationScope.nonCancellable(async () => {
-              const pods = await step('delete the StatefulSet, not its pods', 'wait').deleteStatefulSetOrphan(ref, s.message);
+              if (patched(RECREATE_IN_ONE_STEP)) {
+                await step(s.message, 'wait').recreateStatefulSet(ref, s.message, s.pods);
+                return;
+              }
+              const pods = await step(s.message, 'wait').deleteStatefulSetOrphan(ref, s.message);
               await step('create the StatefulSet with the new size').createStatefulSet(ref, s.pods ?? pods);
             });
             break;

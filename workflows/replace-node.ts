@@ -8,7 +8,12 @@
 // yield to it (a cluster without its StatefulSet cannot start the pod anyway), and with the
 // annotation still there the replacement starts again afterwards and goes on from where it is.
 import { CancellationScope, patched } from '@temporalio/workflow';
+import { nodeIdOf, parseOrdinal } from '../crd/ordinals.ts';
+import { replaceLines } from '../plan/steps.ts';
 import { runOperation, step, yieldable, YIELD_AT_WAITS, YIELDED, type OperationInput } from './operation.ts';
+
+/** An activity's outcome: runs recorded before it answered an object said it alone. */
+export const outcomeOf = <T extends string>(answer: T | { outcome: T }): T => (typeof answer === 'string' ? answer : answer.outcome);
 
 export async function replaceNode(input: OperationInput): Promise<string> {
   const { ref } = input;
@@ -28,13 +33,18 @@ export async function replaceNode(input: OperationInput): Promise<string> {
       failed: `the replacement of ${pod} failed`,
     },
     async () => {
-      const checked = await yielding.run(() => step(`replacing ${pod}`, 'wait').checkReplacement(ref, pod));
+      // The step's line once the pod names a voter's (the check refuses any other): its Event's words.
+      const ordinal = parseOrdinal(ref.name, pod);
+      const begin = ordinal >= 0 ? replaceLines(ordinal, nodeIdOf(ordinal)).begin : `replacing ${pod}`;
+      const checked = await yielding.run(() => step(begin, 'wait').checkReplacement(ref, pod));
       if (checked === YIELDED) return yieldedBefore();
       if ('abandoned' in checked) return { result: 'Succeeded', message: `the replacement of ${pod} was called off: ${checked.abandoned}` };
       const r = checked.replacement;
+      const line = replaceLines(r.ordinal, r.nodeId);
       for (;;) {
-        const left = await yielding.run(() => step(`removing node ${r.nodeId} from the membership`, 'wait').leaveMembership(ref, r));
-        if (left === YIELDED) return yieldedBefore();
+        const answer = await yielding.run(() => step(line.leave, 'wait').leaveMembership(ref, r));
+        if (answer === YIELDED) return yieldedBefore();
+        const left = outcomeOf(answer);
         if (left === 'left') break;
         if (left === 'abandoned') {
           return {
@@ -48,23 +58,19 @@ export async function replaceNode(input: OperationInput): Promise<string> {
         );
         if (pick === YIELDED) return yieldedBefore();
         if (pick) {
-          await CancellationScope.nonCancellable(() =>
-            step(`restart pod ${r.ordinal} so it hands leadership away`, 'wait').restartPod(ref, pick, {
-              phase: 'Replacing',
-              message: `pod ${r.ordinal} leads: stopping it once so it hands leadership away before it is removed`,
-            }),
-          );
+          // Its node leaves next: the restart ends once another node leads.
+          await CancellationScope.nonCancellable(() => step(line.handOff, 'wait').restartPod(ref, pick, { phase: 'Replacing', message: line.handOff, leaving: true }));
         }
       }
       // Out of the membership: from here on the node is re-added whatever happens (a cancel waits
       // for the end; a yield to forming the cluster again leaves the annotation, which starts the
       // replacement again afterwards).
       const rest = await CancellationScope.nonCancellable(async () => {
-        await step(`deleting the volume of pod ${r.ordinal}`, 'wait').wipeVolume(ref, r);
+        await step(line.wipe, 'wait').wipeVolume(ref, r);
         if ((await yielding.run(() => step(`wait for pod ${r.ordinal} to start empty`, 'wait').awaitEmptyNode(ref, r))) === YIELDED) return YIELDED;
-        if ((await yielding.run(() => step(`adding node ${r.nodeId} as a learner`, 'wait').addLearnerNode(ref, r.nodeId, 'Replacing'))) === YIELDED) return YIELDED;
-        if ((await yielding.run(() => step(`promoting node ${r.nodeId} to voters`, 'wait').promoteNodes(ref, [r.nodeId], 'Replacing'))) === YIELDED) return YIELDED;
-        if ((await yielding.run(() => step(`pod ${r.ordinal} is a voter again`, 'wait').finishReplacement(ref, r))) === YIELDED) return YIELDED;
+        if ((await yielding.run(() => step(line.learner, 'wait').addLearnerNode(ref, r.nodeId, 'Replacing'))) === YIELDED) return YIELDED;
+        if ((await yielding.run(() => step(line.promote, 'wait').promoteNodes(ref, [r.nodeId], 'Replacing'))) === YIELDED) return YIELDED;
+        if ((await yielding.run(() => step(line.done, 'wait').finishReplacement(ref, r))) === YIELDED) return YIELDED;
         return 'done';
       });
       if (rest === YIELDED) {

@@ -7,6 +7,7 @@
 // a cluster of one voter, and the watcher then runs ScaleVoters to spec.replicas as for any
 // scale-up: the other nodes join as learners, catch up from node 1 and are promoted together.
 // The backup and the cluster it was taken of are only read.
+import { FORM_LINES, restoreLines } from '../plan/steps.ts';
 import { runOperation, step, type OperationInput } from './operation.ts';
 
 export async function restoreCluster(input: OperationInput): Promise<string> {
@@ -21,13 +22,14 @@ export async function restoreCluster(input: OperationInput): Promise<string> {
       failed: 'forming the cluster from a backup failed',
     },
     async () => {
-      const source = await step('wait for the backup to be ready to restore from', 'wait').resolveRestoreSource(ref);
-      await step(`create the claim of pod 0 from the VolumeSnapshot ${source.volumeSnapshot}`).createRestoreClaim(ref, source);
-      await step('apply the Services, the disruption budget and the StatefulSet: pod 0 alone, with QUEEN_RAFT_FORCE_RECOVER=1', 'wait').applyClusterObjects(ref, { forceRecover: 1 });
-      const leader = await step('wait for node 1 to recover alone and lead', 'wait').awaitLeader(ref);
-      const recovered = await step('restart pod 0 without QUEEN_RAFT_FORCE_RECOVER', 'wait').finishForceRecovery(ref);
-      await step('wait for every voter to be live and Ready', 'wait').awaitVoters(ref);
-      const via = await step('wait for a write to commit', 'wait').confirmWrite(ref);
+      const source = await step(restoreLines('').source, 'wait').resolveRestoreSource(ref);
+      const line = restoreLines(`the VolumeSnapshot ${source.volumeSnapshot}`);
+      await step(line.claim).createRestoreClaim(ref, source);
+      await step(line.objects, 'wait').applyClusterObjects(ref, { forceRecover: 1 });
+      const leader = await step(line.leader, 'wait').awaitLeader(ref);
+      const recovered = await step(line.recovered, 'wait').finishForceRecovery(ref);
+      await step(FORM_LINES.voters, 'wait').awaitVoters(ref);
+      const via = await step(FORM_LINES.write, 'wait').confirmWrite(ref);
       const from = source.backup ? `the backup ${source.backup}${source.sourceCluster ? ` of ${source.sourceCluster}` : ''}` : `the VolumeSnapshot ${source.volumeSnapshot}`;
       const held = source.raftIndex !== null ? `, which holds index ${source.raftIndex} at least` : '';
       return {

@@ -15,6 +15,7 @@ import { SEARCH_ATTRIBUTES } from './search-attributes.ts';
 import type { FailureDecision, RollbackTarget, UpgradeFailure } from '../activities/upgrade.ts';
 import { podsText } from '../plan/format.ts';
 import type { ProgressWatch } from '../plan/progress.ts';
+import { canaryLine, restartLine } from '../plan/steps.ts';
 import { resumeHint, runOperation, step, waitsPark, yieldable, YIELDED, type OperationInput, type Outcome } from './operation.ts';
 
 /** Patches: the steps added to the sequence of a recorded upgrade (see test/workflows/replay.test.ts). */
@@ -176,7 +177,7 @@ export async function rollingUpgrade(input: OperationInput): Promise<string> {
         if (next.kind === 'restart') {
           // A pod being stopped is finished before a cancel or a yield is honoured.
           const pick = next.pick;
-          const r = await CancellationScope.nonCancellable(() => step(`restarting pod ${pick.ordinal}`, 'wait').restartPod(ref, pick));
+          const r = await CancellationScope.nonCancellable(() => step(restartLine(pick.ordinal), 'wait').restartPod(ref, pick));
           if (r.restarted) restarted.push(pick.ordinal);
           watch = r.restarted ? { ordinal: pick.ordinal, since: Date.now() } : watch;
           const seconds = next.canarySeconds ?? 0;
@@ -185,7 +186,7 @@ export async function rollingUpgrade(input: OperationInput): Promise<string> {
             soak = false;
             const since = Date.now();
             const canary = await yielding.run(() =>
-              step(`soaking pod ${pick.ordinal} on ${version} for ${seconds}s`, 'wait').awaitCanary(ref, {
+              step(canaryLine(pick.ordinal, version, seconds), 'wait').awaitCanary(ref, {
                 ordinal: pick.ordinal,
                 oldUid: pick.podUid,
                 since,

@@ -6,6 +6,7 @@
 // waited for where a cancel or a yield may stop the operation; a pod that holds the data of a node
 // that left gets an empty volume before the node is added again.
 import { CancellationScope, patched } from '@temporalio/workflow';
+import { outcomeOf } from './replace-node.ts';
 import { resumeHint, runOperation, step, yieldable, YIELD_AT_WAITS, YIELDED, type OperationInput } from './operation.ts';
 
 export async function scaleVoters(input: OperationInput): Promise<string> {
@@ -48,7 +49,7 @@ export async function scaleVoters(input: OperationInput): Promise<string> {
               break;
             case 'remove-member':
               // `held`: the gate closed again since the wait for it; the next wait says why.
-              took = (await step(s.message, 'wait').removeNode(ref, s.nodeId, 'Scaling')) === 'removed';
+              took = outcomeOf(await step(s.message, 'wait').removeNode(ref, s.nodeId, 'Scaling')) === 'removed';
               break;
             case 'wipe-claim':
               // A wait: the pod is drained before it goes (`--drain-wait`, up to 10 minutes), longer
@@ -56,7 +57,11 @@ export async function scaleVoters(input: OperationInput): Promise<string> {
               await step(s.message, 'wait').wipeClaim(ref, s);
               break;
             case 'delete-claim':
+              // One claim a step (a history recorded before the claims went together).
               await step(s.message).deleteClaim(ref, s.claimName, s.claimUid, s.message);
+              break;
+            case 'delete-claims':
+              await step(s.message).deleteClaims(ref, s.claims);
               break;
             case 'hand-off':
               break;
@@ -69,7 +74,7 @@ export async function scaleVoters(input: OperationInput): Promise<string> {
             return { result: 'Yielded', message: `changing the voters to ${input.target} yielded to ${yielding.requested} after ${sofar()}` };
           }
           if (pick) {
-            await CancellationScope.nonCancellable(() => step(`restart pod ${ordinal} so it hands leadership away`, 'wait').restartPod(ref, pick, { phase: 'Scaling', message: s.message, leaving: true }));
+            await CancellationScope.nonCancellable(() => step(s.message, 'wait').restartPod(ref, pick, { phase: 'Scaling', message: s.message, leaving: true }));
           }
         }
         if (took) done.push(s.message);

@@ -3,12 +3,15 @@
 // QueenCluster through a watch, the leader's membership view through the broker's HTTP API every
 // 100 ms), the Temporal history of the run, and the table and JSON rows each benchmark prints.
 // Nothing here is asserted: timings depend on the machine.
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
+import { DEFAULT_SETTINGS } from '../../activities/settings.ts';
+import { followMembership, type ChangeTime, type MembershipLog } from '../chaos/membership.ts';
 import { getCluster, patchSpec, sleep, voterIps, type Scenario } from '../e2e/harness.ts';
-import { eventTimeMs, historyEvents } from '../e2e/temporal.ts';
+import { eventTimeMs, heldSteps, historyEvents } from '../e2e/temporal.ts';
 import { Informer, Kube, type KObject } from '../testbed/kube.ts';
 import { authOf, verifyAcknowledged, type Load } from '../testbed/load.ts';
 import type { QueenClusterSpec } from '../../crd/schema.ts';
@@ -60,9 +63,14 @@ export interface Recorder {
   statefulSets: Incarnation[];
   /** Per node id, its samples in the leader's view; absent from the view: a sample with voter false, live false, lag null is not written, the gap shows as `gone`. */
   members: Map<number, (MemberSample | { at: number; gone: true })[]>;
+  /** The leader in the leader's view, each time it changed. */
+  leaders: { at: number; leader: number | null }[];
   promoteMaxLag: number;
   /** When each run of the cluster's operations first showed in status.operation (the watch). */
   operationSeen: Map<string, { at: number; type: string }>;
+  /** The brokers' Raft logs, read from their volumes (with `raft`), and their last index when the recording began. */
+  raft: MembershipLog | null;
+  raftBefore: number;
   /** Resolves once the watch has listed the cluster: a change made after it is seen. */
   ready: Promise<void>;
   stop(): Promise<void>;
@@ -75,9 +83,21 @@ const ms = (t: unknown) => (t ? Date.parse(String(t)) : NaN);
  * Starts sampling: the pods every 50 ms; the claims and the StatefulSets too with `volumes`; the
  * leader's membership view every 100 ms with `membership`; the QueenCluster always, through a watch.
  */
-export function record(s: Scenario, opts: { volumes?: boolean; membership?: boolean } = {}, name = 'queen'): Recorder {
+export function record(s: Scenario, opts: { volumes?: boolean; membership?: boolean; raft?: boolean } = {}, name = 'queen'): Recorder {
   const kube = new Kube(authOf(s.kc));
-  const rec: Recorder = { pods: new Map(), claims: new Map(), statefulSets: [], members: new Map(), promoteMaxLag: 1000, operationSeen: new Map(), ready: Promise.resolve(), stop: async () => undefined };
+  const rec: Recorder = {
+    pods: new Map(),
+    claims: new Map(),
+    statefulSets: [],
+    members: new Map(),
+    leaders: [],
+    promoteMaxLag: 1000,
+    operationSeen: new Map(),
+    raft: null,
+    raftBefore: 0,
+    ready: Promise.resolve(),
+    stop: async () => undefined,
+  };
   let running = true;
   let podIps: string[] = [];
 
@@ -158,10 +178,13 @@ export function record(s: Scenario, opts: { volumes?: boolean; membership?: bool
       for (const ip of ips) {
         try {
           const res = await request(`http://${ip}:6632/api/v1/system/raft/membership?timeoutMs=1000`, { headersTimeout: 1000, bodyTimeout: 1000 });
-          const body = (await res.body.json()) as { membership?: { source?: string; promoteMaxLag?: number; members?: { nodeId: number; voter: boolean; live: boolean; lag: number | null }[] } };
+          const body = (await res.body.json()) as {
+            membership?: { source?: string; leader?: number | null; promoteMaxLag?: number; members?: { nodeId: number; voter: boolean; live: boolean; lag: number | null }[] };
+          };
           const m = body.membership;
           if (res.statusCode !== 200 || m?.source !== 'leader') continue;
           const now = Date.now();
+          if (rec.leaders.at(-1)?.leader !== (m.leader ?? null)) rec.leaders.push({ at: now, leader: m.leader ?? null });
           rec.promoteMaxLag = m.promoteMaxLag ?? rec.promoteMaxLag;
           const seen = new Set<number>();
           for (const x of m.members ?? []) {
@@ -192,11 +215,23 @@ export function record(s: Scenario, opts: { volumes?: boolean; membership?: bool
   };
   qcs.on({ add: note, update: note });
   const synced = qcs.start();
-  rec.ready = synced;
+  // The brokers' Raft logs (their configuration entries carry the leader's clock): each membership
+  // change's own time, which no floor counts and the overhead leaves out.
+  const raft = opts.raft
+    ? followMembership(s.ns, name, 500).then((log) => {
+        rec.raft = log;
+        rec.raftBefore = log.lastIndex();
+      })
+    : Promise.resolve();
+  rec.ready = Promise.all([synced, raft]).then(() => undefined);
 
   rec.stop = async () => {
     running = false;
     qcs.stop();
+    if (rec.raft) {
+      await rec.raft.poll();
+      rec.raft.stop();
+    }
     await Promise.all([objects, membership]);
     await kube.close();
   };
@@ -280,6 +315,11 @@ export function catchUp(rec: Recorder, id: number, since: number): { from: numbe
   const from = l[i]!.at;
   const done = l.slice(i).find((x) => !('gone' in x) && ((x.live && x.lag !== null && x.lag <= rec.promoteMaxLag) || x.voter));
   return done ? { from, to: done.at } : null;
+}
+
+/** When a node other than `id` first led after `since`, in the leader's view. */
+export function otherLeader(rec: Recorder, id: number, since: number): number | null {
+  return rec.leaders.find((x) => x.at >= since && x.leader !== null && x.leader !== id)?.at ?? null;
 }
 
 /** When node `id` left the leader's view after `since`. */
@@ -368,6 +408,109 @@ export async function pushesOf(s: Scenario, load: Load): Promise<Pushes> {
   return { pushes: r.acknowledged, failed: r.failedAttempts.length, firstTry: r.acknowledgedFirstTry, unanswered: r.unacknowledged.length, lost };
 }
 
+// ---- the operator's overhead ---------------------------------------------------------------------
+
+/**
+ * What an operation spent beyond its floor that is the operator's: its total, less the floor, less
+ * the waits it was configured to run (--drain-wait for each drain that ran in series with the
+ * steps, and minReadySeconds where the floor does not count it), less the membership changes' own
+ * times as the leader's Raft log tells them. The goal: at most 1 s, or 10% of the floor if that is
+ * more.
+ */
+export interface Overhead {
+  /** The drains that ran in series (a step held by requests-drained; a drain in the last seconds of a minReadySeconds wait runs beside the floor). */
+  drains: number;
+  drainWaitMs: number;
+  /** minReadySeconds that held the steps beyond what the floor counts. */
+  minReadyMs: number;
+  /** Each membership change, with its own time. */
+  changes: ChangeTime[];
+  overheadMs: number;
+  goalMs: number;
+}
+
+/** A step of a run as its history has it, in seconds from the change: scheduled, started, ended, and the gates that held it. */
+export interface StepTime {
+  step: string;
+  type: string;
+  scheduled: number;
+  started: number | null;
+  ended: number | null;
+  held: string;
+}
+
+/** The steps of a run from its history, in seconds from `since`: where an operation's time went. */
+export async function stepTimes(s: Scenario, run: RunFigures, since: number): Promise<StepTime[]> {
+  const events = await historyEvents(s, { workflowId: `queencluster/${s.ns}/queen`, runId: run.runId });
+  const text = (p: { data?: Uint8Array | null } | null | undefined) => (p?.data?.length ? JSON.parse(Buffer.from(p.data).toString('utf8')) : undefined);
+  const rel = (e: { eventTime?: { seconds?: unknown; nanos?: unknown } | null }) => Math.round(eventTimeMs(e.eventTime) - since) / 1000;
+  const steps = new Map<string, StepTime>();
+  for (const e of events) {
+    const a = e.activityTaskScheduledEventAttributes;
+    if (a) steps.set(String(e.eventId), { step: String(text(e.userMetadata?.summary) ?? ''), type: a.activityType?.name ?? '', scheduled: rel(e), started: null, ended: null, held: '' });
+    const st = e.activityTaskStartedEventAttributes;
+    if (st) steps.get(String(st.scheduledEventId))!.started = rel(e);
+    const done = e.activityTaskCompletedEventAttributes;
+    if (done) {
+      const step = steps.get(String(done.scheduledEventId))!;
+      step.ended = rel(e);
+      step.held = (text(done.result?.payloads?.[0]) as { held?: string } | undefined)?.held ?? '';
+    }
+  }
+  return [...steps.values()];
+}
+
+/** "0.2–0.4 beginOperation; 0.5–3.4 removeNode (requests-drained 2.0 s) ...": a run's steps on one line. */
+export const stepsText = (steps: StepTime[]) =>
+  steps.map((x) => `${x.started ?? x.scheduled}–${x.ended ?? '?'} ${x.type}${x.held ? ` (${x.held})` : ''}`).join('; ');
+
+/** The steps whose drain runs beside a minReadySeconds wait the floor counts (drainAhead). */
+const DRAINS_AHEAD = ['awaitNextRestart', 'awaitStopGate'];
+
+/** The membership in the leader's view at `at` (the recorder's samples), for the first change a purged log no longer explains. */
+function membershipAt(rec: Recorder, at: number): { voters: number[]; learners: number[] } | undefined {
+  const voters: number[] = [];
+  const learners: number[] = [];
+  for (const [id, samples] of rec.members) {
+    const last = samples.filter((x) => x.at <= at).at(-1);
+    if (!last || 'gone' in last) continue;
+    (last.voter ? voters : learners).push(id);
+  }
+  return voters.length ? { voters: voters.sort((a, b) => a - b), learners: learners.sort((a, b) => a - b) } : undefined;
+}
+
+export async function overheadOf(s: Scenario, rec: Recorder, run: RunFigures, row: { totalMs: number; floorMs: number; floorMinReadyMs?: number; since: number }): Promise<Overhead> {
+  const steps = await heldSteps(s, { workflowId: `queencluster/${s.ns}/queen`, runId: run.runId });
+  const drainWaitMs = DEFAULT_SETTINGS.drainMs;
+  const drains = steps.filter((st) => st.held.includes('requests-drained') && !DRAINS_AHEAD.includes(st.type)).length;
+  const minReadyHeld = steps.reduce((t, st) => t + (st.heldMs['pod-ready-for-min-ready-seconds'] ?? 0), 0);
+  const minReadyMs = Math.max(0, minReadyHeld - (row.floorMinReadyMs ?? 0));
+  const changes = rec.raft ? rec.raft.changeTimes(rec.raftBefore, membershipAt(rec, row.since)) : [];
+  const changesMs = changes.reduce((t, c) => t + (c.ms ?? 0), 0);
+  return {
+    drains,
+    drainWaitMs,
+    minReadyMs,
+    changes,
+    overheadMs: row.totalMs - row.floorMs - drains * drainWaitMs - minReadyMs - changesMs,
+    goalMs: Math.max(1000, row.floorMs * 0.1),
+  };
+}
+
+/** The overhead in words, what it is made of, and whether it meets its goal. */
+function overheadText(r: Row): string {
+  const o = r.overhead!;
+  const changesMs = o.changes.reduce((t, c) => t + (c.ms ?? 0), 0);
+  const parts = [
+    `total ${sec(r.totalMs)}`,
+    `floor ${sec(r.floorMs)}`,
+    ...(o.drains ? [`${o.drains} drain wait${o.drains > 1 ? 's' : ''} × ${sec(o.drainWaitMs)}`] : []),
+    ...(o.minReadyMs ? [`minReadySeconds outside the floor ${sec(o.minReadyMs)}`] : []),
+    `the membership changes ${(changesMs / 1000).toFixed(2)}s (${o.changes.map((c) => `${c.changes.join(' and ')} ${c.ms === null ? '?' : `${Math.round(c.ms)} ms`}`).join(', ') || 'none'})`,
+  ];
+  return `${r.operation}: overhead ${sec(o.overheadMs)} = ${parts.join(' − ')}; goal at most ${sec(o.goalMs)} (1 s, or 10% of the floor): ${o.overheadMs <= o.goalMs ? 'met' : 'not met'}`;
+}
+
 // ---- the table -------------------------------------------------------------------------------
 
 export interface Row {
@@ -380,6 +523,10 @@ export interface Row {
   run: RunFigures;
   /** The drains' time (see drains()), outside the floor: the operator's deliberate waits for the clients. */
   drainMs?: number;
+  /** The operator's overhead (overheadOf). */
+  overhead?: Overhead;
+  /** The run's steps from its history (stepTimes). */
+  steps?: StepTime[];
   notes?: string;
   /** What was seen, in seconds from the change (JSON only): see timeline(). */
   timeline?: Record<string, unknown>;
@@ -410,14 +557,30 @@ export const median = (xs: number[]) => {
 const sec = (x: number) => `${(x / 1000).toFixed(1)}s`;
 const msText = (x: number | null) => (x === null || Number.isNaN(x) ? '—' : `${Math.round(x)} ms`);
 
+/** The commit the benchmark runs on, and whether files were changed and not committed: a figure names it. */
+export function commitText(): string {
+  const git = (...args: string[]) => {
+    try {
+      return execFileSync('git', args, { cwd: fileURLToPath(new URL('../..', import.meta.url)), encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    } catch {
+      return '';
+    }
+  };
+  const commit = git('rev-parse', '--short=12', 'HEAD');
+  if (!commit) return 'no git checkout';
+  return `commit ${commit}${git('status', '--porcelain', '--untracked-files=no') ? ' with uncommitted changes' : ''}`;
+}
+
 /** Prints the rows as a table (with the goals) and writes them as JSON to .cache/bench-<name>-<time>.json. */
 export function report(name: string, rows: Row[]): string {
-  const header = ['operation', 'total', 'floor', 'ratio', 'failed pushes / pushes', 'lost', 'history events / step', 'first step: watch / history'];
+  const commit = commitText();
+  const header = ['operation', 'total', 'floor', 'ratio', 'overhead (goal)', 'failed pushes / pushes', 'lost', 'history events / step', 'first step: watch / history'];
   const cells = rows.map((r) => [
     r.operation,
     sec(r.totalMs),
     sec(r.floorMs),
     (r.totalMs / r.floorMs).toFixed(2),
+    r.overhead ? `${sec(r.overhead.overheadMs)} (${sec(r.overhead.goalMs)})` : '—',
     `${r.pushes.failed} / ${r.pushes.pushes}`,
     String(r.pushes.lost),
     `${r.run.events} / ${r.run.activities} = ${(r.run.events / r.run.activities).toFixed(1)}`,
@@ -428,7 +591,7 @@ export function report(name: string, rows: Row[]): string {
   const watch = median(rows.map((r) => r.run.firstStepWatchMs ?? NaN).filter((x) => !Number.isNaN(x)));
   const history = median(rows.map((r) => r.run.firstStepHistoryMs ?? NaN).filter((x) => !Number.isNaN(x)));
   const text = [
-    `${name} benchmark at ${BENCH_RATE} pushes a second (goals: ratio within 1.10, 0 failed pushes, first step under 1 s at the median)`,
+    `${name} benchmark on ${commit}, at ${BENCH_RATE} pushes a second (goals: ratio within 1.10, or where the floor is under 10 s an overhead of at most 1 s or 10% of the floor; 0 failed pushes; first step under 1 s at the median)`,
     line(header),
     ...cells.map(line),
     `floors: ${rows.map((r) => `${r.operation} = ${Object.entries(r.floorParts).map(([k, v]) => `${k} ${sec(v)}`).join(' + ')}`).join('; ')}`,
@@ -436,13 +599,15 @@ export function report(name: string, rows: Row[]): string {
       .filter((r) => r.drainMs)
       .map((r) => `${r.operation}: the drains took ${sec(r.drainMs!)} (out of the client Service until the pod stopped or its node left; not in the floor; without them the ratio is ${((r.totalMs - r.drainMs!) / r.floorMs).toFixed(2)})`),
     ...rows.filter((r) => r.notes).map((r) => `${r.operation}: ${r.notes}`),
+    ...rows.filter((r) => r.overhead).map(overheadText),
+    ...rows.filter((r) => r.steps).map((r) => `${r.operation}, its steps (s from the change): ${stepsText(r.steps!)}`),
     `first step at the median: ${msText(watch)} (status.operation seen through a watch), ${msText(history)} (the run's first activity started, from its history)`,
   ].join('\n');
   console.log(text);
   const dir = fileURLToPath(new URL('../../.cache/', import.meta.url));
   mkdirSync(dir, { recursive: true });
   const file = join(dir, `bench-${name}-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
-  writeFileSync(file, JSON.stringify({ bench: name, rate: BENCH_RATE, at: new Date().toISOString(), rows }, null, 1));
+  writeFileSync(file, JSON.stringify({ bench: name, commit, rate: BENCH_RATE, at: new Date().toISOString(), rows }, null, 1));
   console.log(`rows written to ${file}`);
   return text;
 }

@@ -9,7 +9,7 @@
 import { afterEach, it } from 'vitest';
 import { startLoad } from '../testbed/load.ts';
 import { annotate, buildStore, formed, REPLACE_STORE, BIG_STORE_MESSAGES, scenario, seedSpec, sleep, type Scenario } from '../e2e/harness.ts';
-import { BENCH_RATE, catchUp, drainTime, leftView, operationRun, pushesOf, record, report, timeline, type Row } from './measure.ts';
+import { BENCH_RATE, catchUp, drainTime, leftView, operationRun, overheadOf, stepTimes, pushesOf, record, report, timeline, type Row } from './measure.ts';
 
 const MIN_READY_SECONDS = 5;
 let s: Scenario | null = null;
@@ -26,7 +26,7 @@ async function measure(which: 'follower' | 'leader'): Promise<Row> {
   const leader = qc.status!.leader!;
   const nodeId = which === 'leader' ? leader : [1, 2, 3].find((id) => id !== leader)!;
   const ordinal = nodeId - 1;
-  const rec = record(s, { membership: true });
+  const rec = record(s, { membership: true, raft: true });
   await rec.ready;
   const load = startLoad({ kubeConfig: s.kc, namespace: s.ns, service: 'queen', rate: BENCH_RATE });
   await sleep(2000);
@@ -59,7 +59,9 @@ async function measure(which: 'follower' | 'leader'): Promise<Row> {
     notes += `; its hand-off (the leader's pod stopping until its node left the membership) took ${(handOff / 1000).toFixed(1)}s, not in the floor (with it the ratio is ${(run.totalMs / (floorMs + handOff)).toFixed(2)})`;
   }
   const drainMs = drainTime(rec, since);
-  const row: Row = { operation: `replace the ${which}`, totalMs: run.totalMs, floorMs, floorParts: parts, pushes, run, drainMs, notes, timeline: timeline(rec, since) };
+  const steps = await stepTimes(s, run, since);
+  const overhead = await overheadOf(s, rec, run, { totalMs: run.totalMs, floorMs, since });
+  const row: Row = { operation: `replace the ${which}`, totalMs: run.totalMs, floorMs, floorParts: parts, pushes, run, drainMs, overhead, steps, notes, timeline: timeline(rec, since) };
   await s.close();
   s = null;
   return row;

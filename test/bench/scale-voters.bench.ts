@@ -4,13 +4,14 @@
 // started; they start side by side) plus the learners' catch-up (in the leader's membership view,
 // from a node first shown as a learner until it is live within the broker's promotion limit; the
 // learners have a link each, so the longest counts); going down, the removed pods' stop (their
-// deletion until they are gone; the longest counts), plus the restart that hands leadership away
-// when a removed node leads. The drain before a node leaves and the membership changes are not in
-// the floor. Printed and written under .cache/, not asserted.
+// deletion until they are gone; they stop side by side, the longest counts), plus, when a removed
+// node leads, its hand-off (its pod's deletion until another node leads, in the leader's view). The drain before a node leaves and the membership changes are not in
+// the floor. Printed and written under .cache/, not asserted. QUEEN_BENCH_SCALE_TO=1 runs 3→1→3 alone,
+// QUEEN_BENCH_SCALE_TO=5 3→5→3 alone.
 import { afterEach, it } from 'vitest';
 import { startLoad } from '../testbed/load.ts';
 import { BIG_STORE, BIG_STORE_MESSAGES, buildStore, formed, getCluster, scenario, seedSpec, sleep, waitForCluster, type Scenario } from '../e2e/harness.ts';
-import { BENCH_RATE, catchUp, change, drainTime, operationRun, pushesOf, record, report, timeline, successors, type Recorder, type Row } from './measure.ts';
+import { BENCH_RATE, catchUp, change, drainTime, operationRun, otherLeader, overheadOf, stepTimes, pushesOf, record, report, timeline, successors, type Recorder, type Row } from './measure.ts';
 
 const MIN_READY_SECONDS = 5;
 let s: Scenario | null = null;
@@ -26,7 +27,7 @@ const range = (from: number, to: number) => Array.from({ length: to - from + 1 }
 async function step(sc: Scenario, from: number, to: number): Promise<Omit<Row, 'pushes'>> {
   const before = await getCluster(sc);
   const leader = before.status?.leader ?? null;
-  const rec = record(sc, { membership: true });
+  const rec = record(sc, { membership: true, raft: true });
   await rec.ready;
   await sleep(1000);
   const since = await change(sc, { replicas: to as 1 | 3 | 5 });
@@ -45,7 +46,9 @@ async function step(sc: Scenario, from: number, to: number): Promise<Omit<Row, '
         ? `node ${handedOff[0]}, removed, led: it was restarted once to hand leadership away`
         : `nodes ${handedOff.join(' and ')}, removed, led in turn: each was restarted once to hand leadership away (the floor counts node ${leader}'s)`;
   const drainMs = drainTime(rec, since);
-  return { operation: `scale ${from}→${to}`, totalMs: run.totalMs, floorMs, floorParts: parts, run, drainMs, notes, timeline: timeline(rec, since) };
+  const steps = await stepTimes(sc, run, since);
+  const overhead = await overheadOf(sc, rec, run, { totalMs: run.totalMs, floorMs, since });
+  return { operation: `scale ${from}→${to}`, totalMs: run.totalMs, floorMs, floorParts: parts, run, drainMs, overhead, steps, notes, timeline: timeline(rec, since) };
 }
 
 function upFloor(rec: Recorder, ids: number[], since: number): Record<string, number> {
@@ -69,10 +72,12 @@ function downFloor(rec: Recorder, ids: number[], since: number, leader: number |
   }
   const parts: Record<string, number> = { 'the removed pods stop': stop };
   if (leader !== null && ids.includes(leader)) {
-    // The leader hands leadership away as its pod stops: its first pod to stop since the change,
-    // until it was gone. (Its successor need not be Ready: its node leaves next.)
-    const first = (rec.pods.get(pod(leader)) ?? []).find((p) => p.deletingAt !== undefined && p.deletingAt >= since && p.goneAt !== undefined);
-    parts['the leader\'s pod stopping once'] = first ? first.goneAt! - first.deletingAt! : NaN;
+    // The leader hands leadership away as its pod stops: from its first pod to stop since the
+    // change until another node leads (its node leaves next; the rest of its stop and its successor
+    // run beside what follows).
+    const first = (rec.pods.get(pod(leader)) ?? []).find((p) => p.deletingAt !== undefined && p.deletingAt >= since);
+    const led = first ? otherLeader(rec, leader, first.deletingAt!) : null;
+    parts['the leader\'s hand-off'] = first && led !== null ? led - first.deletingAt! : NaN;
   }
   return parts;
 }
@@ -97,7 +102,12 @@ async function pair(prefix: string, sim: Record<string, string> | undefined, sto
   return rows;
 }
 
+/** Which pairs to run (QUEEN_BENCH_SCALE_TO: the far end of each, "5,1" by default: 3→5→3 on a store, then 3→1→3). */
+const PAIRS = (process.env.QUEEN_BENCH_SCALE_TO ?? '5,1').split(',').map((x) => Number(x.trim()));
+
 it('scale-voters: 3→5→3 and 3→1→3, total time against the floor, failed pushes, history events per step, first-step latency', async () => {
-  const rows = [...(await pair('benchscale', BIG_STORE, true, 5)), ...(await pair('benchone', undefined, false, 1))];
+  const rows: Row[] = [];
+  if (PAIRS.includes(5)) rows.push(...(await pair('benchscale', BIG_STORE, true, 5)));
+  if (PAIRS.includes(1)) rows.push(...(await pair('benchone', undefined, false, 1)));
   report('scale-voters', rows);
 });

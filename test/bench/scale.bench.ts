@@ -22,13 +22,15 @@
 // replicas sharing the task queue: the work each replica did, and that no operation ran twice.
 //
 // Settings (environment): QUEEN_BENCH_CLUSTERS (200), QUEEN_BENCH_VOTERS (3), QUEEN_BENCH_UPGRADES
-// (50), QUEEN_BENCH_REST_SECONDS (600), QUEEN_BENCH_REPLICAS (1), QUEEN_BENCH_NAMESPACES (10),
-// QUEEN_BENCH_APPROVALS (the upgrades that wait for an approval at once: every cluster).
+// (50; 0 measures the rest only), QUEEN_BENCH_REST_SECONDS (600), QUEEN_BENCH_REPLICAS (1),
+// QUEEN_BENCH_NAMESPACES (10), QUEEN_BENCH_APPROVALS (the upgrades that wait for an approval at
+// once: every cluster). The figures at rest are printed as soon as they are measured.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, expect, it } from 'vitest';
 import { GROUP, PLURAL, VERSION, type QueenCluster } from '../../crd/schema.ts';
 import { seedSpec } from '../e2e/harness.ts';
+import { commitText } from './measure.ts';
 import { eventTimeMs } from '../e2e/temporal.ts';
 import {
   allReady,
@@ -56,7 +58,8 @@ const num = (name: string, dflt: number) => {
 };
 const CLUSTERS = num('QUEEN_BENCH_CLUSTERS', 200);
 const VOTERS = num('QUEEN_BENCH_VOTERS', 3) as 1 | 3 | 5;
-const UPGRADES = Math.min(num('QUEEN_BENCH_UPGRADES', 50), CLUSTERS - 1);
+/** 0: the rest only (what a resting cluster costs), no upgrade. */
+const UPGRADES = process.env.QUEEN_BENCH_UPGRADES?.trim() === '0' ? 0 : Math.min(num('QUEEN_BENCH_UPGRADES', 50), CLUSTERS - 1);
 const REST_MS = num('QUEEN_BENCH_REST_SECONDS', 600) * 1000;
 const NAMESPACES = Math.min(num('QUEEN_BENCH_NAMESPACES', 10), CLUSTERS);
 const REPLICAS = (process.env.QUEEN_BENCH_REPLICAS ?? '1').split(',').map(Number);
@@ -477,6 +480,20 @@ function requestsByVerb(m0: Scrapes, m1: Scrapes): Record<string, number> {
   return out;
 }
 
+/** What the clusters cost at rest, in lines: the operator's memory, CPU, API requests, history, slots. */
+function restLines(empty: Awaited<ReturnType<typeof samplePods>>, r1: RestFigures): string[] {
+  const emptyMb = mb(empty.reduce((t, p) => t + p.rssBytes, 0) / Math.max(1, empty.length));
+  const perCluster = (r1.rssMb[0]! - emptyMb) / CLUSTERS;
+  return [
+    `scale benchmark on ${commitText()}: ${CLUSTERS} clusters of ${VOTERS} voters, ${UPGRADES} upgrades at once, default intervals (observe 10s, probe 1m), rest window ${REST_MS / 1000} s`,
+    `memory: ${emptyMb.toFixed(0)} MB with no cluster, ${r1.rssMb[0]!.toFixed(0)} MB at rest: ${perCluster.toFixed(2)} MB per resting cluster (goal: under 1 MB, under 500 MB in all)`,
+    `CPU at rest: ${(r1.cpu * 100).toFixed(1)}% of a core, ${((r1.cpu * 100) / CLUSTERS).toFixed(3)}% per resting cluster (goal: under 10% in all); by thread: ${sharesText(r1.cpuByThread)}`,
+    `API server requests at rest: ${r1.apiPerSecPerCluster.toFixed(4)} per second per cluster (goal: under 0.2); by verb ${JSON.stringify(r1.apiByVerb)}`,
+    `history at rest: ${r1.eventsPerClusterDay.toFixed(0)} events per cluster per day, extrapolated from the ${REST_MS / 1000} s window (goal: under 2000); timers started: ${r1.timers}`,
+    `activity slots held at rest: at most ${r1.slotsUsedMax}, with ${r1.rounds.reduce((a, b) => a + b, 0)} clusters observed`,
+  ];
+}
+
 it(`scale: ${CLUSTERS} clusters of ${VOTERS} voters on one operator, then ${UPGRADES} upgrades at once`, async () => {
   f = await fleet('scale', NAMESPACES, SIM);
   await installOperator(f, REPLICAS[0]!);
@@ -514,6 +531,8 @@ it(`scale: ${CLUSTERS} clusters of ${VOTERS} voters on one operator, then ${UPGR
     }
     console.log(`scale: ${replicas} replica${replicas > 1 ? 's' : ''}: resting ${REST_MS / 1000} s`);
     rests.push(await rest(f, replicas));
+    if (i === 0) console.log(restLines(empty, rests[0]!).join('\n'));
+    if (UPGRADES === 0) continue;
     if (i === 0) {
       // Upgrades alone, for the comparison: one cluster upgraded ALONE_RUNS times in a row, and the
       // run of the median time stands for them (one run alone moves by seconds: a pod is seen
@@ -534,16 +553,8 @@ it(`scale: ${CLUSTERS} clusters of ${VOTERS} voters on one operator, then ${UPGR
   console.log(`scale: ${APPROVALS} upgrades waiting for an approval`);
   const approvals = await waitingForApproval(f, f.clusters.slice(0, APPROVALS), '2.6.5');
 
-  const emptyMb = mb(empty.reduce((t, p) => t + p.rssBytes, 0) / Math.max(1, empty.length));
-  const r1 = rests[0]!;
-  const perCluster = (r1.rssMb[0]! - emptyMb) / CLUSTERS;
   const lines = [
-    `scale benchmark: ${CLUSTERS} clusters of ${VOTERS} voters, ${UPGRADES} upgrades at once, default intervals (observe 10s, probe 1m), rest window ${REST_MS / 1000} s`,
-    `memory: ${emptyMb.toFixed(0)} MB with no cluster, ${r1.rssMb[0]!.toFixed(0)} MB at rest: ${perCluster.toFixed(2)} MB per resting cluster (goal: under 1 MB, under 500 MB in all)`,
-    `CPU at rest: ${(r1.cpu * 100).toFixed(1)}% of a core (goal: under 10%); by thread: ${sharesText(r1.cpuByThread)}`,
-    `API server requests at rest: ${r1.apiPerSecPerCluster.toFixed(4)} per second per cluster (goal: under 0.2); by verb ${JSON.stringify(r1.apiByVerb)}`,
-    `history at rest: ${r1.eventsPerClusterDay.toFixed(0)} events per cluster per day, extrapolated from the ${REST_MS / 1000} s window (goal: under 2000); timers started: ${r1.timers}`,
-    `activity slots held at rest: at most ${r1.slotsUsedMax}, with ${r1.rounds.reduce((a, b) => a + b, 0)} clusters observed`,
+    ...restLines(empty, rests[0]!),
     `activity slots held by ${approvals.waiting} upgrades waiting for an approval: at most ${approvals.slotsUsedMax} (goal: 0); their history grew by ${approvals.eventsPerWait.toFixed(2)} events per wait in ${approvals.seconds.toFixed(0)} s`,
   ];
   for (const u of upgrades) {

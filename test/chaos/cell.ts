@@ -233,7 +233,7 @@ export const DEFS: Record<OperationName, OperationDef> = {
     // A node that leads is stopped once, so it hands leadership away before it leaves.
     uids: () => ({ ...each(3, once), 'queen-3': [1, 2], 'queen-4': [1, 2] }),
     claimsDeleted: () => ['data-queen-3', 'data-queen-4'],
-    events: () => ({ ScaleVotersStarted: once, RemoveMember: [2, 2], ScalePods: [2, 2], DeleteClaim: [2, 2], RestartPod: [0, 2], ScaleVotersSucceeded: once }),
+    events: () => ({ ScaleVotersStarted: once, RemoveMember: [2, 2], ScalePods: once, DeleteClaim: [2, 2], RestartPod: [0, 2], ScaleVotersSucceeded: once }),
     members: () => ['remove 4', 'remove 5'],
   },
   ReplaceFollower: {

@@ -20,10 +20,26 @@ interface Config {
 interface ConfigEntry {
   index: number;
   term: number;
+  /** The leader's clock when it proposed the entry (ms since the epoch). */
+  ts: number | null;
   config: Config;
 }
 
 export type ChangeKind = 'learner' | 'promote' | 'demote' | 'remove';
+
+/**
+ * A membership change's own time as the leader's log tells it: from its first configuration entry
+ * proposed (the joint one, for a change of voters) to the entry proposed right after its last one
+ * (the leader holds its writes while a change commits, and proposes the next as soon as it is done).
+ */
+export interface ChangeTime {
+  /** The index of its last configuration entry. */
+  index: number;
+  /** The changes it made ("remove 5"). */
+  changes: string[];
+  /** Null when no entry followed it yet. */
+  ms: number | null;
+}
 
 export interface MembershipChange {
   /** The index of the configuration entry that made it. */
@@ -50,12 +66,30 @@ export interface MembershipLog {
   changes(after?: number, upTo?: number): MembershipChange[];
   /** A configuration entry left joint at the end of the log (a voter change not finished). */
   jointAtEnd(): string | null;
+  /** Each membership change after index `after`, with its own time as the leader's log tells it (`baseline`: the membership before it). */
+  changeTimes(after?: number, baseline?: { voters: number[]; learners: number[] }): ChangeTime[];
   /** Volumes that could not be read (for a note). */
   problems: string[];
   stop(): void;
 }
 
-const HEAD = /^\{"index":(\d+),"term":(\d+),/;
+const HEAD = /^\{"index":(\d+),"term":(\d+),(?:"ts":(\d+),)?/;
+
+/** What changed from one configuration to the next: nodes added as learners, promoted, demoted, removed. */
+function diff(prev: Pick<Config, 'voters' | 'learners'>, next: Pick<Config, 'voters' | 'learners'>): { kind: ChangeKind; node: number }[] {
+  const v0 = new Set(prev.voters);
+  const l0 = new Set(prev.learners);
+  const v1 = new Set(next.voters);
+  const l1 = new Set(next.learners);
+  const out: { kind: ChangeKind; node: number }[] = [];
+  for (const id of [...new Set([...v0, ...l0, ...v1, ...l1])].sort((a, b) => a - b)) {
+    const was = v0.has(id) ? 'voter' : l0.has(id) ? 'learner' : null;
+    const is = v1.has(id) ? 'voter' : l1.has(id) ? 'learner' : null;
+    const kind: ChangeKind | null = was === is ? null : is === 'learner' ? (was ? 'demote' : 'learner') : is === 'voter' ? 'promote' : 'remove';
+    if (kind) out.push({ kind, node: id });
+  }
+  return out;
+}
 
 /** Reads the Raft logs (log.jsonl) of some volume folders, each from where the last read ended. */
 export class MembershipReader {
@@ -66,6 +100,8 @@ export class MembershipReader {
   private termAt = new Map<number, number>();
   private configs = new Map<string, ConfigEntry>();
   private maxIndex = 0;
+  /** The leader's clock on the entry right after each configuration entry, by that entry's index. */
+  private nextTs = new Map<number, number>();
 
   /** Reads what each folder's log appended since the last read. */
   read(): void {
@@ -113,14 +149,16 @@ export class MembershipReader {
     if (!m) return; // the header ({purgedIndex, purgedTerm})
     const index = Number(m[1]);
     const term = Number(m[2]);
+    const ts = m[3] === undefined ? null : Number(m[3]);
     this.termAt.set(index, Math.max(this.termAt.get(index) ?? -1, term));
     this.maxIndex = Math.max(this.maxIndex, index);
+    if (ts !== null && this.configs.has(`${index - 1}:${term}`) && !this.nextTs.has(index - 1)) this.nextTs.set(index - 1, ts);
     if (!line.includes('"kind":"membership"')) return;
     const key = `${index}:${term}`;
     if (this.configs.has(key)) return;
     const e = JSON.parse(line) as { kind?: string; membership?: Config };
     if (e.kind === 'membership' && e.membership) {
-      this.configs.set(key, { index, term, config: { voters: e.membership.voters, joint: e.membership.joint, learners: e.membership.learners } });
+      this.configs.set(key, { index, term, ts, config: { voters: e.membership.voters, joint: e.membership.joint, learners: e.membership.learners } });
     }
   }
 
@@ -135,20 +173,34 @@ export class MembershipReader {
     let prev: ConfigEntry | null = null;
     for (const e of this.chain()) {
       if (e.config.joint) continue;
-      if (prev && e.index > after && e.index <= upTo) {
-        const v0 = new Set(prev.config.voters);
-        const l0 = new Set(prev.config.learners);
-        const v1 = new Set(e.config.voters);
-        const l1 = new Set(e.config.learners);
-        for (const id of [...new Set([...v0, ...l0, ...v1, ...l1])].sort((a, b) => a - b)) {
-          const was = v0.has(id) ? 'voter' : l0.has(id) ? 'learner' : null;
-          const is = v1.has(id) ? 'voter' : l1.has(id) ? 'learner' : null;
-          const kind: ChangeKind | null =
-            was === is ? null : is === 'learner' ? (was ? 'demote' : 'learner') : is === 'voter' ? 'promote' : 'remove';
-          if (kind) out.push({ index: e.index, kind, node: id });
-        }
-      }
+      if (prev && e.index > after && e.index <= upTo) out.push(...diff(prev.config, e.config).map((c) => ({ index: e.index, ...c })));
       prev = e;
+    }
+    return out;
+  }
+
+  /**
+   * Each membership change after index `after`, with its own time as the leader's log tells it
+   * (ChangeTime). `baseline`: the membership before the first one, when the logs no longer hold the
+   * entry that made it (a snapshot or a purge took it).
+   */
+  changeTimes(after = 0, baseline?: Pick<Config, 'voters' | 'learners'>): ChangeTime[] {
+    const out: ChangeTime[] = [];
+    let began: number | null = null;
+    let prev: Pick<Config, 'voters' | 'learners'> | null = null;
+    for (const e of this.chain()) {
+      if (e.config.joint) {
+        if (e.index > after) began ??= e.ts;
+        continue;
+      }
+      if (e.index > after) {
+        const from = prev ?? baseline;
+        const first = began ?? e.ts;
+        const next = this.nextTs.get(e.index);
+        out.push({ index: e.index, changes: from ? diff(from, e.config).map(changeKey) : [], ms: first !== null && next !== undefined ? next - first : null });
+      }
+      began = null;
+      prev = e.config;
     }
     return out;
   }
@@ -182,6 +234,7 @@ export async function followMembership(namespace: string, name = 'queen', pollMs
     problems: reader.problems,
     changes: (after, upTo) => reader.changes(after, upTo),
     jointAtEnd: () => reader.jointAtEnd(),
+    changeTimes: (after, baseline) => reader.changeTimes(after, baseline),
     stop: () => clearInterval(timer),
   };
 }

@@ -58,6 +58,8 @@ export function rng(seed: number): () => number {
 export interface SoakResult {
   soak: true;
   seed: number;
+  /** The length asked for: "60 min" or "8 operations" (absent in results written before it was asked). */
+  length?: string;
   steps: { what: string; outcome: string; seconds: number | null; notes: string[] }[];
   pushes: number;
   pushesFailed: number;

@@ -25,8 +25,10 @@ export type SoakFault = (typeof SOAK_FAULTS)[number];
 
 export interface SoakOptions {
   seed: number;
-  /** How many operations (default 8). */
+  /** How many operations (default 8), when no `minutes` is given. */
   operations?: number;
+  /** How long to go on: operations start until this many minutes have passed (the last one then finishes). */
+  minutes?: number;
   /** Faults that hit the whole test bed (the Temporal server, the API server, a node) are left out. */
   localOnly?: boolean;
   log?: (line: string) => void;
@@ -53,9 +55,14 @@ export async function soak(opts: SoakOptions): Promise<SoakResult> {
   const random = rng(opts.seed);
   const pick = <T>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)]!;
   const count = opts.operations ?? 8;
-  const result: SoakResult = { soak: true, seed: opts.seed, steps: [], pushes: 0, pushesFailed: 0, lost: 0, violations: [], seconds: 0 };
+  const length = opts.minutes ? `${opts.minutes} min` : `${count} operations`;
+  const result: SoakResult = { soak: true, seed: opts.seed, length, steps: [], pushes: 0, pushesFailed: 0, lost: 0, violations: [], seconds: 0 };
   const began = Date.now();
-  log(`soak seed ${opts.seed} (${count} operations): rerun it with npm run chaos -- --seed ${opts.seed}`);
+  // With a length in minutes, an operation starts while time is left (counted from the first one).
+  let firstAt = 0;
+  const more = (i: number) => (opts.minutes ? i === 0 || Date.now() - firstAt < opts.minutes * 60_000 : i < count);
+  const again = opts.minutes ? `npm run chaos -- --seed ${opts.seed} --soak-minutes ${opts.minutes}` : `npm run chaos -- --seed ${opts.seed}${count === 8 ? '' : ` --ops ${count}`}`;
+  log(`soak seed ${opts.seed} (${length}): rerun it with ${again}`);
   const s = await scenario('chaos-soak');
   let tracker: Tracker | null = null;
   let membership: MembershipLog | null = null;
@@ -76,7 +83,8 @@ export async function soak(opts: SoakOptions): Promise<SoakResult> {
     let patch = 0;
     let replicas = 3;
     let size = 1;
-    for (let i = 0; i < count; i++) {
+    for (let i = 0; more(i); i++) {
+      if (i === 0) firstAt = Date.now();
       const qc = await getCluster(s);
       const voters: number[] = qc.status?.voters ?? [];
       const version = `2.6.${patch + 1}`;
@@ -107,7 +115,7 @@ export async function soak(opts: SoakOptions): Promise<SoakResult> {
       const how = start === 'as is' ? '' : start === 'pause and resume' ? `, paused ${Math.round(pauseAfterMs / 1000)} s in` : `, ${start}`;
       const entry = { what: `${step.what}${how}, ${fault === 'none' ? 'no fault' : `${fault} ${Math.round(delayMs / 1000)} s in`}`, outcome: '', seconds: null as number | null, notes: [] as string[] };
       result.steps.push(entry);
-      log(`soak ${opts.seed} #${i + 1}: ${entry.what}`);
+      log(`soak ${opts.seed} #${i + 1} (+${Math.round((Date.now() - began) / 60_000)} min): ${entry.what}`);
       const broken = (v: string) => result.violations.push(`#${i + 1} ${entry.what}: ${v}`);
       await membership.poll();
       const logBefore = membership.lastIndex();

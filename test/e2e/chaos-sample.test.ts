@@ -4,15 +4,15 @@
 // operation's recorded history), and one where a voter's pod is killed while the operation waits at
 // a gate, or the leader dies in the middle of a promotion. Only faults that stay in the cell's
 // namespace: the other scenarios share the test bed.
-// The seed is printed; `npm run chaos -- --sample --seed N` runs the same cells again.
+// The seed is drawn from the commit the tests run on (test/chaos/seed.ts), so that every commit runs
+// other cells and the matrix is covered over many; it is printed with the commands that run the
+// same cells again. A draw that fails is a failure, to be run again with its seed and fixed.
 import { expect, it } from 'vitest';
 import { LOCAL_FAULTS, OPERATIONS, recordedSteps, runCell, type Fault, type OperationName } from '../chaos/cell.ts';
 import { rng, table } from '../chaos/results.ts';
+import { sampleSeed } from '../chaos/seed.ts';
 
-// A fixed seed by default, so that npm test is the same test every time (QUEEN_CHAOS_SEED=N draws
-// other cells; QUEEN_CHAOS_SEED=random a new seed each run).
-const seedVar = process.env.QUEEN_CHAOS_SEED ?? '480875';
-const seed = seedVar === 'random' ? Math.floor(Math.random() * 1_000_000) : Number(seedVar);
+const { seed, from } = sampleSeed();
 const random = rng(seed);
 const pick = <T>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)]!;
 
@@ -21,9 +21,10 @@ const crashed = pick(OPERATIONS);
 cells.push({ op: crashed, fault: { kind: 'crash', activityId: pick(recordedSteps(crashed)).id } });
 const local = pick(LOCAL_FAULTS);
 cells.push({ op: local === 'leader-mid-promote' ? 'ScaleUp' : pick(['RollingUpgrade', 'ScaleUp'] as const), fault: { kind: local } });
+const again = `npm run chaos -- --sample --seed ${seed}, or QUEEN_CHAOS_SEED=${seed} npm run e2e -- chaos-sample`;
 
 it(`chaos-sample (seed ${seed}): ${cells.map((c) => `${c.op} × ${c.fault.kind === 'crash' ? `crash@${c.fault.activityId}` : c.fault.kind}`).join(', ')}`, async () => {
-  console.log(`chaos sample seed ${seed}: rerun with npm run chaos -- --sample --seed ${seed}`);
+  console.log(`chaos sample seed ${seed} (from ${from}): ${cells.map((c) => `${c.op} × ${c.fault.kind === 'crash' ? `crash@${c.fault.activityId}` : c.fault.kind}`).join(', ')}; the same cells again: ${again}`);
   const results = [];
   for (const c of cells) {
     results.push(await runCell(c.op, c.fault));
@@ -31,6 +32,6 @@ it(`chaos-sample (seed ${seed}): ${cells.map((c) => `${c.op} × ${c.fault.kind =
   console.log(table(results));
   expect(
     results.filter((r) => r.violations.length).map((r) => `${r.operation} × ${r.step ?? r.fault}: ${r.violations.join('; ')}`),
-    `seed ${seed}: npm run chaos -- --sample --seed ${seed}`,
+    `chaos sample seed ${seed} (from ${from}) failed: a broken promise, not flake; the same cells again: ${again}`,
   ).toEqual([]);
 });

@@ -658,37 +658,41 @@ export async function monitor(s: Scenario, name = 'queen'): Promise<Monitor> {
 }
 
 /**
- * A change freeze on the scenario's StatefulSets, as a cluster's admission policy would be (a
- * ValidatingAdmissionPolicy and its binding, cluster-wide objects matched to this namespace): every
- * update of a StatefulSet there is refused with 403. Returns what lifts it; scenario.close() lifts
- * it too.
+ * A cluster's admission policy that refuses one kind of request in the scenario's namespace (a
+ * ValidatingAdmissionPolicy and its binding, cluster-wide objects matched to this namespace): the
+ * API server answers 403 with `message`. Returns what lifts it; scenario.close() lifts it too.
  */
-export async function freezeStatefulSets(s: Scenario): Promise<() => Promise<void>> {
-  const file = join(testbed().dir, `freeze-${s.ns}.yaml`);
+export async function refuseByPolicy(
+  s: Scenario,
+  name: string,
+  rule: { apiGroup: string; operation: 'UPDATE' | 'DELETE'; resource: string },
+  message: string,
+): Promise<() => Promise<void>> {
+  const file = join(testbed().dir, `${name}-${s.ns}.yaml`);
   writeFileSync(
     file,
     `apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicy
-metadata: { name: freeze-${s.ns} }
+metadata: { name: ${name}-${s.ns} }
 spec:
   failurePolicy: Fail
-  matchConstraints: { resourceRules: [{ apiGroups: ["apps"], apiVersions: ["v1"], operations: ["UPDATE"], resources: ["statefulsets"] }] }
+  matchConstraints: { resourceRules: [{ apiGroups: ["${rule.apiGroup}"], apiVersions: ["v1"], operations: ["${rule.operation}"], resources: ["${rule.resource}"] }] }
   validations:
     - expression: "false"
-      message: "StatefulSets are frozen by the change policy"
+      message: "${message}"
       reason: Forbidden
 ---
 apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicyBinding
-metadata: { name: freeze-${s.ns} }
+metadata: { name: ${name}-${s.ns} }
 spec:
-  policyName: freeze-${s.ns}
+  policyName: ${name}-${s.ns}
   validationActions: [Deny]
   matchResources: { namespaceSelector: { matchLabels: { kubernetes.io/metadata.name: ${s.ns} } } }
 `,
   );
   const r = await kubectl(['apply', '-f', file]);
-  if (r.code !== 0) throw new Error(`the change freeze was not applied: ${r.stderr}`);
+  if (r.code !== 0) throw new Error(`the policy ${name} was not applied: ${r.stderr}`);
   let lifted = false;
   const lift = async () => {
     if (lifted) return;
@@ -701,6 +705,10 @@ spec:
   await sleep(3000);
   return lift;
 }
+
+/** A change freeze on the scenario's StatefulSets: every update of one is refused with 403 (refuseByPolicy). */
+export const freezeStatefulSets = (s: Scenario) =>
+  refuseByPolicy(s, 'freeze', { apiGroup: 'apps', operation: 'UPDATE', resource: 'statefulsets' }, 'StatefulSets are frozen by the change policy');
 
 /** The rate the scenarios of every operation push at (issue 14: zero failed pushes at 200 a second). */
 export const LOAD_RATE = 200;

@@ -6,9 +6,12 @@
 // stays the first, and status says what the broker answered. Once the two voters are back, the
 // scale goes on to five voters.
 // A quick step has a heartbeat timeout too: an admission webhook that answers after 8 s (and is
-// then ignored) makes the upgrade's first step, applying the pod template, slow; the replica running
-// it is deleted by force. The other replica retries the step once its heartbeats stop (the failure
-// Temporal records is a heartbeat timeout), not after the step's 2-minute start-to-close.
+// then ignored) makes the upgrade's first step, applying the pod template, slow; the process of the
+// replica running it is killed. The other replica retries the step once its heartbeats stop: the
+// failure Temporal records is a heartbeat timeout, seen before the step's 2-minute start-to-close
+// would have run out.
+// And a quick step that is running when its replica is told to stop (SIGTERM) finishes there, within
+// the shutdown grace: one attempt, completed by that replica after it was told.
 import { createServer, type Server } from 'node:net';
 import { unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -16,7 +19,8 @@ import { afterEach, expect, it } from 'vitest';
 import { temporal as proto } from '@temporalio/proto';
 import { control } from '../testbed/client.ts';
 import { formed, kubectl, monitor, patchSpec, scenario, seedSpec, sleep, testbed, waitFor, waitForCluster, type Scenario } from './harness.ts';
-import { currentStep } from './temporal.ts';
+import { parseIdentity } from '../../identity.ts';
+import { eventTimeMs, historyEvents, settledRuns } from './temporal.ts';
 
 let s: Scenario | null = null;
 let silent: Server | null = null;
@@ -70,57 +74,102 @@ it('long-call: a membership change held 30 s by the broker is one attempt, heart
   expect(done.status?.lastOperation).toMatchObject({ type: 'ScaleVoters', result: 'Succeeded' });
 });
 
-it('long-call: a quick step whose replica dies is retried once its heartbeats stop', async () => {
-  s = await scenario('quickcrash');
-  await s.install({}, { replicas: 2 });
-  await formed(s, seedSpec());
-  // A webhook that never answers (it takes the connection and says nothing), ignored after 8 s.
+/**
+ * An upgrade whose first step, applying the pod template, is slow: a webhook that never answers (it
+ * takes the connection and says nothing), ignored after `seconds`, holds every update of the
+ * StatefulSet (the step makes two). Returns the step as Temporal has it once a replica runs it.
+ */
+async function slowFirstStep(sc: Scenario, seconds: number): Promise<{ pod: string; started: number }> {
   silent = createServer(() => undefined);
   await new Promise<void>((resolve) => silent!.listen(0, '127.0.0.1', resolve));
   const port = (silent.address() as { port: number }).port;
-  webhookFile = join(testbed().dir, `slow-webhook-${s.ns}.yaml`);
+  webhookFile = join(testbed().dir, `slow-webhook-${sc.ns}.yaml`);
   writeFileSync(
     webhookFile,
     `apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingWebhookConfiguration
-metadata: { name: slow-${s.ns} }
+metadata: { name: slow-${sc.ns} }
 webhooks:
   - name: slow.test.queenmq.com
     clientConfig: { url: "https://127.0.0.1:${port}/validate" }
     rules: [{ apiGroups: ["apps"], apiVersions: ["v1"], operations: ["UPDATE"], resources: ["statefulsets"] }]
-    namespaceSelector: { matchLabels: { kubernetes.io/metadata.name: ${s.ns} } }
+    namespaceSelector: { matchLabels: { kubernetes.io/metadata.name: ${sc.ns} } }
     failurePolicy: Ignore
     sideEffects: None
     admissionReviewVersions: ["v1"]
-    timeoutSeconds: 8
+    timeoutSeconds: ${seconds}
 `,
   );
   const applied = await kubectl(['apply', '-f', webhookFile]);
   expect(applied.code, applied.stderr).toBe(0);
   await sleep(2000);
+  await patchSpec(sc, { version: '2.6.1' });
+  return waitFor(
+    'a replica applying the pod template',
+    async () => {
+      const d = await sc.temporal.workflow.getHandle(`queencluster/${sc.ns}/queen`).describe();
+      const a = (d.raw.pendingActivities ?? []).find((x) => x.activityType?.name === 'applyPodTemplate');
+      const worker = parseIdentity(a?.lastWorkerIdentity ?? '');
+      if (!a || a.state !== proto.api.enums.v1.PendingActivityState.PENDING_ACTIVITY_STATE_STARTED || !worker) return undefined;
+      return { pod: worker.host, started: eventTimeMs(a.lastStartedTime) };
+    },
+    60_000,
+  );
+}
 
+it('long-call: a quick step whose replica dies is retried once its heartbeats stop, before its start-to-close timeout', async () => {
+  s = await scenario('quickcrash');
+  await s.install({}, { replicas: 2 });
+  await formed(s, seedSpec());
   const id = `queencluster/${s.ns}/queen`;
-  await patchSpec(s, { version: '2.6.1' });
-  const step = await waitFor('the replica applying the pod template', async () => {
-    const c = await currentStep(s!, id);
-    return c?.activity === 'applyPodTemplate' ? c : undefined;
-  }, 60_000);
-  const del = await kubectl(['-n', s.ns, 'delete', 'pod', step.pod, '--grace-period=0', '--force']);
-  expect(del.code).toBe(0);
-  // The next attempt of the same step, on the other replica, after a heartbeat timeout.
+  const step = await slowFirstStep(s, 8);
+  // Its process killed (and kept down): it sends no heartbeat and no answer.
+  await control.kill(s.ns, step.pod, { signal: 'SIGKILL', hold: true });
+  // The next attempt of the same step, on the other replica, after the 20 s heartbeat timeout:
+  // looked for only until the first attempt's 2-minute start-to-close timeout would have run out.
+  const startToClose = step.started + 120_000;
   const retried = await waitFor(
     'the step retried',
     async () => {
       const d = await s!.temporal.workflow.getHandle(id).describe();
       const a = (d.raw.pendingActivities ?? []).find((x) => x.activityType?.name === 'applyPodTemplate');
-      return a && (a.attempt ?? 1) > 1 ? a : undefined;
+      if (a && (a.attempt ?? 1) > 1) return a;
+      // Done already: the next attempt ran to its end before this looked.
+      const done = (await historyEvents(s!, { workflowId: id, runId: d.runId })).find((e) => e.activityTaskStartedEventAttributes && (e.activityTaskStartedEventAttributes.attempt ?? 1) > 1);
+      return done ? { attempt: done.activityTaskStartedEventAttributes!.attempt, lastFailure: done.activityTaskStartedEventAttributes!.lastFailure } : undefined;
     },
-    150_000,
+    Math.max(0, startToClose - 5000 - Date.now()),
   );
-  // The deleted replica stops heartbeating (its process is killed), or, if it still runs when the
-  // webhook lets its call through, is refused by the API server: a ServiceAccount token bound to
-  // a pod dies with the pod. Either way the next attempt does not wait out the step's timeout.
-  console.log(`long-call: attempt ${retried.attempt} after: ${retried.lastFailure?.message}`);
-  expect(retried.lastFailure?.message).toMatch(/heartbeat timeout|^applying the new pod template: the API server refuses our credentials \(401\)/i);
+  console.log(`long-call: attempt ${retried.attempt} ${Math.round((Date.now() - step.started) / 1000)} s after the first began, after: ${retried.lastFailure?.message}`);
+  expect(retried.lastFailure?.timeoutFailureInfo?.timeoutType).toBe(proto.api.enums.v1.TimeoutType.TIMEOUT_TYPE_HEARTBEAT);
   await waitForCluster(s, 'every pod on 2.6.1', (q) => q.status?.version === '2.6.1' && q.status?.phase === 'Ready', 300_000);
+});
+
+it('long-call: a quick step running when its replica is told to stop finishes within the shutdown grace', async () => {
+  s = await scenario('quickgrace');
+  await s.install({}, { replicas: 2 });
+  await formed(s, seedSpec());
+  const id = `queencluster/${s.ns}/queen`;
+  // Two updates of 5 s each: the step needs about 10 s of the 20 s.
+  const step = await slowFirstStep(s, 5);
+  // SIGTERM (a pod deleted as a rollout or a drain deletes it): no new work, running steps have
+  // --shutdown-grace (20 s) to finish, and this one needs what is left of its 10 s.
+  const told = Date.now();
+  const del = await kubectl(['-n', s.ns, 'delete', 'pod', step.pod, '--wait=false']);
+  expect(del.code, del.stderr).toBe(0);
+  await waitForCluster(s, 'every pod on 2.6.1', (q) => q.status?.version === '2.6.1' && q.status?.phase === 'Ready', 300_000);
+  // The step's one attempt ran to its end on the replica told to stop, after it was told.
+  const run = (await settledRuns(s, id)).find((r) => r.type === 'rollingUpgrade')!;
+  const events = await historyEvents(s, run);
+  const scheduled = events.find((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'applyPodTemplate')!;
+  const started = events.filter((e) => e.activityTaskStartedEventAttributes?.scheduledEventId?.toString() === scheduled.eventId?.toString());
+  const ended = events.filter((e) => e.activityTaskCompletedEventAttributes?.scheduledEventId?.toString() === scheduled.eventId?.toString());
+  expect(started.map((e) => e.activityTaskStartedEventAttributes!.attempt)).toEqual([1]);
+  expect(ended).toHaveLength(1);
+  expect(parseIdentity(ended[0]!.activityTaskCompletedEventAttributes!.identity ?? '')?.host).toBe(step.pod);
+  const endedAt = eventTimeMs(ended[0]!.eventTime);
+  console.log(`long-call: the step ended ${((endedAt - told) / 1000).toFixed(1)} s after SIGTERM (grace 20 s), ${((endedAt - step.started) / 1000).toFixed(1)} s after it began`);
+  expect(endedAt).toBeGreaterThan(told);
+  expect(endedAt - told).toBeLessThan(20_000);
+  expect(s.operatorLog()).toMatch(/SIGTERM: taking no new work; running steps have 20s to finish/);
 });

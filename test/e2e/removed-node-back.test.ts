@@ -1,10 +1,11 @@
 // e2e `removed-node-back` (issue 8, item 12): a node that left the membership never comes back with
-// its old data. A scale from 3 voters to 1 stops after node 3 left the membership and before its
-// pod went: a policy of the cluster refuses every update of the StatefulSet (the step ends,
-// Blocked with the API server's words). Pod 2 keeps running on node 3's data. The policy goes and
-// 3 voters are asked again: before node 3 is added as a learner, its pod gets an empty volume (the
-// claim deleted by the UID observed), so the node copies everything from the leader instead of
-// coming back with what it held. Every message acknowledged before is on every voter.
+// its old data. A scale from 3 voters to 1 fails after nodes 3 and 2 left the membership and before
+// their pods went: a policy of the cluster refuses every update of the StatefulSet (the step ends,
+// Blocked with the API server's words). Pods 1 and 2 keep running on the data of nodes 2 and 3. The
+// policy goes and 3 voters are asked again: before each node is added as a learner, its pod gets an
+// empty volume (the claim deleted by the UID observed), so the node copies everything from the
+// leader instead of coming back with what it held. Every message acknowledged before is on every
+// voter. (A cancelled scale-down: scale-down-cancel.)
 import { afterEach, expect, it } from 'vitest';
 import { startLoad, verifyAcknowledged } from '../testbed/load.ts';
 import { clusterEvents, formed, freezeStatefulSets, patchSpec, scenario, seedSpec, sleep, voterIps, waitForCluster, type Scenario } from './harness.ts';
@@ -28,22 +29,26 @@ it('removed-node-back: after a scale-down that stopped early, the removed node c
   const lift = await freezeStatefulSets(s);
 
   await patchSpec(s, { replicas: 1 });
-  const stopped = await waitForCluster(s, 'the scale-down stopped after node 3 left', (q) => q.status?.lastOperation?.type === 'ScaleVoters' && q.status.lastOperation.result === 'Failed', 120_000);
-  expect(stopped.status?.lastOperation?.message).toMatch(/^changing the voters to 1 voter failed: removing the pods above node 2: the API server refused it \(403\): .*frozen by the change policy; to resume: /);
-  await waitForCluster(s, 'two voters', (q) => JSON.stringify(q.status?.voters) === '[1,2]', 30_000);
-  const oldClaim = await claimUid(s, 2);
+  const stopped = await waitForCluster(s, 'the scale-down stopped after nodes 3 and 2 left', (q) => q.status?.lastOperation?.type === 'ScaleVoters' && q.status.lastOperation.result === 'Failed', 120_000);
+  expect(stopped.status?.lastOperation?.message).toMatch(/^changing the voters to 1 voter failed: removing the pods above node 1: the API server refused it \(403\): .*frozen by the change policy; to resume: /);
+  await waitForCluster(s, 'one voter', (q) => JSON.stringify(q.status?.voters) === '[1]', 30_000);
+  const oldClaims = [await claimUid(s, 1), await claimUid(s, 2)];
 
   await lift();
   await patchSpec(s, { replicas: 3 });
   const back = await waitForCluster(s, 'three voters again', (q) => JSON.stringify(q.status?.voters) === '[1,2,3]' && q.status?.phase === 'Ready' && q.status?.lastOperation?.target === '3 voters', 300_000);
   expect(back.status?.lastOperation?.result).toBe('Succeeded');
-  expect(await claimUid(s, 2)).not.toBe(oldClaim);
+  expect(await claimUid(s, 1)).not.toBe(oldClaims[0]);
+  expect(await claimUid(s, 2)).not.toBe(oldClaims[1]);
   const steps = (await clusterEvents(s)).filter((e) => ['RemoveMember', 'WipeVolume', 'AddLearner', 'Promote'].includes(e.reason!)).map((e) => e.message);
   expect(steps).toEqual([
     'removing node 3 from the membership',
+    'removing node 2 from the membership',
+    'deleting the volume of pod 1: it holds the data node 2 had before it left the membership',
+    'adding node 2 as a learner',
     'deleting the volume of pod 2: it holds the data node 3 had before it left the membership',
     'adding node 3 as a learner',
-    'promoting node 3 to voters',
+    'promoting nodes 2 and 3 to voters',
   ]);
   expect(await verifyAcknowledged(report, await voterIps(s))).toEqual([]);
 });

@@ -1,10 +1,10 @@
-// e2e `scale-clusters`: the small version of `npm run bench -- scale`. Ten one-voter clusters
+// e2e `scale-clusters`: the small version of `npm run bench -- scale`. Twenty one-voter clusters
 // (their brokers in the test bed's broker fleets) on one operator replica at its default intervals
 // rest for a while. What does not depend on this machine's noise is asserted: a resting cluster
 // holds no activity slot (the Temporal SDK's gauge stays at zero while the operator observes all
-// ten), no Temporal timer, one observer activity per ten-minute round, and the operator's watches
-// do not grow with the clusters (the same few watches for one cluster and for ten; the bench takes
-// 200). The timings (memory and CPU of the operator's pod, API requests per resting cluster) are
+// twenty), no Temporal timer, one observer activity per ten-minute round, and the operator's watches
+// do not grow with the clusters (the same few watches for one cluster and for twenty; the bench
+// takes 200). The timings (memory and CPU of the operator's pod, API requests per resting cluster) are
 // printed.
 import { afterAll, expect, it } from 'vitest';
 import { processUsage } from '../bench/clusters.ts';
@@ -12,7 +12,7 @@ import { control } from '../testbed/client.ts';
 import { createCluster, formed, scenario, seedSpec, sleep, waitForCluster, type Scenario } from './harness.ts';
 import { historyEvents, workflowRuns } from './temporal.ts';
 
-const CLUSTERS = 10;
+const CLUSTERS = 20;
 const REST_MS = 40_000;
 /** The operator's defaults: a look every 10 s, the write probe every minute; a round lasts 10 min. */
 const DEFAULT_INTERVALS = { observeInterval: '10s', probeInterval: '1m', pollInterval: '2s' };
@@ -115,6 +115,6 @@ it(`scale-clusters: ${CLUSTERS} resting clusters hold no activity slot, no timer
   // cluster in the window (one ending, one beginning).
   expect(many.timers).toBe(0);
   expect(many.activities).toBeLessThanOrEqual(2 * CLUSTERS);
-  // The watches are the process's, not the clusters': ten clusters open no more than one does.
+  // The watches are the process's, not the clusters': twenty clusters open no more than one does.
   expect(many.watches).toBeLessThanOrEqual(one.watches + 5);
 });

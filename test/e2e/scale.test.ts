@@ -83,7 +83,7 @@ it('scale: 3 to 5 voters and back to 3 under load', async () => {
       'removing node 4 from the membership',
     ]);
   }
-  // Node 5 leaves before its pod goes, node 4 before its pod goes; a leader among them hands off first.
+  // Node 5 and node 4 leave before their pods go (together); a leader among them hands off first.
   const without = downSteps.filter((m) => !/leads: stopping its pod once/.test(m));
   expect(without).toEqual(SCALE_DOWN_5_TO_3);
   expect((await pods(s)).map((p) => p.metadata?.name)).toEqual(['queen-0', 'queen-1', 'queen-2']);

@@ -4,10 +4,9 @@
 /** 3 to 5 voters: both new nodes promoted in one change. */
 export const SCALE_UP_3_TO_5 = ['adding pods for 5 voters', 'adding node 4 as a learner', 'adding node 5 as a learner', 'promoting nodes 4 and 5 to voters'];
 
-/** 5 to 3 voters, one node at a time, each before its pod goes (a leader's hand-off aside). */
+/** 5 to 3 voters, one node at a time, then their pods together (a leader's hand-off aside). */
 export const SCALE_DOWN_5_TO_3 = [
   'removing node 5 from the membership',
-  'removing the pods above node 4',
   'removing node 4 from the membership',
   'removing the pods above node 3',
   'deleting the volume claim of pod 3',

@@ -108,6 +108,42 @@ export async function activityResults(s: Scenario, run: Pick<Run, 'workflowId' |
   return out;
 }
 
+/**
+ * A run's completed activities in the order they were scheduled: the step line each carried as its
+ * summary (what the Web UI shows), and the named gates that held it, read from the `held` of its
+ * result ("pod-ready-for-min-ready-seconds 25 s, write-commits 0.4 s", worker.ts timeSteps).
+ */
+export async function heldSteps(s: Scenario, run: Pick<Run, 'workflowId' | 'runId'>): Promise<HeldStep[]> {
+  const events = await historyEvents(s, run);
+  const scheduled = new Map<string, { type: string; summary: string }>();
+  const out: (HeldStep & { id: number })[] = [];
+  const text = (p: { data?: Uint8Array | null } | null | undefined) => (p?.data?.length ? JSON.parse(Buffer.from(p.data).toString('utf8')) : undefined);
+  for (const e of events) {
+    const a = e.activityTaskScheduledEventAttributes;
+    if (a) scheduled.set(String(e.eventId), { type: a.activityType?.name ?? '', summary: String(text(e.userMetadata?.summary) ?? '') });
+    const done = e.activityTaskCompletedEventAttributes;
+    if (done) {
+      const result = text(done.result?.payloads?.[0]) as { held?: string } | undefined;
+      const heldMs: Record<string, number> = {};
+      for (const part of typeof result?.held === 'string' ? result.held.split(', ') : []) {
+        const m = /^(\S+) ([\d.]+) s$/.exec(part);
+        if (m) heldMs[m[1]!] = Number(m[2]) * 1000;
+      }
+      out.push({ id: Number(done.scheduledEventId), ...scheduled.get(String(done.scheduledEventId))!, held: Object.keys(heldMs), heldMs });
+    }
+  }
+  return out.sort((a, b) => a.id - b.id).map(({ id: _id, ...step }) => step);
+}
+
+export interface HeldStep {
+  type: string;
+  summary: string;
+  /** The gates that held it, in the order of its result's `held`. */
+  held: string[];
+  /** How long each held it (ms, as `held` says it: tenths of a second below 10 s, whole seconds above). */
+  heldMs: Record<string, number>;
+}
+
 /** The steps (activities) a run has running or scheduled now: none while it waits for a person. */
 export async function pendingSteps(s: Scenario, workflowId: string): Promise<string[]> {
   const d = await s.temporal.workflow.getHandle(workflowId).describe();

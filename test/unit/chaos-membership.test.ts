@@ -28,8 +28,8 @@ const config = (voters: number[], learners: number[] = [], joint: [number[], num
   clusterVersion: 4,
 });
 /** An entry as the simulator writes it: index, term, ts, kind first. */
-const entry = (index: number, term: number, membership?: ReturnType<typeof config>) =>
-  JSON.stringify(membership ? { index, term, ts: 1, kind: 'membership', membership } : { index, term, ts: 1, kind: 'cmd', cmd: { t: 'push', items: [] } });
+const entry = (index: number, term: number, membership?: ReturnType<typeof config>, ts = 1) =>
+  JSON.stringify(membership ? { index, term, ts, kind: 'membership', membership } : { index, term, ts, kind: 'cmd', cmd: { t: 'push', items: [] } });
 const write = (dir: string, lines: string[], purged = 0) => writeFileSync(join(dir, 'log.jsonl'), [JSON.stringify({ purgedIndex: purged, purgedTerm: 0 }), ...lines].join('\n') + '\n');
 const keys = (r: MembershipReader, after = 0) => r.changes(after).map(changeKey);
 
@@ -116,5 +116,31 @@ describe('membership changes from the Raft logs', () => {
     expect(keys(r)).toEqual(['learner 4', 'promote 4']);
     expect(r.jointAtEnd()).toBeNull();
     expect(r.lastIndex()).toBe(5);
+  });
+
+  it("each change's own time as the leader's log tells it: from its first entry proposed to the entry after its last", () => {
+    const d = folder();
+    write(d, [
+      entry(1, 0, config([1, 2, 3, 4, 5])),
+      entry(2, 1, undefined, 1000),
+      // Node 5 removed: a joint entry, then the final one once the joint committed; writes resume after.
+      entry(3, 1, config([1, 2, 3, 4], [], [[1, 2, 3, 4, 5], [1, 2, 3, 4]]), 1100),
+      entry(4, 1, config([1, 2, 3, 4]), 1130),
+      entry(5, 1, undefined, 1175),
+      // A learner: one entry.
+      entry(6, 1, config([1, 2, 3, 4], [5]), 2000),
+      entry(7, 1, undefined, 2020),
+      // The last change, nothing after it yet.
+      entry(8, 1, config([1, 2, 3, 4, 5], [], [[1, 2, 3, 4], [1, 2, 3, 4, 5]]), 3000),
+      entry(9, 1, config([1, 2, 3, 4, 5]), 3040),
+    ]);
+    const r = new MembershipReader();
+    r.folders.add(d);
+    r.read();
+    expect(r.changeTimes(2)).toEqual([
+      { index: 4, changes: ['remove 5'], ms: 75 },
+      { index: 6, changes: ['learner 5'], ms: 20 },
+      { index: 9, changes: ['promote 5'], ms: null },
+    ]);
   });
 });

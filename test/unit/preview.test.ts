@@ -5,7 +5,8 @@ import { withDefaults } from '../../crd/defaults.ts';
 import type { QueenCluster, QueenClusterSpec } from '../../crd/schema.ts';
 import type { ClusterView } from '../../plan/decide.ts';
 import type { Observation } from '../../plan/observation.ts';
-import { planOperation, REMOVAL_GATE_NAMES, STOP_GATE_NAMES } from '../../plan/preview.ts';
+import { planOperation } from '../../plan/preview.ts';
+import { DRAIN_GATES, LEAVE_GATES, RESTART_GATES, STOP_GATE_NAMES } from '../../plan/steps.ts';
 import { cluster, pod } from './fixture.ts';
 
 function planOf(
@@ -51,7 +52,7 @@ describe('a plan', () => {
     const p = planOf(obs, { bootstrap: { fromBackup: { name: 'queen-20261206-180000' } } });
     expect(p.operation).toBe('FormCluster');
     expect(steps(p)).toEqual([
-      'check that the backup queen-20261206-180000 is ready to restore from',
+      'check that the backup is ready to restore from',
       'create the claim of pod 0 from the backup queen-20261206-180000',
       'create the Services, the disruption budget and the StatefulSet with pod 0 alone, QUEEN_RAFT_FORCE_RECOVER=1',
       'wait for node 1 to recover alone and lead',
@@ -72,8 +73,11 @@ describe('a plan', () => {
     expect(p.target).toBe('2.6.1');
     expect(steps(p)).toEqual(['the pod template now runs ghcr.io/queen-mq/queen:2.6.1; pods restart one at a time', 'restarting pod 2', 'restarting pod 0', 'restarting pod 1']);
     expect(p.steps[3]).toMatchObject({ note: 'the leader, last' });
-    for (const s of p.steps.slice(1)) expect(s.gates).toEqual(STOP_GATE_NAMES);
+    // Each restart: the stop gate, the drain in its last seconds, the eviction (what restartPod waits on).
+    // After the first, a failure of the new version holds the upgrade (onFailure Hold, the default).
+    expect(p.steps.slice(1).map((x) => x.gates)).toEqual([RESTART_GATES, ['new-version-healthy', ...RESTART_GATES], ['new-version-healthy', ...RESTART_GATES]]);
     expect(STOP_GATE_NAMES).toEqual(expect.arrayContaining(['not-paused', 'pod-ready-for-min-ready-seconds', 'voter-caught-up', 'voter-not-stalled', 'write-commits']));
+    expect(RESTART_GATES).toEqual(expect.arrayContaining([...STOP_GATE_NAMES, 'pod-out-of-endpoints', 'requests-drained', 'disruption-budget', 'pod-gone']));
     expect(p.message).toBe('RollingUpgrade (2.6.1): the pod template now runs ghcr.io/queen-mq/queen:2.6.1; pods restart one at a time, restarting pod 2, restarting pod 0, restarting pod 1');
   });
 
@@ -129,7 +133,7 @@ describe('a plan', () => {
       `restarting pod 1 although pod 0 is not Ready: ${why}; pod 1 serves no client, so stopping it cuts none off`,
       'restarting pod 0',
     ]);
-    for (const s of p.steps.slice(1)) expect(s.gates).toEqual(STOP_GATE_NAMES);
+    for (const s of p.steps.slice(1)) expect(s.gates).toEqual(expect.arrayContaining([...RESTART_GATES]));
     expect(p.steps[3]!.note).toBe('not Ready on the old template, and the leader: after the other pods that are not Ready');
     // With a pod of the old build Ready, none is waived: the plan is the plain one.
     pod(obs, 0).ready = true;
@@ -139,8 +143,14 @@ describe('a plan', () => {
   it('of an upgrade with a canary and an approval: the soak after the first pod, the approval before the leader', () => {
     const p = planOf(behind(cluster(3, 3, 1)), { upgrade: { canarySeconds: 90, approval: 'Manual' } });
     expect(steps(p).slice(1)).toEqual(['restarting pod 2', 'soaking pod 2 on 2.6.1 for 1m30s', 'restarting pod 1', 'restarting pod 0']);
-    expect(p.steps[2]!.gates).toEqual(['canary-soaked']);
-    expect(p.steps[4]!.gates).toEqual([...STOP_GATE_NAMES, 'approved']);
+    // (onFailure Hold, the default: once a pod runs the new version, a failure of it holds the upgrade.)
+    expect(p.steps[1]!.gates).toEqual(RESTART_GATES);
+    expect(p.steps[2]!.gates).toEqual(['canary-soaked', 'new-version-healthy']);
+    expect(p.steps[3]!.gates).toEqual(['new-version-healthy', ...RESTART_GATES]);
+    expect(p.steps[4]!.gates).toEqual(['new-version-healthy', 'approved', ...RESTART_GATES]);
+    const rollback = planOf(behind(cluster(3, 3, 1)), { upgrade: { canarySeconds: 90, onFailure: 'Rollback' } });
+    expect(rollback.steps[2]!.gates).toEqual(['canary-soaked']);
+    expect(rollback.steps[4]!.gates).toEqual(RESTART_GATES);
   });
 
   it('of an upgrade half done: what is left (no canary once a pod runs the new version)', () => {
@@ -154,7 +164,11 @@ describe('a plan', () => {
     const p = planOf(cluster(3, 3, 1), { replicas: 5 });
     expect(p.operation).toBe('ScaleVoters');
     expect(steps(p)).toEqual(['adding pods for 5 voters', 'adding node 4 as a learner', 'adding node 5 as a learner', 'promoting nodes 4 and 5 to voters']);
-    expect(p.steps[3]!.gates).toEqual(['learner-caught-up', 'no-change-in-flight']);
+    // The waits nextVoterStep looks at before each step, then what the step runs.
+    expect(p.steps[0]!.gates).toEqual(['leader-known', 'no-change-in-flight', 'statefulset-present']);
+    expect(p.steps[1]!.gates).toEqual(['leader-known', 'no-change-in-flight', 'statefulset-present', 'pod-running', 'membership-change']);
+    // The promotion's, and after it the new voters' pods Ready before the operation ends.
+    expect(p.steps[3]!.gates).toEqual(['leader-known', 'no-change-in-flight', 'statefulset-present', 'learner-caught-up', 'membership-change', 'pod-ready']);
   });
 
   it('of 5 to 3 voters with node 5 leading: the hand-off first, then members, pods and claims', () => {
@@ -162,16 +176,16 @@ describe('a plan', () => {
     expect(steps(p)).toEqual([
       'node 5 leads: stopping its pod once so it hands leadership away before it is removed',
       'removing node 5 from the membership',
-      'removing the pods above node 4',
       'removing node 4 from the membership',
       'removing the pods above node 3',
-      'deleting the volume claim of pod 3',
-      'deleting the volume claim of pod 4',
+      'deleting the volume claims of pods 3 and 4',
     ]);
-    expect(p.steps[0]!.gates).toEqual(STOP_GATE_NAMES);
+    expect(p.steps[0]!.gates).toEqual(expect.arrayContaining([...RESTART_GATES]));
     // A voter leaves through the stop gate (issue 8, item 4), its pod drained first.
-    expect(p.steps[1]!.gates).toEqual(REMOVAL_GATE_NAMES);
-    expect(p.steps[1]!.gates).toEqual(expect.arrayContaining(['not-paused', 'voter-not-stalled', 'write-commits', 'pod-out-of-endpoints', 'requests-drained']));
+    expect(p.steps[1]!.gates).toEqual(expect.arrayContaining([...STOP_GATE_NAMES, ...LEAVE_GATES]));
+    expect(p.steps[1]!.gates).toEqual(expect.arrayContaining(['not-paused', 'voter-not-stalled', 'write-commits', 'pod-out-of-endpoints', 'requests-drained', 'membership-change']));
+    // A claim goes once its pod is gone.
+    expect(p.steps[4]!.gates).toContain('pod-gone');
   });
 
   it('of voters while a membership change is in flight: the wait, and no guess past it', () => {
@@ -192,13 +206,15 @@ describe('a plan', () => {
       'promoting node 2 to voters',
       'pod 1 is a voter again',
     ]);
-    expect(follower.steps[1]!.gates).toEqual(REMOVAL_GATE_NAMES);
+    expect(follower.steps[1]!.gates).toEqual(expect.arrayContaining([...STOP_GATE_NAMES, ...LEAVE_GATES]));
+    expect(follower.steps[2]!.gates).toEqual(['old-volume-gone', ...DRAIN_GATES]);
     const leader = planOf(cluster(3, 3, 2), {}, { 'queenmq.com/replace-pod': 'queen-1' });
     expect(steps(leader).slice(0, 3)).toEqual([
       'replacing pod 1',
       'pod 1 leads: stopping it once so it hands leadership away before it is removed',
       'removing node 2 from the membership',
     ]);
+    expect(leader.steps[1]!.gates).toEqual(RESTART_GATES);
   });
 
   it('of bigger volumes: the claims together, then the StatefulSet again', () => {
@@ -207,6 +223,10 @@ describe('a plan', () => {
     expect(steps(p)).toEqual([
       'growing the volumes of pods 0, 1 and 2 to 100Gi',
       'recreating the StatefulSet with 100Gi volumes; its pods keep running',
+    ]);
+    expect(p.steps.map((x) => x.gates)).toEqual([
+      ['statefulset-present', 'volume-can-grow'],
+      ['statefulset-present', 'volume-can-grow', 'volume-grown', 'statefulset-recreated'],
     ]);
   });
 

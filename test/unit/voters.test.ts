@@ -100,12 +100,11 @@ describe('3 to 5 voters: learners first, promoted together (S3)', () => {
 });
 
 describe('5 to 3 voters: each node leaves the membership before its pod goes (S4)', () => {
-  it('node 5 leaves, its pod goes, node 4 (the leader) hands off, leaves, its pod goes, then the claims', () => {
+  it('node 5 leaves, node 4 (the leader) hands off and leaves, then their pods go together, then their claims in one step', () => {
     const obs = cluster(5, 5, 2);
     expect(nextVoterStep(obs, 3)).toEqual({ kind: 'remove-member', nodeId: 5, message: 'removing node 5 from the membership' });
     removeMember(obs, 5);
-    expect(nextVoterStep(obs, 3)).toEqual({ kind: 'scale-pods', pods: 4, message: 'removing the pods above node 4' });
-    scalePods(obs, 4);
+    // Pod 4 (node 5's) waits, out of the client Services, until node 4 has left too.
     obs.membership!.leader = 4;
     expect(nextVoterStep(obs, 3)).toMatchObject({ kind: 'hand-off', nodeId: 4, message: 'node 4 leads: stopping its pod once so it hands leadership away before it is removed' });
     pod(obs, 3).terminating = true;
@@ -117,22 +116,45 @@ describe('5 to 3 voters: each node leaves the membership before its pod goes (S4
     expect(nextVoterStep(obs, 3)).toEqual({ kind: 'scale-pods', pods: 3, message: 'removing the pods above node 3' });
     scalePods(obs, 3);
     // The claims of pods 3 and 4 stay behind the StatefulSet (whenScaled: Retain): the operator deletes them (G8).
-    expect(nextVoterStep(obs, 3)).toEqual({ kind: 'delete-claim', ordinal: 3, claimName: 'data-queen-3', claimUid: 'claim-d', message: 'deleting the volume claim of pod 3' });
+    expect(nextVoterStep(obs, 3)).toEqual({
+      kind: 'delete-claims',
+      claims: [
+        { ordinal: 3, claimName: 'data-queen-3', claimUid: 'claim-d', message: 'deleting the volume claim of pod 3' },
+        { ordinal: 4, claimName: 'data-queen-4', claimUid: 'claim-e', message: 'deleting the volume claim of pod 4' },
+      ],
+      message: 'deleting the volume claims of pods 3 and 4',
+    });
     obs.claims = obs.claims.filter((c) => c.ordinal < 3);
     expect(nextVoterStep(obs, 3)).toEqual({ kind: 'done' });
+  });
+
+  it('a claim waits for its pod to be gone', () => {
+    const obs = cluster(5, 3, 2);
+    obs.statefulSet!.replicas = 3;
+    pod(obs, 4).terminating = true;
+    obs.pods = obs.pods.filter((p) => p.ordinal !== 3);
+    expect(nextVoterStep(obs, 3)).toEqual({ kind: 'wait', message: 'waiting for pod 4 to go before its volume claim is deleted', gate: 'pod-gone' });
   });
 });
 
 describe('3 to 1 voter: two voters never lose one before it left the membership (S5)', () => {
-  it('removes node 3, its pod, then node 2, not its pod first', () => {
+  it('removes node 3, then node 2, then their pods', () => {
     const obs = cluster(3, 3, 1);
     expect(nextVoterStep(obs, 1)).toMatchObject({ kind: 'remove-member', nodeId: 3 });
     removeMember(obs, 3);
-    expect(nextVoterStep(obs, 1)).toMatchObject({ kind: 'scale-pods', pods: 2, message: 'removing the pods above node 2' });
-    scalePods(obs, 2);
     expect(nextVoterStep(obs, 1)).toMatchObject({ kind: 'remove-member', nodeId: 2 });
     removeMember(obs, 2);
     expect(nextVoterStep(obs, 1)).toMatchObject({ kind: 'scale-pods', pods: 1, message: 'removing the pods above node 1' });
+  });
+
+  it('a leader that leaves hands leadership away first, the leader of two too', () => {
+    const obs = cluster(3, 3, 3);
+    expect(nextVoterStep(obs, 1)).toMatchObject({ kind: 'hand-off', nodeId: 3 });
+    // The hand-off went to node 2, which leaves too.
+    obs.membership!.leader = 2;
+    expect(nextVoterStep(obs, 1)).toMatchObject({ kind: 'remove-member', nodeId: 3 });
+    removeMember(obs, 3);
+    expect(nextVoterStep(obs, 1)).toMatchObject({ kind: 'hand-off', nodeId: 2 });
   });
 });
 
