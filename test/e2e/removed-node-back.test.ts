@@ -38,9 +38,9 @@ it('removed-node-back: after a scale-down that stopped early, the removed node c
   await patchSpec(s, { replicas: 3 });
   const back = await waitForCluster(s, 'three voters again', (q) => JSON.stringify(q.status?.voters) === '[1,2,3]' && q.status?.phase === 'Ready' && q.status?.lastOperation?.target === '3 voters', 300_000);
   expect(back.status?.lastOperation?.result).toBe('Succeeded');
-  expect(await claimUid(s, 1)).not.toBe(oldClaims[0]);
-  expect(await claimUid(s, 2)).not.toBe(oldClaims[1]);
   const steps = (await clusterEvents(s)).filter((e) => ['RemoveMember', 'WipeVolume', 'AddLearner', 'Promote'].includes(e.reason!)).map((e) => e.message);
+  expect(await claimUid(s, 1), steps.join('\n')).not.toBe(oldClaims[0]);
+  expect(await claimUid(s, 2), steps.join('\n')).not.toBe(oldClaims[1]);
   expect(steps).toEqual([
     'removing node 3 from the membership',
     'removing node 2 from the membership',
