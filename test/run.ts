@@ -11,6 +11,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
+import { longDraw } from './long.ts';
 
 const root = new URL('..', import.meta.url).pathname;
 mkdirSync(join(root, '.cache'), { recursive: true });
@@ -72,7 +73,15 @@ if (args.some((a) => a.startsWith('--project'))) {
   // would disrupt the scenario beside them: they run afterwards, one at a time (vitest.config.ts),
   // beside the cluster-wide installs, which have a test bed of their own (they would act on the other
   // scenarios' clusters); their output follows once they end.
+  // Two of the long scenarios, drawn from the commit (test/long.ts); a file filter runs what it names.
+  const long = longDraw();
+  if (args.length === 0) {
+    // vitest.config.ts leaves these out of the testbed project.
+    process.env.QUEEN_LEAVE_OUT = long.left.map((n) => `test/e2e/${n}.test.ts`).join(',');
+    console.log(`long scenarios: ${long.run.join(' and ')} (drawn from ${long.from}); the others: npm run e2e -- ${long.left.join(' ')}`);
+  }
   await runVitest('testbed', ['--project', 'testbed', '--maxWorkers=4', ...filtered, ...args]);
+  delete process.env.QUEEN_LEAVE_OUT;
   await Promise.all([
     runVitest('testbed-alone', ['--project', 'testbed-alone', '--maxWorkers=1', ...filtered, ...args]),
     runVitest('cluster-wide', ['--project', 'cluster-wide', ...filtered, ...args], true),
