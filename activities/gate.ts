@@ -10,7 +10,7 @@ import { readAnnotations } from '../crd/annotations.ts';
 import { withDefaults } from '../crd/defaults.ts';
 import type { Phase, QueenCluster } from '../crd/schema.ts';
 import { ANNOTATIONS } from '../crd/schema.ts';
-import { fixForward, fixForwardText } from '../plan/fix-forward.ts';
+import { fixForward, withFixForward } from '../plan/fix-forward.ts';
 import { drainAhead, nodeDownProblem, stopGate, writeGate, type GateOptions } from '../plan/gates.ts';
 import { livePodAt, podAt, type Observation } from '../plan/observation.ts';
 import type { RestartPick } from '../plan/restarts.ts';
@@ -247,7 +247,7 @@ export function gateActivities(deps: ActivityDeps) {
         }
         // A stop the gate lets through although other pods are not Ready (a fix-forward): the step says why.
         const forward = fixForward(obs, pick.ordinal);
-        const message = forward ? `${said.message} ${fixForwardText(forward)}` : said.message;
+        const message = withFixForward(said.message, forward);
         if (!drained) {
           const target = { ordinal: pick.ordinal, name: pick.podName, uid: pick.podUid, ip: pod.status?.podIP ?? null };
           const others = said.leaving ? leavingPods(qc, obs, pick.ordinal + 1) : [];

@@ -55,3 +55,6 @@ export function fixForwardText(f: FixForward): string {
     `pod ${f.target} serves no client, so stopping it cuts none off`
   );
 }
+
+/** A stop's line, with why it goes although other pods are not Ready when a fix-forward lets it through. */
+export const withFixForward = (line: string, f: FixForward | null): string => (f ? `${line} ${fixForwardText(f)}` : line);

@@ -12,7 +12,7 @@
 // probe, a drain, an eviction, a change through the leader) name their gates below, which those
 // parts hold with (activities/gate.ts, drain.ts, membership.ts).
 import type { StoredSpec } from '../crd/schema.ts';
-import { fixForward, fixForwardText } from './fix-forward.ts';
+import { fixForward, withFixForward } from './fix-forward.ts';
 import { goDuration, idsText } from './format.ts';
 import { STOP_GATES, type GateName } from './gates.ts';
 import type { Observation } from './observation.ts';
@@ -113,8 +113,7 @@ export function restartStep(spec: Pick<StoredSpec, 'upgrade'>, pick: RestartPick
           : 'not Ready on the old template: it goes first'
         : undefined;
   const gates = gatesOf(failureHolds(spec, !firstOnNewTemplate(obs)), needsApproval(spec, pick) ? ['approved'] : [], RESTART_GATES);
-  const forward = fixForward(obs, pick.ordinal);
-  return { step: forward ? `${restartLine(pick.ordinal)} ${fixForwardText(forward)}` : restartLine(pick.ordinal), gates, ...(note ? { note } : {}) };
+  return { step: withFixForward(restartLine(pick.ordinal), fixForward(obs, pick.ordinal)), gates, ...(note ? { note } : {}) };
 }
 
 export const restartLine = (ordinal: number) => `restarting pod ${ordinal}`;
