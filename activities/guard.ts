@@ -7,6 +7,7 @@ import { apiErrorMessage, apiServerReady, describeKubeError, getCluster, patchCl
 import { keepAlive, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
 import { Parking } from './waits.ts';
 import { idsText, podsText } from '../plan/format.ts';
+import { wipeLine, type VolumeToWipe } from '../plan/voters.ts';
 import { stepFailures } from '../metrics.ts';
 
 /**
@@ -64,6 +65,10 @@ const WORDS: Record<string, (args: unknown[]) => string> = {
     return claims.length === 1 ? `deleting the volume claim of pod ${claims[0]!.ordinal}` : `deleting the volume claims of ${podsText(claims.map((c) => c.ordinal))}`;
   },
   wipeClaim: (a) => arg<{ message: string }>(a, 1)?.message,
+  wipeClaims: (a) => {
+    const volumes = arg<VolumeToWipe[]>(a, 1);
+    return volumes?.length ? wipeLine(volumes) : 'deleting the volumes of nodes that left the membership';
+  },
   awaitVolumeStep: () => 'waiting for the next step towards the volume size wanted',
   expandClaim: (a) => arg<string>(a, 5),
   expandClaims: (a) => arg<string>(a, 3),

@@ -4,10 +4,11 @@
 // data of a node that left the membership.
 import { ApplicationFailure } from '@temporalio/common';
 import { withDefaults } from '../crd/defaults.ts';
-import { catchUpLookAgainAt, nextVoterStep, type ClaimToDelete, type VoterStep } from '../plan/voters.ts';
+import { catchUpLookAgainAt, nextVoterStep, type ClaimToDelete, type VolumeToWipe, type VoterStep } from '../plan/voters.ts';
+import { podsText } from '../plan/format.ts';
 import { loadCluster, observeCluster, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
 import { holdUntil } from './waits.ts';
-import { drainPod, serveAgain } from './drain.ts';
+import { drainPods, serveAgain, type DrainTarget } from './drain.ts';
 import { applyObject, deleteClaimByUid, deletePodByUid, getPod, getStatefulSet } from './kube.ts';
 import { inFlightLookAgainAt, removalHold } from './membership.ts';
 import { keptShape, names, parseOrdinal, statefulSet } from './resources.ts';
@@ -15,6 +16,29 @@ import { keptShape, names, parseOrdinal, statefulSet } from './resources.ts';
 export type ActionableVoterStep = Exclude<VoterStep, { kind: 'wait' }>;
 
 export function scaleActivities(deps: ActivityDeps) {
+  /**
+   * Deletes each claim (the UID observed), drains the pods still in the client Services side by
+   * side, then deletes each pod (its UID), so the StatefulSet makes both again, empty.
+   */
+  async function wipeVolumes(ref: ClusterRef, volumes: VolumeToWipe[]): Promise<void> {
+    const qc = await loadCluster(deps, ref);
+    const deleted = new Set<string>();
+    for (const v of volumes) if (await deleteClaimByUid(deps.kube, ref.namespace, v.claimName, v.claimUid)) deleted.add(v.claimUid);
+    // Their nodes are not members: pods still in the client Services leave them before they go.
+    const targets: DrainTarget[] = [];
+    for (const v of volumes) {
+      const pod = await getPod(deps.kube, ref.namespace, v.podName);
+      if (pod?.metadata?.uid === v.podUid && !pod.metadata?.deletionTimestamp) targets.push({ ordinal: v.ordinal, name: v.podName, uid: v.podUid, ip: pod.status?.podIP ?? null });
+    }
+    if (targets.length > 0) {
+      const what = volumes.length === 1 ? volumes[0]!.message : `deleting the volumes of ${podsText(volumes.map((v) => v.ordinal))}`;
+      const event = `taking ${podsText(targets.map((t) => t.ordinal))} out of the client Service before ${targets.length === 1 ? 'it is' : 'they are'} deleted`;
+      await drainPods(deps, ref, targets, { phase: 'Scaling', what, event });
+    }
+    for (const v of volumes) await deletePodByUid(deps.kube, ref.namespace, v.podName, v.podUid);
+    for (const v of volumes) if (deleted.has(v.claimUid)) await stepEvent(deps, qc, 'WipeVolume', v.message);
+  }
+
   return {
     /** Waits until there is a step to take towards spec.replicas voters (read again each time). */
     async awaitVoterStep(ref: ClusterRef): Promise<ActionableVoterStep> {
@@ -53,21 +77,17 @@ export function scaleActivities(deps: ActivityDeps) {
     },
 
     /**
-     * Gives the pod of a node that left the membership an empty volume: deletes its claim (the UID
-     * observed) and the pod on it (its UID), so the StatefulSet makes both again, empty.
+     * Gives the pods of nodes that left the membership empty volumes, all in one step (plan/voters.ts
+     * wipeOldData says why together). One Event a volume.
      */
-    async wipeClaim(ref: ClusterRef, step: { ordinal?: number; claimName: string; claimUid: string; podName: string; podUid: string; message: string }): Promise<void> {
-      const qc = await loadCluster(deps, ref);
-      const deleted = await deleteClaimByUid(deps.kube, ref.namespace, step.claimName, step.claimUid);
-      // Its node is not a member: a pod still in the client Services leaves them before it goes.
+    async wipeClaims(ref: ClusterRef, volumes: VolumeToWipe[]): Promise<void> {
+      await wipeVolumes(ref, volumes);
+    },
+
+    /** One volume a step, as histories recorded before wipeClaims have it. */
+    async wipeClaim(ref: ClusterRef, step: Omit<VolumeToWipe, 'nodeId' | 'ordinal'> & { ordinal?: number }): Promise<void> {
       const ordinal = step.ordinal ?? parseOrdinal(ref.name, step.podName);
-      const pod = await getPod(deps.kube, ref.namespace, step.podName);
-      if (pod?.metadata?.uid === step.podUid && !pod.metadata?.deletionTimestamp) {
-        const words = { phase: 'Scaling' as const, what: step.message, event: `taking pod ${ordinal} out of the client Service before it is deleted` };
-        await drainPod(deps, ref, { ordinal, name: step.podName, uid: step.podUid, ip: pod.status?.podIP ?? null }, words);
-      }
-      await deletePodByUid(deps.kube, ref.namespace, step.podName, step.podUid);
-      if (deleted) await stepEvent(deps, qc, 'WipeVolume', step.message);
+      await wipeVolumes(ref, [{ ...step, ordinal, nodeId: ordinal + 1 }]);
     },
 
     /** Deletes the claim of a pod that is gone for good, if it is still the one observed (UID precondition). */

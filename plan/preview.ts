@@ -150,6 +150,17 @@ function voterSteps({ obs, spec }: PlanInput): PlannedStep[] {
       case 'delete-claims':
         sim.claims = sim.claims.filter((c) => !s.claims.some((x) => x.claimUid === c.uid));
         break;
+      case 'wipe-claim':
+      case 'wipe-claims':
+        // Each pod comes back on a new, empty claim.
+        for (const v of s.kind === 'wipe-claims' ? s.volumes : [s]) {
+          const claim = claimAt(sim, v.ordinal);
+          if (claim) claim.uid = `planned-claim-${v.ordinal}`;
+          const pod = podAt(sim, v.ordinal);
+          if (pod) Object.assign(pod, { uid: `planned-${v.ordinal}`, ready: false });
+          sim.health[v.ordinal] = { ...sim.health[v.ordinal]!, role: 'learner', applied: 0, commit: 0 };
+        }
+        break;
     }
   }
   return steps;

@@ -154,6 +154,7 @@ function voterStepGates(s: VoterAction): readonly GateName[] {
     case 'remove-member':
       return gatesOf(STOP_GATE_NAMES, LEAVE_GATES);
     case 'wipe-claim':
+    case 'wipe-claims':
       return DRAIN_GATES;
   }
 }

@@ -17,10 +17,23 @@ export type VoterStep =
   | { kind: 'promote'; nodeIds: number[]; message: string }
   | { kind: 'hand-off'; nodeId: number; message: string }
   | { kind: 'remove-member'; nodeId: number; message: string }
-  | { kind: 'wipe-claim'; nodeId: number; ordinal: number; claimName: string; claimUid: string; podName: string; podUid: string; message: string }
+  // One volume a step, as runs before 'wipe-claims' recorded it: taken when such a history replays.
+  | ({ kind: 'wipe-claim' } & VolumeToWipe)
+  | { kind: 'wipe-claims'; volumes: VolumeToWipe[]; message: string }
   // One claim a step, as runs before 'delete-claims' recorded it: taken when such a history replays.
   | { kind: 'delete-claim'; ordinal: number; claimName: string; claimUid: string; message: string }
   | { kind: 'delete-claims'; claims: ClaimToDelete[]; message: string };
+
+/** The volume of a pod whose node left the membership and kept its data, with its own line (and Event). */
+export interface VolumeToWipe {
+  nodeId: number;
+  ordinal: number;
+  claimName: string;
+  claimUid: string;
+  podName: string;
+  podUid: string;
+  message: string;
+}
 
 /** A claim of a pod gone for good, with its own line (and Event). */
 export interface ClaimToDelete {
@@ -69,20 +82,7 @@ export function nextVoterStep(obs: Observation, wanted: number, checked: GateNam
         const why = podStartProblem(pod);
         return { kind: 'wait', message: `waiting for pod ${id - 1} to start before node ${id} is added${why ? `: ${why}` : ''}`, gate: 'pod-running' };
       }
-      if (holdsOldData(obs, id)) {
-        const claim = liveClaimAt(obs, id - 1);
-        if (!claim) return { kind: 'wait', message: `waiting for pod ${id - 1} to start on an empty volume before node ${id} is added`, gate: 'pod-running' };
-        return {
-          kind: 'wipe-claim',
-          nodeId: id,
-          ordinal: id - 1,
-          claimName: claim.name,
-          claimUid: claim.uid,
-          podName: pod.name,
-          podUid: pod.uid,
-          message: `deleting the volume of pod ${id - 1}: it holds the data node ${id} had before it left the membership`,
-        };
-      }
+      if (holdsOldData(obs, id)) return wipeOldData(obs, pods);
       return { kind: 'add-learner', nodeId: id, message: `adding node ${id} as a learner` };
     }
     learners.push(member);
@@ -131,6 +131,47 @@ export function nextVoterStep(obs: Observation, wanted: number, checked: GateNam
     }
   }
   return { kind: 'done' };
+}
+
+/**
+ * Every pod whose node left the membership and kept its data gets an empty volume in the same step,
+ * before any of them is added back. A node that left without hearing of its removal still counts
+ * itself a voter of the membership it knew; once a node of that membership runs empty, that node
+ * grants it a vote (an empty log is behind every other), and the stale node leads a term newer than
+ * the cluster's, over a log that lacks what the cluster committed since it left (the simulator
+ * showed it: test/sim/stale-member.test.ts). So none is emptied while another pod whose node is not
+ * a member has not answered yet (its data unknown), and all of them go together.
+ */
+function wipeOldData(obs: Observation, pods: number): VoterStep {
+  const volumes: VolumeToWipe[] = [];
+  for (let ordinal = 0; ordinal < pods; ordinal++) {
+    const nodeId = ordinal + 1;
+    if (memberOf(obs.membership, nodeId)) continue;
+    const pod = podAt(obs, ordinal);
+    if (!pod || pod.terminating || !pod.running || !obs.health[ordinal]) {
+      const why = podStartProblem(pod);
+      return { kind: 'wait', message: `waiting for pod ${ordinal} to start before a volume is emptied: whether node ${nodeId} kept its data decides which${why ? ` (${why})` : ''}`, gate: 'pod-running' };
+    }
+    if (!holdsOldData(obs, nodeId)) continue;
+    const claim = liveClaimAt(obs, ordinal);
+    if (!claim) return { kind: 'wait', message: `waiting for pod ${ordinal} to start on an empty volume before node ${nodeId} is added`, gate: 'pod-running' };
+    volumes.push({
+      nodeId,
+      ordinal,
+      claimName: claim.name,
+      claimUid: claim.uid,
+      podName: pod.name,
+      podUid: pod.uid,
+      message: `deleting the volume of pod ${ordinal}: it holds the data node ${nodeId} had before it left the membership`,
+    });
+  }
+  return { kind: 'wipe-claims', volumes, message: wipeLine(volumes) };
+}
+
+/** The line of a step that empties these volumes (one volume: its own line). */
+export function wipeLine(volumes: readonly VolumeToWipe[]): string {
+  if (volumes.length === 1) return volumes[0]!.message;
+  return `deleting the volumes of ${podsText(volumes.map((v) => v.ordinal))}: they hold the data ${idsText(volumes.map((v) => v.nodeId))} had before they left the membership`;
 }
 
 /**

@@ -51,9 +51,13 @@ export async function scaleVoters(input: OperationInput): Promise<string> {
               // `held`: the gate closed again since the wait for it; the next wait says why.
               took = outcomeOf(await step(s.message, 'wait').removeNode(ref, s.nodeId, 'Scaling')) === 'removed';
               break;
-            case 'wipe-claim':
-              // A wait: the pod is drained before it goes (`--drain-wait`, up to 10 minutes), longer
+            case 'wipe-claims':
+              // A wait: the pods are drained before they go (`--drain-wait`, up to 10 minutes), longer
               // than a quick step's timeout, whose attempts would then overlap.
+              await step(s.message, 'wait').wipeClaims(ref, s.volumes);
+              break;
+            case 'wipe-claim':
+              // One volume a step (a history recorded before the volumes went together).
               await step(s.message, 'wait').wipeClaim(ref, s);
               break;
             case 'delete-claim':

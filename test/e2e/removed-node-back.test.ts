@@ -2,9 +2,10 @@
 // its old data. A scale from 3 voters to 1 fails after nodes 3 and 2 left the membership and before
 // their pods went: a policy of the cluster refuses every update of the StatefulSet (the step ends,
 // Blocked with the API server's words). Pods 1 and 2 keep running on the data of nodes 2 and 3. The
-// policy goes and 3 voters are asked again: before each node is added as a learner, its pod gets an
-// empty volume (the claim deleted by the UID observed), so the node copies everything from the
-// leader instead of coming back with what it held. Every message acknowledged before is on every
+// policy goes and 3 voters are asked again: before either node is added as a learner, both pods get
+// an empty volume in one step (each claim deleted by the UID observed), so each node copies
+// everything from the leader instead of coming back with what it held, and no node that missed its
+// removal is left running beside an empty one whose vote would make it lead (sim stale-member). Every message acknowledged before is on every
 // voter. (A cancelled scale-down: scale-down-cancel.)
 import { afterEach, expect, it } from 'vitest';
 import { startLoad, verifyAcknowledged } from '../testbed/load.ts';
@@ -45,8 +46,8 @@ it('removed-node-back: after a scale-down that stopped early, the removed node c
     'removing node 3 from the membership',
     'removing node 2 from the membership',
     'deleting the volume of pod 1: it holds the data node 2 had before it left the membership',
-    'adding node 2 as a learner',
     'deleting the volume of pod 2: it holds the data node 3 had before it left the membership',
+    'adding node 2 as a learner',
     'adding node 3 as a learner',
     'promoting nodes 2 and 3 to voters',
   ]);

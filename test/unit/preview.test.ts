@@ -188,6 +188,22 @@ describe('a plan', () => {
     expect(p.steps[4]!.gates).toContain('pod-gone');
   });
 
+  it('of 3 voters again after a scale-down that stopped once nodes 3 and 2 left: both volumes emptied in one step, then learners, one promotion', () => {
+    const obs = cluster(3, 3, 1);
+    const m = obs.membership!;
+    m.members = m.members.filter((x) => x.nodeId === 1);
+    m.voters = [1];
+    const p = planOf(obs, { replicas: 3 });
+    expect(steps(p)).toEqual([
+      'deleting the volumes of pods 1 and 2: they hold the data nodes 2 and 3 had before they left the membership',
+      'adding node 2 as a learner',
+      'adding node 3 as a learner',
+      'promoting nodes 2 and 3 to voters',
+    ]);
+    // The pods are drained before they go.
+    expect(p.steps[0]!.gates).toEqual(expect.arrayContaining([...DRAIN_GATES]));
+  });
+
   it('of voters while a membership change is in flight: the wait, and no guess past it', () => {
     const obs = cluster(3, 3, 1);
     obs.membership!.changeInFlight = true;

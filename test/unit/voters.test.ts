@@ -176,15 +176,11 @@ describe('a node that left the membership never comes back with its old data (qu
     // 3 to 1 cancelled after node 3 left; then 3 voters asked again. Pod 2 still runs on node 3's data.
     const obs = cluster(3, 3, 1);
     removeMember(obs, 3);
+    const message = 'deleting the volume of pod 2: it holds the data node 3 had before it left the membership';
     expect(nextVoterStep(obs, 3)).toEqual({
-      kind: 'wipe-claim',
-      nodeId: 3,
-      ordinal: 2,
-      claimName: 'data-queen-2',
-      claimUid: 'claim-c',
-      podName: 'queen-2',
-      podUid: 'uid-2',
-      message: 'deleting the volume of pod 2: it holds the data node 3 had before it left the membership',
+      kind: 'wipe-claims',
+      volumes: [{ nodeId: 3, ordinal: 2, claimName: 'data-queen-2', claimUid: 'claim-c', podName: 'queen-2', podUid: 'uid-2', message }],
+      message,
     });
     // The pod goes with its claim; the new one starts empty and is added.
     pod(obs, 2).terminating = true;
@@ -193,6 +189,29 @@ describe('a node that left the membership never comes back with its old data (qu
     obs.claims[2] = { ...obs.claims[2]!, uid: 'claim-c2' };
     obs.health[2] = { ...obs.health[2]!, status: 503, healthy: false, role: 'learner', applied: 0, commit: 0 };
     expect(nextVoterStep(obs, 3)).toEqual({ kind: 'add-learner', nodeId: 3, message: 'adding node 3 as a learner' });
+  });
+  it('after nodes 3 and 2 left: both volumes are emptied in one step, before either node is added', () => {
+    // Emptied one at a time, node 2 would run empty while node 3 still runs on its data, and an
+    // empty node's vote makes a node that missed its removal lead (test/sim/stale-member.test.ts).
+    const obs = cluster(3, 3, 1);
+    removeMember(obs, 3);
+    removeMember(obs, 2);
+    const s = nextVoterStep(obs, 3);
+    expect(s).toMatchObject({ kind: 'wipe-claims', message: 'deleting the volumes of pods 1 and 2: they hold the data nodes 2 and 3 had before they left the membership' });
+    expect(s.kind === 'wipe-claims' && s.volumes.map((v) => [v.ordinal, v.nodeId, v.claimUid, v.podUid])).toEqual([
+      [1, 2, 'claim-b', 'uid-1'],
+      [2, 3, 'claim-c', 'uid-2'],
+    ]);
+  });
+  it('a pod whose node is not a member and has not answered yet: no volume is emptied until it does', () => {
+    const obs = cluster(3, 3, 1);
+    removeMember(obs, 3);
+    removeMember(obs, 2);
+    delete obs.health[2];
+    expect(nextVoterStep(obs, 3)).toMatchObject({ kind: 'wait', gate: 'pod-running', message: 'waiting for pod 2 to start before a volume is emptied: whether node 3 kept its data decides which' });
+    // Once it answers empty (a new pod on a new claim), only pod 1's volume is emptied.
+    obs.health[2] = { ...obs.health[1]!, applied: 0, commit: 0, role: 'learner' };
+    expect(nextVoterStep(obs, 3)).toMatchObject({ kind: 'wipe-claims', volumes: [{ ordinal: 1, nodeId: 2 }] });
   });
   it('a learner that holds data is a member: it is promoted, not emptied', () => {
     const obs = cluster(3, 3, 1);
