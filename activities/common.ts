@@ -17,7 +17,7 @@ import { clusterConditions } from './status.ts';
 import { readAnnotations } from '../crd/annotations.ts';
 import { brokerBase, observe } from './observe.ts';
 import type { Settings } from './settings.ts';
-import { standbyProbe } from '../plan/link.ts';
+import { sourceName, standbyLinkUnread, standbyProbe } from '../plan/link.ts';
 
 export interface ActivityDeps {
   kube: Kube;
@@ -247,6 +247,7 @@ export async function brokerToken(deps: ActivityDeps, qc: QueenCluster): Promise
 export async function probeThrough(deps: ActivityDeps, qc: QueenCluster, obs: Observation, except: number | null, attempts = 2): Promise<ProbeResult & { via?: number }> {
   // A standby takes no client write: its replay of the source committing stands for the probe.
   if (obs.link?.role === 'standby') return { ...standbyProbe(obs, qc.spec, qc.metadata.namespace), via: obs.link.via };
+  if (standbyLinkUnread(obs, qc.spec, qc.status)) return { ok: false, error: `the standby's leader has not said yet how it follows its source ${sourceName(qc.spec, qc.metadata.namespace)}` };
   const spec = withDefaults(qc.spec);
   const voters = new Set(obs.membership?.voters ?? []);
   let candidates = obs.pods.filter((p) => p.running && !p.terminating && obs.health[p.ordinal] && p.ordinal !== except);

@@ -154,6 +154,18 @@ export function standbyAssessment(obs: Pick<Observation, 'link'>, spec: Pick<Que
 }
 
 /**
+ * A standby (by its spec, never promoted) whose link role is not read yet: no leader answers the
+ * link, or the node that leads has not applied the role row yet (a node that joined a seeded
+ * standby reports 'primary' until it has). Its brokers take no client write: the write probe waits
+ * for the link instead of sending one that a standby refuses.
+ */
+export function standbyLinkUnread(obs: Pick<Observation, 'link'>, spec: Pick<QueenClusterSpec, 'standby'>, status: Pick<QueenClusterStatus, 'role'> | undefined): boolean {
+  if (!spec.standby || status?.role === 'promoted') return false;
+  const l = obs.link;
+  return !l || (l.role === 'primary' && !l.follower);
+}
+
+/**
  * What stands for the write probe on a standby, which takes no client write: its leader replays
  * its source (each replayed entry commits in the standby's own log before the next is read).
  */

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { withDefaults } from '../../crd/defaults.ts';
 import type { QueenCluster } from '../../crd/schema.ts';
 import { linkEnv, linkPodLabels, linkSourceAddresses } from '../../activities/link-objects.ts';
-import { compareVersions, linkNeed, linkRefusal, linkRole, parseLinkStatus, standbyAssessment, standbyBehind, standbyProbe, standbysOf, standbyStatus } from '../../plan/link.ts';
+import { compareVersions, linkNeed, linkRefusal, linkRole, parseLinkStatus, standbyAssessment, standbyBehind, standbyLinkUnread, standbyProbe, standbysOf, standbyStatus } from '../../plan/link.ts';
 
 const standby = { source: { cluster: { name: 'queen' } }, tokenSecret: { name: 'link', key: 'token' } };
 
@@ -78,6 +78,17 @@ describe('the link status', () => {
     expect(standbyAssessment(promoted, { standby }, 'ns')).toBeNull();
     // A source that a standby reads.
     expect(linkRole(obsOf({ role: 'primary', leader: true, readers: [{ name: 'standby-1', after: 3, idleMs: 10 }] }), {})).toBe('source');
+  });
+
+  it('a standby whose link role is not read yet sends no write probe; a primary, a following standby and a promoted one are read', () => {
+    // No leader answers the link yet, or the node that leads joined a seeded standby and has not applied its role row.
+    expect(standbyLinkUnread({ link: null }, { standby }, { role: 'standby' })).toBe(true);
+    expect(standbyLinkUnread(obsOf({ role: 'primary', leader: true }), { standby }, { role: 'standby' })).toBe(true);
+    expect(standbyLinkUnread(obsOf(status()), { standby }, { role: 'standby' })).toBe(false);
+    // Data of its own (it follows nothing): its writes commit, and it is Blocked for that reason.
+    expect(standbyLinkUnread(obsOf({ role: 'primary', leader: true, follower: { state: 'idle' } }), { standby }, undefined)).toBe(false);
+    expect(standbyLinkUnread({ link: null }, { standby }, { role: 'promoted' })).toBe(false);
+    expect(standbyLinkUnread({ link: null }, {}, undefined)).toBe(false);
   });
 });
 
