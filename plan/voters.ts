@@ -119,14 +119,19 @@ export function nextVoterStep(obs: Observation, wanted: number, checked: GateNam
     const message = claims.length === 1 ? claims[0]!.message : `deleting the volume claims of ${podsText(claims.map((c) => c.ordinal))}`;
     return { kind: 'delete-claims', claims, message };
   }
-  // A voter's pod that runs and answers healthy but is not Ready yet (its readiness probe has not
-  // passed since it joined): the change ends once it serves, not a moment before, so a scale-up
-  // does not end on a Degraded cluster. A pod that does not run or answer is not waited for here:
-  // status says why, and no change of the voters would make it start.
+  // A voter's pod that runs but is not Ready yet (its readiness probe has not passed since it
+  // joined, or its node still settles after the promotion): the change ends once it serves, not a
+  // moment before, so a scale-up does not end on a Degraded cluster. Waited for while the pod
+  // answers healthy or its node is live and caught up (it serves within a probe period or two); a
+  // pod that does not run, or whose node is not live or falls behind, is not: status says why, and
+  // no change of the voters would make it serve.
   checked.push('pod-ready');
   for (let id = 1; id <= wanted; id++) {
     const pod = podAt(obs, id - 1);
-    if (pod && !pod.terminating && pod.running && !pod.ready && obs.health[id - 1]?.healthy) {
+    if (!pod || pod.terminating || !pod.running || pod.ready) continue;
+    const member = memberOf(m, id);
+    const caughtUp = !!member?.voter && member.live && member.lag !== null && member.lag <= m.promoteMaxLag;
+    if (obs.health[id - 1]?.healthy || caughtUp) {
       return { kind: 'wait', message: `waiting for pod ${id - 1} to be Ready`, gate: 'pod-ready' };
     }
   }

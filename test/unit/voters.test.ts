@@ -52,9 +52,13 @@ describe('3 to 5 voters: learners first, promoted together (S3)', () => {
     obs.health[3] = { ...obs.health[0]! };
     obs.health[4] = { ...obs.health[0]! };
     expect(nextVoterStep(obs, 5)).toEqual({ kind: 'wait', message: 'waiting for pod 3 to be Ready', gate: 'pod-ready' });
-    // A pod that does not answer healthy is not waited for: no change of the voters makes it start.
+    // Its node live and caught up but its /health still 503 (settling after the promotion): waited for too.
     obs.health[3] = { ...obs.health[0]!, status: 503, healthy: false };
+    expect(nextVoterStep(obs, 5)).toEqual({ kind: 'wait', message: 'waiting for pod 3 to be Ready', gate: 'pod-ready' });
+    // A pod that does not answer healthy and whose node is not live is not: no change of the voters makes it serve.
+    setMember(obs, { ...member(4, true, 0), live: false });
     expect(nextVoterStep(obs, 5)).toEqual({ kind: 'done' });
+    setMember(obs, member(4, true, 0));
     pod(obs, 3).ready = true;
     obs.health[3] = { ...obs.health[0]! };
     expect(nextVoterStep(obs, 5)).toEqual({ kind: 'done' });
