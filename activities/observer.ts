@@ -298,7 +298,11 @@ async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: Observer
 
   const running = qc.status?.operation ?? null;
   let assessment: Assessment | null = null;
-  if (!running) {
+  // An operation is due and starts at once (the watcher starts it on the same change): its phase
+  // comes next, and this look says nothing of a cluster that is on its way (a FormCluster that
+  // formed on one voter, the ScaleVoters that adds the others).
+  const due = !running && decide(clusterView(qc, obs), null, obs.at).action === 'start';
+  if (!running && !due) {
     // No operation drains a pod now: every pod whose node is a member takes client connections
     // (asked of the API server first: an operation that began since this look may be draining it).
     if (podsToServe(obs).length > 0 && !qc.status?.fence) {

@@ -103,8 +103,11 @@ export function assess(input: AssessInput): Assessment {
     if (pod.unschedulable) return { phase: 'Degraded', message: `pod ${pod.ordinal} cannot be scheduled: ${pod.unschedulable}`, reason: 'unschedulable' };
     if (pod.notPlaced) return { phase: 'Degraded', message: `pod ${pod.ordinal} is not scheduled: ${pod.notPlaced}`, reason: 'unschedulable' };
   }
+  // The voters are the membership's here: one the spec asks for that is not a member yet (pods
+  // made, their nodes not added) is the next operation's to add, which starts at once (between a
+  // FormCluster that formed on one voter and the ScaleVoters after it), not a fault of the cluster.
   const hold = stopGate({
-    obs,
+    obs: { ...obs, voters: 0 },
     memory: input.memory,
     target: null,
     opts: { minReadyMs: 0, stallAfterMs: input.stallAfterMs, caughtUpEntries: obs.membership.promoteMaxLag },

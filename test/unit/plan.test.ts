@@ -27,6 +27,22 @@ describe('a cluster at rest (S1)', () => {
   });
 });
 
+describe('a cluster between two operations', () => {
+  it('formed on one voter with pods for three: the pods whose nodes the next operation adds are not a fault', () => {
+    // FormCluster of a standby from a seed ends on voters [1] and 3 pods; ScaleVoters starts next.
+    const obs = cluster(3, 1, 1);
+    obs.voters = 3;
+    for (const o of [1, 2]) {
+      pod(obs, o).ready = false;
+      obs.health[o] = { ...obs.health[o]!, status: 503, healthy: false, role: 'learner', applied: 0, commit: 0 };
+    }
+    expect(phaseOf(obs)).toEqual({ phase: 'Ready', message: '' });
+    // A voter's pod that is not Ready still is.
+    pod(obs, 0).ready = false;
+    expect(phaseOf(obs)).toMatchObject({ phase: 'Degraded', message: 'pod 0 is not Ready' });
+  });
+});
+
 describe('a cluster that cannot be read (S2)', () => {
   it('without a leader view and never formed, it is Forming', () => {
     const obs = cluster(3, 3, 1);
