@@ -49,7 +49,9 @@ export async function ensureTools(log: (line: string) => void = () => {}): Promi
       for (const line of String(d).split('\n')) if (line.startsWith('build-tools: building')) log(line);
     });
     child.on('error', (e) => resolve({ code: 127, stdout, stderr: `${stderr}\nbuild-tools: cannot run bash: ${e.message}` }));
-    child.on('exit', (c) => resolve({ code: c ?? 1, stdout, stderr }));
+    // 'close', not 'exit': the process may end before the last of its output has been read (under
+    // load, the tool paths it prints last were missed once, and the script said nothing).
+    child.on('close', (c) => resolve({ code: c ?? 1, stdout, stderr }));
   });
   if (code !== 0) {
     const lines = stderr.trim().split('\n');
