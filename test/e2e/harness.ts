@@ -460,15 +460,22 @@ export function row(qc: QueenCluster): string {
 /** Waits until the QueenCluster's status satisfies `ok`; the error says the last status seen. */
 export async function waitForCluster(s: Scenario, what: string, ok: (qc: QueenCluster) => boolean, timeoutMs: number, name = 'queen'): Promise<QueenCluster> {
   let last: QueenCluster | null = null;
-  return waitFor(
-    what,
-    async () => {
-      last = await getCluster(s, name);
-      return ok(last) ? last : undefined;
-    },
-    timeoutMs,
-    () => (last ? row(last) : 'no QueenCluster'),
-  );
+  try {
+    return await waitFor(
+      what,
+      async () => {
+        last = await getCluster(s, name);
+        return ok(last) ? last : undefined;
+      },
+      timeoutMs,
+      () => (last ? row(last) : 'no QueenCluster'),
+    );
+  } catch (err) {
+    // What the brokers said of their elections meanwhile: a wait that ran out is explained by it.
+    const lines = raftEvents(s, name, Date.now() - Math.min(timeoutMs, 120_000), Date.now());
+    console.log(`${what}: the brokers' raft lines of the last ${Math.min(timeoutMs, 120_000) / 1000} s (${lines.length}):\n${lines.slice(-80).join('\n')}`);
+    throw err;
+  }
 }
 
 /** The Events of the QueenCluster in the order they happened, as `kubectl describe` lists them. */
