@@ -5,7 +5,7 @@
 // brokers refuse later (expired, or without the Admin role) is Blocked with the brokers' words.
 import { createHmac } from 'node:crypto';
 import { afterEach, expect, it } from 'vitest';
-import { createCluster, kubectl, patchSpec, scenario, seedSpec, waitForCluster, type Scenario } from './harness.ts';
+import { createCluster, getCluster, kubectl, patchSpec, scenario, seedSpec, waitForCluster, type Scenario } from './harness.ts';
 
 let s: Scenario | null = null;
 afterEach(async () => {
@@ -63,7 +63,14 @@ it('credentials: an Admin token from the one Secret the operator may read; a tok
   expect(canList.stdout.trim()).toBe('no');
   const canGetOther = await kubectl(['-n', s.ns, 'auth', 'can-i', 'get', 'secret/queen', `--as=system:serviceaccount:${s.ns}:queen-operator`]);
   expect(canGetOther.stdout.trim()).toBe('no');
-  const ready = await waitForCluster(s, 'Ready with the token', (q) => q.status?.phase === 'Ready' && q.status?.commits === true && JSON.stringify(q.status?.voters) === '[1,2,3]', 240_000);
+  const ready = await waitForCluster(s, 'Ready with the token', (q) => q.status?.phase === 'Ready' && q.status?.commits === true && JSON.stringify(q.status?.voters) === '[1,2,3]', 240_000).catch(
+    async (err: unknown) => {
+      // Which operation holds the phase, at which step, parked how and since when (a wait that does not look again).
+      const q = await getCluster(s!);
+      console.log(`credentials: status.operation ${JSON.stringify(q.status?.operation ?? null)}; lastOperation ${JSON.stringify(q.status?.lastOperation ?? null)}`);
+      throw err;
+    },
+  );
   expect(ready.status?.members?.every((m) => m.live)).toBe(true);
 
   // The token expires (it is put back expired): Blocked with the brokers' words, once read again.
