@@ -301,8 +301,9 @@ async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: Observer
   // An operation is due and starts at once (the watcher starts it on the same change): its phase
   // comes next, and this look says nothing of a cluster that is on its way (a FormCluster that
   // formed on one voter, the ScaleVoters that adds the others).
-  const due = !running && decide(clusterView(qc, obs), null, obs.at).action === 'start';
-  if (!running && !due) {
+  const view = running ? null : clusterView(qc, obs);
+  const decision = view ? decide(view, null, obs.at) : null;
+  if (view && decision && decision.action !== 'start') {
     // No operation drains a pod now: every pod whose node is a member takes client connections
     // (asked of the API server first: an operation that began since this look may be draining it).
     if (podsToServe(obs).length > 0 && !qc.status?.fence) {
@@ -310,11 +311,9 @@ async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: Observer
         .then((now) => (now && !now.status?.operation ? serveAgain(deps, { ...ref, uid: qc.metadata.uid }, obs) : undefined))
         .catch((err: unknown) => opLogger(deps, { ...ref, uid: qc.metadata.uid ?? '' }).warn({ err: String(err) }, 'could not set the serving label of a pod'));
     }
-    const view = clusterView(qc, obs);
     // The spec is rolled out (nothing behind, no operation needed): observedGeneration catches up.
     const rolledOut = rolledOutGeneration(view);
     if (rolledOut !== undefined) status.observedGeneration = rolledOut;
-    const decision = decide(view, null, obs.at);
     const blockedBy = decision.action === 'stopped' || decision.action === 'refused' ? decision.message : null;
     assessment = assess({
       obs,

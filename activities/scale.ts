@@ -4,7 +4,7 @@
 // data of a node that left the membership.
 import { ApplicationFailure } from '@temporalio/common';
 import { withDefaults } from '../crd/defaults.ts';
-import { catchUpLookAgainAt, nextVoterStep, type ClaimToDelete, type VolumeToWipe, type VoterStep } from '../plan/voters.ts';
+import { catchUpLookAgainAt, nextVoterStep, type ClaimToDelete, type VolumeToWipe, type VoterStep, wipeLine } from '../plan/voters.ts';
 import { podsText } from '../plan/format.ts';
 import { loadCluster, observeCluster, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
 import { holdUntil } from './waits.ts';
@@ -31,7 +31,7 @@ export function scaleActivities(deps: ActivityDeps) {
       if (pod?.metadata?.uid === v.podUid && !pod.metadata?.deletionTimestamp) targets.push({ ordinal: v.ordinal, name: v.podName, uid: v.podUid, ip: pod.status?.podIP ?? null });
     }
     if (targets.length > 0) {
-      const what = volumes.length === 1 ? volumes[0]!.message : `deleting the volumes of ${podsText(volumes.map((v) => v.ordinal))}`;
+      const what = wipeLine(volumes);
       const event = `taking ${podsText(targets.map((t) => t.ordinal))} out of the client Service before ${targets.length === 1 ? 'it is' : 'they are'} deleted`;
       await drainPods(deps, ref, targets, { phase: 'Scaling', what, event });
     }
