@@ -80,6 +80,8 @@ export interface ClusterRef {
    * workflow was recorded before it could (it then waits in the step, as it always did).
    */
   parks?: boolean;
+  /** This step runs again after it parked: once done, status no longer says it waits (waits.ts). */
+  parkedBefore?: boolean;
 }
 
 export const clusterKey = (ref: Pick<ClusterRef, 'namespace' | 'name'>) => `${ref.namespace}/${ref.name}`;

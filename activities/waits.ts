@@ -12,6 +12,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { Phase, QueenCluster } from '../crd/schema.ts';
 import { liftOf, type GateName, type Lift, type ParkedHold } from '../plan/gates.ts';
 import type { Observation } from '../plan/observation.ts';
+import { OPERATION_PHASE, OPERATION_TYPES } from '../plan/decide.ts';
 import type { OwnedObjects } from './cluster-cache.ts';
 import { gateWait } from '../metrics.ts';
 import {
@@ -257,6 +258,21 @@ async function park(deps: ActivityDeps, ref: ClusterRef, hold: Hold, lift: Exclu
 }
 
 /**
+ * A wait that parked before is over: status no longer says it waits for a person, nor shows the
+ * hold's phase (a Blocked that a person lifted). The line says the operation goes on; its next
+ * step writes its own. Read from the API server when the wait's check did not keep what it read.
+ */
+async function unpark(deps: ActivityDeps, ref: ClusterRef, read: QueenCluster | undefined): Promise<void> {
+  const qc = read?.status?.operation?.parked ? read : await loadCluster(deps, ref);
+  const op = qc.status?.operation;
+  if (!op?.parked) return;
+  const type = OPERATION_TYPES.find((t) => t === op.type);
+  const phase = type ? OPERATION_PHASE[type] : (qc.status?.phase ?? 'Ready');
+  const line = `${op.type} goes on: the hold is lifted (${op.gate ?? 'a hold'})`;
+  await writePhase(deps, ref, phase, line, { operation: { step: line, gate: null, parked: null } }, qc);
+}
+
+/**
  * Waits inside one activity until `check` is done: it looks again every pollMs, as soon as the
  * cluster's objects change (ChangeWake), or when the hold lifts by time alone (lookAgainAt),
  * heartbeats each time (so a cancel reaches it, and a crashed worker is noticed), and writes the
@@ -287,8 +303,7 @@ export async function holdUntil<T>(deps: ActivityDeps, ref: ClusterRef, check: C
     if ('askTheApiServer' in r) throw new Error('a wait asked for a look from the API server on one from the API server');
     account();
     if ('done' in r) {
-      // Parked before, this wait is over: status no longer says it waits for a person.
-      if (look.read?.status?.operation?.parked) await writePhase(deps, ref, look.read.status.phase ?? 'Ready', look.read.status.message ?? '', { operation: { parked: null } }, look.read);
+      if (ref.parkedBefore) await unpark(deps, ref, look.read);
       return { result: r.done };
     }
     // No leader's view because the brokers refuse the operator's credentials: say that.

@@ -4,13 +4,24 @@
 // cluster; promote a standby (annotation); replace a node (annotation); change the voters; switch
 // over to a standby (annotation); grow the volumes; roll pods whose template is out of date.
 import { readAnnotations, replaceRequest } from '../crd/annotations.ts';
-import { ANNOTATIONS, type QueenCluster } from '../crd/schema.ts';
+import { ANNOTATIONS, type Phase, type QueenCluster } from '../crd/schema.ts';
 import { parseQuantity } from './format.ts';
 import { linkNeed, linkRefusal, standbyBehind } from './link.ts';
 import type { ClaimObservation, PodObservation, StatefulSetObservation } from './observation.ts';
 
 export const OPERATION_TYPES = ['FormCluster', 'PromoteStandby', 'ReplaceNode', 'ScaleVoters', 'Switchover', 'GrowVolumes', 'RollingUpgrade'] as const;
 export type OperationType = (typeof OPERATION_TYPES)[number];
+
+/** The phase each operation shows while it runs and nothing holds it. */
+export const OPERATION_PHASE: Record<OperationType, Phase> = {
+  FormCluster: 'Forming',
+  PromoteStandby: 'Promoting',
+  ReplaceNode: 'Replacing',
+  ScaleVoters: 'Scaling',
+  Switchover: 'SwitchingOver',
+  GrowVolumes: 'Resizing',
+  RollingUpgrade: 'Upgrading',
+};
 
 /** Lower is more urgent. */
 export const priority = (t: OperationType) => OPERATION_TYPES.indexOf(t);

@@ -5,7 +5,7 @@
 import type { Client, WorkflowExecutionDescription } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { LastOperationStatus, OperationStatus, Phase } from '../crd/schema.ts';
-import type { OperationType } from '../plan/decide.ts';
+import { OPERATION_PHASE, type OperationType } from '../plan/decide.ts';
 import { resumeHint } from '../plan/format.ts';
 import type { GateName } from '../plan/gates.ts';
 
@@ -200,16 +200,6 @@ export function stuckStatus(
   }
 }
 
-const PHASE_OF: Record<OperationType, Phase> = {
-  FormCluster: 'Forming',
-  ReplaceNode: 'Replacing',
-  ScaleVoters: 'Scaling',
-  GrowVolumes: 'Resizing',
-  RollingUpgrade: 'Upgrading',
-  PromoteStandby: 'Promoting',
-  Switchover: 'SwitchingOver',
-};
-
 /** The status of an operation started but not taken up by any worker: the task queue, named. */
 export function noWorkerStatus(
   type: OperationType,
@@ -219,7 +209,7 @@ export function noWorkerStatus(
   const waited = Math.round((now - run.since) / 1000);
   const step = `waiting for a worker on task queue ${run.taskQueue}`;
   return {
-    phase: PHASE_OF[type],
+    phase: OPERATION_PHASE[type],
     message: `${step}: ${type} was started ${waited}s ago and no worker has taken it up (are the operator's workers running, on that task queue?)`,
     operation: {
       type,

@@ -72,18 +72,29 @@ const parking = new AsyncLocalStorage<Parking>();
 const OUTSIDE_LOOK_AGAIN = { firstMs: 30_000, lastMs: 5 * 60_000 };
 
 /**
+ * The patch behind which only a look the timer asked for doubles the next one. Before it, every
+ * look did, those the watcher woke included: a cluster whose pods were still starting woke a
+ * parked formation four times in two seconds, and its next look came four minutes later, long
+ * after the person had granted what it waited for (e2e credentials).
+ */
+export const BACKOFF_BY_TIMER = 'outside-backoff-by-timer';
+
+/**
  * Waits after a step parked: until the watcher says the cluster changed; for a hold lifted outside
  * the QueenCluster, at most the `n`th look-again time; and at most until the time the step said it
  * must look again by (durable timers). The Web UI's details say what it waits for.
  */
-async function waitForAPerson(p: Parking, hold: ParkedHold, summary: string, n: number): Promise<void> {
+async function waitForAPerson(p: Parking, hold: ParkedHold, summary: string, n: number): Promise<'woken' | 'timer'> {
   const seen = p.wakes;
   setCurrentDetails(`${summary}: waits for ${hold.lift === 'person' ? 'a person' : 'a change outside the QueenCluster'} (${hold.gate ?? 'no gate'}): ${hold.message}`);
   const backoff = hold.lift === 'outside' ? Math.min(OUTSIDE_LOOK_AGAIN.firstMs * 2 ** n, OUTSIDE_LOOK_AGAIN.lastMs) : Infinity;
   const due = hold.lookAgainAt !== undefined ? Math.max(1000, hold.lookAgainAt - Date.now()) : Infinity;
   const timeout = Math.min(backoff, due);
-  await condition(() => p.wakes !== seen, Number.isFinite(timeout) ? timeout : undefined);
+  let woken = true;
+  if (Number.isFinite(timeout)) woken = await condition(() => p.wakes !== seen, timeout);
+  else await condition(() => p.wakes !== seen);
   setCurrentDetails(summary);
+  return woken ? 'woken' : 'timer';
 }
 
 /** Whether this operation's waits park (a run recorded before PARK_WAITS waits in its steps). */
@@ -104,14 +115,18 @@ function parkingSteps(acts: Activities, p: Parking, summary: string): Unparked<A
       const fn = target[type as keyof Activities] as unknown as (...args: unknown[]) => Promise<unknown>;
       return async (ref: ClusterRef, ...rest: unknown[]) => {
         let held = '';
-        for (let n = 0; ; n++) {
-          const r = await fn({ ...ref, parks: true }, ...rest);
+        let n = 0;
+        for (let again = false; ; again = true) {
+          const r = await fn({ ...ref, parks: true, ...(again ? { parkedBefore: true } : {}) }, ...rest);
           if (!isParked(r)) return r;
           // Another hold than the last (a person fixed one thing, the next shows): looked at soon again.
           const now = `${r.parked.gate ?? ''}\n${r.parked.message}`;
           if (now !== held) n = 0;
           held = now;
-          await waitForAPerson(p, r.parked, summary, n);
+          const ended = await waitForAPerson(p, r.parked, summary, n);
+          // A look the watcher woke (the cluster's own objects changed) says nothing of what
+          // outside it lifts the hold: the next look is not put off for it.
+          if (ended === 'timer' || !patched(BACKOFF_BY_TIMER)) n++;
         }
       };
     },
