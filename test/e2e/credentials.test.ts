@@ -5,7 +5,7 @@
 // brokers refuse later (expired, or without the Admin role) is Blocked with the brokers' words.
 import { createHmac } from 'node:crypto';
 import { afterEach, expect, it } from 'vitest';
-import { createCluster, getCluster, kubectl, patchSpec, scenario, seedSpec, waitForCluster, type Scenario } from './harness.ts';
+import { createCluster, getCluster, kubectl, operationHistory, patchSpec, scenario, seedSpec, waitForCluster, type Scenario } from './harness.ts';
 
 let s: Scenario | null = null;
 afterEach(async () => {
@@ -66,9 +66,21 @@ it('credentials: an Admin token from the one Secret the operator may read; a tok
   const ready = await waitForCluster(s, 'Ready with the token', (q) => q.status?.phase === 'Ready' && q.status?.commits === true && JSON.stringify(q.status?.voters) === '[1,2,3]', 240_000).catch(
     async (err: unknown) => {
       // Which operation holds the phase, at which step, parked how and since when (a wait that does not look again).
+      // In the error itself, which is what a CI log keeps of a failure.
       const q = await getCluster(s!);
-      console.log(`credentials: status.operation ${JSON.stringify(q.status?.operation ?? null)}; lastOperation ${JSON.stringify(q.status?.lastOperation ?? null)}`);
-      throw err;
+      const parked = s!.operatorLog().split('\n').filter((l) => /parked|look again|Secret|credentials/.test(l)).slice(-15);
+      const history = await operationHistory(s!).catch((e: unknown) => [`no history: ${String(e)}`]);
+      throw new Error(
+        [
+          String(err instanceof Error ? err.message : err),
+          `status.operation ${JSON.stringify(q.status?.operation ?? null)}`,
+          `lastOperation ${JSON.stringify(q.status?.lastOperation ?? null)}`,
+          'the operation\'s history:',
+          ...history.slice(-40),
+          'the operator\'s lines on parking and credentials:',
+          ...parked.map((l) => l.slice(0, 400)),
+        ].join('\n'),
+      );
     },
   );
   expect(ready.status?.members?.every((m) => m.live)).toBe(true);
