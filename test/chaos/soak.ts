@@ -121,10 +121,10 @@ export async function soak(opts: SoakOptions): Promise<SoakResult> {
       const logBefore = membership.lastIndex();
       tracker.expectOperation(true);
       if (start === 'plan first') await planFirst(s, tracker, step, entry.notes, broken);
-      else if (start === 'manual approval') await patchSpec(s, { upgrade: { approval: 'Manual' } });
+      else if (start === 'manual approval') await untilAnswered(() => patchSpec(s, { upgrade: { approval: 'Manual' } }));
       const t0 = Date.now();
       // (Planned first, the change is made: letting plan-only go starts the operation.)
-      if (start === 'plan first') await annotate(s, { [ANNOTATIONS.planOnly]: null });
+      if (start === 'plan first') await untilAnswered(() => annotate(s, { [ANNOTATIONS.planOnly]: null }));
       else await step.apply(s);
       const injected = injectSoakFault(s, tracker, fault, delayMs, t0, entry.notes, broken);
       const held =
@@ -137,7 +137,7 @@ export async function soak(opts: SoakOptions): Promise<SoakResult> {
       tracker.expectOperation(false);
       await injected.catch((e) => entry.notes.push(`the fault failed: ${(e as Error).message}`));
       await held.catch((e) => entry.notes.push(`the ${start} failed: ${(e as Error).message}`));
-      if (start === 'manual approval') await patchSpec(s, { upgrade: { approval: 'Automatic' } });
+      if (start === 'manual approval') await untilAnswered(() => patchSpec(s, { upgrade: { approval: 'Automatic' } }));
       entry.outcome = end.outcome;
       entry.seconds = end.finishedAt ? Math.round((end.finishedAt - t0) / 1000) : null;
       if (end.outcome !== 'finished') broken(end.outcome);
@@ -253,6 +253,24 @@ async function injectSoakFault(s: Scenario, tracker: Tracker, fault: SoakFault, 
 }
 
 /**
+ * A person's change (a pause, its end, an approval) made again until the API server answers, as
+ * the person would: a fault may have the API server down at that moment, and a pause left set
+ * holds every operation after it.
+ */
+async function untilAnswered(change: () => Promise<unknown>, timeoutMs = 180_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      await change();
+      return;
+    } catch (err) {
+      if (Date.now() > deadline) throw err;
+      await sleep(2000);
+    }
+  }
+}
+
+/**
  * Plans the step first: queenmq.com/plan-only, the change, a plan that names the operation in
  * status.plan while nothing starts (the caller then removes plan-only, and the operation starts).
  */
@@ -284,7 +302,7 @@ async function planFirst(s: Scenario, tracker: Tracker, step: Step, notes: strin
 async function pauseAndResume(s: Scenario, tracker: Tracker, type: string, afterMs: number, t0: number, notes: string[], broken: (v: string) => void): Promise<void> {
   await sleep(afterMs);
   const at = () => `+${Math.round((Date.now() - t0) / 1000)}s`;
-  await annotate(s, { [ANNOTATIONS.pause]: 'true' });
+  await untilAnswered(() => annotate(s, { [ANNOTATIONS.pause]: 'true' }));
   notes.push(`${at()} paused`);
   const held = await waitFor('the pause held', async () => (tracker.cluster()?.status?.operation?.gate === 'not-paused' ? true : undefined), 20_000).catch(() => false);
   const stopped = tracker.disruptions.length;
@@ -295,7 +313,7 @@ async function pauseAndResume(s: Scenario, tracker: Tracker, type: string, after
     const during = tracker.disruptions.slice(stopped).map((d) => d.pod);
     if (during.length) broken(`the operator stopped ${during.join(', ')} while paused (queenmq.com/pause)`);
   }
-  await annotate(s, { [ANNOTATIONS.pause]: null });
+  await untilAnswered(() => annotate(s, { [ANNOTATIONS.pause]: null }));
   notes.push(`${at()} resumed`);
 }
 
@@ -327,7 +345,7 @@ async function approveAtGate(s: Scenario, tracker: Tracker, step: Step, t0: numb
   notes.push(`${at()} waits for approval: ${asked}`);
   if (!asked.includes(`${ANNOTATIONS.approve}=${step.version}`)) broken(`the wait for approval does not say the command that approves ${step.version}: ${asked}`);
   await sleep(5000);
-  await annotate(s, { [ANNOTATIONS.approve]: step.version! });
+  await untilAnswered(() => annotate(s, { [ANNOTATIONS.approve]: step.version! }));
   notes.push(`${at()} approved`);
 }
 
