@@ -28,6 +28,31 @@ async function setToken(sc: Scenario, token: string) {
     .catch(async () => sc.core.createNamespacedSecret({ namespace: sc.ns, body: { metadata: { name: 'queen-admin' }, stringData: { token } } }));
 }
 
+/**
+ * The look-again timers a run's parked waits started, from its Temporal history: each with the hold
+ * it waited on (the last step's parked result) and how many timers of that hold had fired before.
+ */
+async function lookAgainTimers(sc: Scenario, workflowId: string, runId: string) {
+  const history = await sc.temporal.workflow.getHandle(workflowId, runId).fetchHistory();
+  let hold = null as { gate: string; message: string } | null;
+  let fired = 0;
+  const timers: { gate: string; message: string; seconds: number; firedBefore: number }[] = [];
+  for (const e of history.events ?? []) {
+    const done = e.activityTaskCompletedEventAttributes;
+    if (done) {
+      // (A step that returns nothing has an empty payload.)
+      const text = Buffer.from(done.result?.payloads?.[0]?.data ?? []).toString('utf8');
+      const parked = text ? (JSON.parse(text) as { parked?: { gate: string; message: string } } | null)?.parked : undefined;
+      if (parked?.gate !== hold?.gate || parked?.message !== hold?.message) fired = 0;
+      hold = parked ?? null;
+    }
+    const started = e.timerStartedEventAttributes;
+    if (started && hold) timers.push({ ...hold, seconds: Number(started.startToFireTimeout?.seconds ?? 0), firedBefore: fired });
+    if (e.timerFiredEventAttributes && hold) fired++;
+  }
+  return timers;
+}
+
 it('credentials: an Admin token from the one Secret the operator may read; a token the brokers refuse is said in status', async () => {
   s = await scenario('creds');
   // The brokers' signing key, in the cluster's Secret.
@@ -84,6 +109,15 @@ it('credentials: an Admin token from the one Secret the operator may read; a tok
     },
   );
   expect(ready.status?.members?.every((m) => m.live)).toBe(true);
+  // The formation parked on each hold and looked again on its timer: 30 s after a hold first
+  // showed, doubling only after a timer fired (a look the watcher woke, the pods starting, does not
+  // put the next one off), so the grant was seen within 30 s.
+  const formed = ready.status?.lastOperation;
+  expect(formed).toMatchObject({ type: 'FormCluster', result: 'Succeeded' });
+  const timers = await lookAgainTimers(s, formed!.workflowId!, formed!.runId!);
+  expect(timers.map((t) => t.gate)).toContain('broker-credentials');
+  expect(timers.some((t) => /may not read the Secret queen-admin/.test(t.message))).toBe(true);
+  for (const t of timers) expect(t.seconds, JSON.stringify(t)).toBe(Math.min(30 * 2 ** t.firedBefore, 300));
 
   // The token expires (it is put back expired): Blocked with the brokers' words, once read again.
   await setToken(s, jwt({ sub: 'queen-operator', role: 'admin', exp: Math.floor(Date.now() / 1000) - 10 }));
