@@ -10,7 +10,9 @@ import { readAnnotations } from '../crd/annotations.ts';
 import { withDefaults } from '../crd/defaults.ts';
 import type { Phase, QueenCluster } from '../crd/schema.ts';
 import { ANNOTATIONS } from '../crd/schema.ts';
+import { nonMembersHoldingBudget } from '../plan/budget.ts';
 import { fixForward, withFixForward } from '../plan/fix-forward.ts';
+import { podsText } from '../plan/format.ts';
 import { drainAhead, nodeDownProblem, stopGate, writeGate, type GateOptions } from '../plan/gates.ts';
 import { livePodAt, podAt, type Observation } from '../plan/observation.ts';
 import type { RestartPick } from '../plan/restarts.ts';
@@ -272,6 +274,14 @@ export function gateActivities(deps: ActivityDeps) {
         // refuses every other eviction meanwhile: no drain takes a second voter down beside it.
         if (r === 'refused' && forward) {
           log.info({ gate: 'disruption-budget', pod: pick.podName }, `${said.message}: the disruption budget, short of Ready pods, refuses its eviction; it is deleted instead`);
+          r = (await deletePodByUid(deps.kube, ref.namespace, pick.podName, pick.podUid)) ? 'evicted' : 'gone';
+        }
+        // The budget is short only of pods whose nodes left the membership (plan/budget.ts): they
+        // count for no quorum, and the gate has seen every member's pod Ready. Deleted by its UID;
+        // every other eviction is still refused meanwhile.
+        const outside = r === 'refused' && !forward ? nonMembersHoldingBudget(obs, pick.ordinal) : null;
+        if (outside) {
+          log.info({ gate: 'disruption-budget', pod: pick.podName, outside }, `${said.message}: the disruption budget refuses its eviction for ${podsText(outside)}, whose nodes left the membership; it is deleted instead`);
           r = (await deletePodByUid(deps.kube, ref.namespace, pick.podName, pick.podUid)) ? 'evicted' : 'gone';
         }
         if (r === 'evicted') {
