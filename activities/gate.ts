@@ -267,22 +267,20 @@ export function gateActivities(deps: ActivityDeps) {
         let r = single
           ? (await deletePodByUid(deps.kube, ref.namespace, pick.podName, pick.podUid)) ? 'evicted' : 'gone'
           : await evictPodByUid(deps.kube, ref.namespace, pick.podName, pick.podUid);
-        // A fix-forward's pod, which the budget refuses: it lets a pod that is not Ready go only
-        // while enough others are Ready, and on a build that is Ready nowhere that never comes. The
+        // The budget refuses a pod the gate let go, for pods it cannot tell apart, so the pod is
+        // deleted by its UID; every other eviction is still refused meanwhile, so no drain takes a
+        // second voter down beside it. A fix-forward's pod: the budget lets a pod that is not Ready
+        // go only while enough others are Ready, which on a build Ready nowhere never comes; the
         // gate has shown what the budget cannot see (the voters that stay live, caught up and
-        // committing), so the pod is deleted by its UID. The budget, short of Ready pods, still
-        // refuses every other eviction meanwhile: no drain takes a second voter down beside it.
-        if (r === 'refused' && forward) {
-          log.info({ gate: 'disruption-budget', pod: pick.podName }, `${said.message}: the disruption budget, short of Ready pods, refuses its eviction; it is deleted instead`);
-          r = (await deletePodByUid(deps.kube, ref.namespace, pick.podName, pick.podUid)) ? 'evicted' : 'gone';
-        }
-        // The budget is short only of pods whose nodes left the membership (plan/budget.ts): they
-        // count for no quorum, and the gate has seen every member's pod Ready. Deleted by its UID;
-        // every other eviction is still refused meanwhile.
-        const outside = r === 'refused' && !forward ? nonMembersHoldingBudget(obs, pick.ordinal) : null;
-        if (outside) {
-          log.info({ gate: 'disruption-budget', pod: pick.podName, outside }, `${said.message}: the disruption budget refuses its eviction for ${podsText(outside)}, whose nodes left the membership; it is deleted instead`);
-          r = (await deletePodByUid(deps.kube, ref.namespace, pick.podName, pick.podUid)) ? 'evicted' : 'gone';
+        // committing). Or the budget is short only of pods whose nodes left the membership
+        // (plan/budget.ts): they count for no quorum, and every member's pod is Ready.
+        if (r === 'refused') {
+          const outside = forward ? null : nonMembersHoldingBudget(obs, pick.ordinal);
+          const why = forward ? 'short of Ready pods' : outside ? `short of ${podsText(outside)}, whose nodes left the membership` : null;
+          if (why) {
+            log.info({ gate: 'disruption-budget', pod: pick.podName, ...(outside ? { outside } : {}) }, `${said.message}: the disruption budget, ${why}, refuses its eviction; it is deleted instead`);
+            r = (await deletePodByUid(deps.kube, ref.namespace, pick.podName, pick.podUid)) ? 'evicted' : 'gone';
+          }
         }
         if (r === 'evicted') {
           log.info({ pod: pick.podName, uid: pick.podUid, why: pick.why }, message);

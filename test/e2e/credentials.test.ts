@@ -5,7 +5,8 @@
 // brokers refuse later (expired, or without the Admin role) is Blocked with the brokers' words.
 import { createHmac } from 'node:crypto';
 import { afterEach, expect, it } from 'vitest';
-import { createCluster, getCluster, kubectl, operationHistory, patchSpec, scenario, seedSpec, waitForCluster, type Scenario } from './harness.ts';
+import { createCluster, getCluster, kubectl, patchSpec, scenario, seedSpec, waitForCluster, type Scenario } from './harness.ts';
+import { lookAgainTimers, operationHistory } from './temporal.ts';
 
 let s: Scenario | null = null;
 afterEach(async () => {
@@ -26,31 +27,6 @@ async function setToken(sc: Scenario, token: string) {
   await sc.core
     .replaceNamespacedSecret({ namespace: sc.ns, name: 'queen-admin', body: { metadata: { name: 'queen-admin' }, stringData: { token } } })
     .catch(async () => sc.core.createNamespacedSecret({ namespace: sc.ns, body: { metadata: { name: 'queen-admin' }, stringData: { token } } }));
-}
-
-/**
- * The look-again timers a run's parked waits started, from its Temporal history: each with the hold
- * it waited on (the last step's parked result) and how many timers of that hold had fired before.
- */
-async function lookAgainTimers(sc: Scenario, workflowId: string, runId: string) {
-  const history = await sc.temporal.workflow.getHandle(workflowId, runId).fetchHistory();
-  let hold = null as { gate: string; message: string } | null;
-  let fired = 0;
-  const timers: { gate: string; message: string; seconds: number; firedBefore: number }[] = [];
-  for (const e of history.events ?? []) {
-    const done = e.activityTaskCompletedEventAttributes;
-    if (done) {
-      // (A step that returns nothing has an empty payload.)
-      const text = Buffer.from(done.result?.payloads?.[0]?.data ?? []).toString('utf8');
-      const parked = text ? (JSON.parse(text) as { parked?: { gate: string; message: string } } | null)?.parked : undefined;
-      if (parked?.gate !== hold?.gate || parked?.message !== hold?.message) fired = 0;
-      hold = parked ?? null;
-    }
-    const started = e.timerStartedEventAttributes;
-    if (started && hold) timers.push({ ...hold, seconds: Number(started.startToFireTimeout?.seconds ?? 0), firedBefore: fired });
-    if (e.timerFiredEventAttributes && hold) fired++;
-  }
-  return timers;
 }
 
 it('credentials: an Admin token from the one Secret the operator may read; a token the brokers refuse is said in status', async () => {
@@ -114,7 +90,7 @@ it('credentials: an Admin token from the one Secret the operator may read; a tok
   // put the next one off), so the grant was seen within 30 s.
   const formed = ready.status?.lastOperation;
   expect(formed).toMatchObject({ type: 'FormCluster', result: 'Succeeded' });
-  const timers = await lookAgainTimers(s, formed!.workflowId!, formed!.runId!);
+  const timers = await lookAgainTimers(s, { workflowId: formed!.workflowId!, runId: formed!.runId! });
   expect(timers.map((t) => t.gate)).toContain('broker-credentials');
   expect(timers.some((t) => /may not read the Secret queen-admin/.test(t.message))).toBe(true);
   for (const t of timers) expect(t.seconds, JSON.stringify(t)).toBe(Math.min(30 * 2 ** t.firedBefore, 300));

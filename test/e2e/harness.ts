@@ -777,38 +777,3 @@ export async function expectEveryPushFirstTry(s: Scenario, load: Load, what: str
   expect(missing).toEqual([]);
   return report;
 }
-
-/**
- * The Temporal history of the operation status.operation names, one line an event that says what
- * a wait did (steps scheduled and ended, timers started and fired, signals), with its time: what
- * explains an operation that did not go on (a step parked and never run again, a timer that did not
- * fire, a signal that did not come). Empty when no operation runs.
- */
-export async function operationHistory(s: Scenario, name = 'queen'): Promise<string[]> {
-  const op = (await getCluster(s, name)).status?.operation;
-  if (!op?.workflowId) return [];
-  const history = await s.temporal.workflow.getHandle(op.workflowId, op.runId ?? undefined).fetchHistory();
-  const lines: string[] = [];
-  const scheduled = new Map<string, string>();
-  for (const e of history.events ?? []) {
-    const at = e.eventTime?.seconds ? new Date(Number(e.eventTime.seconds) * 1000 + Math.floor((e.eventTime.nanos ?? 0) / 1e6)).toISOString().slice(11, 23) : '?';
-    const id = String(e.eventId ?? '');
-    const a = e.activityTaskScheduledEventAttributes;
-    if (a) {
-      scheduled.set(id, a.activityType?.name ?? '?');
-      lines.push(`${at} scheduled ${a.activityType?.name}`);
-    }
-    const done = e.activityTaskCompletedEventAttributes;
-    if (done) {
-      const result = done.result?.payloads?.[0]?.data ? Buffer.from(done.result.payloads[0].data).toString('utf8').slice(0, 200) : '';
-      lines.push(`${at} completed ${scheduled.get(String(done.scheduledEventId ?? '')) ?? '?'} ${result}`);
-    }
-    const failed = e.activityTaskFailedEventAttributes;
-    if (failed) lines.push(`${at} failed ${scheduled.get(String(failed.scheduledEventId ?? '')) ?? '?'}: ${failed.failure?.message ?? ''}`);
-    if (e.timerStartedEventAttributes) lines.push(`${at} timer ${Number(e.timerStartedEventAttributes.startToFireTimeout?.seconds ?? 0)}s started`);
-    if (e.timerFiredEventAttributes) lines.push(`${at} timer fired`);
-    if (e.workflowExecutionSignaledEventAttributes) lines.push(`${at} signal ${e.workflowExecutionSignaledEventAttributes.signalName}`);
-    if (e.workflowTaskFailedEventAttributes) lines.push(`${at} workflow task failed: ${e.workflowTaskFailedEventAttributes.failure?.message ?? ''}`);
-  }
-  return [`${op.workflowId} ${op.runId}`, ...lines];
-}

@@ -4,7 +4,7 @@ import { parseIdentity } from '../../identity.ts';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { temporal } from '@temporalio/proto';
-import { waitFor, type Scenario } from './harness.ts';
+import { getCluster, waitFor, type Scenario } from './harness.ts';
 
 /** A history event's time (ms since the epoch), NaN when it has none. */
 export function eventTimeMs(t: { seconds?: unknown; nanos?: unknown } | null | undefined): number {
@@ -50,6 +50,62 @@ export async function settledRuns(s: Scenario, workflowId: string): Promise<Run[
 export async function historyEvents(s: Scenario, run: Pick<Run, 'workflowId' | 'runId'>) {
   const history = await s.temporal.workflow.getHandle(run.workflowId, run.runId).fetchHistory();
   return history.events ?? [];
+}
+
+/** A payload's JSON value (an activity's result), undefined for an empty one (a step that returns nothing). */
+const payloadJson = (p: { data?: Uint8Array | null } | null | undefined): unknown => (p?.data?.length ? JSON.parse(Buffer.from(p.data).toString('utf8')) : undefined);
+
+/**
+ * The Temporal history of the operation status.operation names, one line an event that says what
+ * a wait did (steps scheduled and ended, timers started and fired, signals), with its time: what
+ * explains an operation that did not go on (a step parked and never run again, a timer that did not
+ * fire, a signal that did not come). Empty when no operation runs.
+ */
+export async function operationHistory(s: Scenario, name = 'queen'): Promise<string[]> {
+  const op = (await getCluster(s, name)).status?.operation;
+  if (!op?.workflowId || !op.runId) return [];
+  const lines: string[] = [];
+  const scheduled = new Map<string, string>();
+  for (const e of await historyEvents(s, { workflowId: op.workflowId, runId: op.runId })) {
+    const ms = eventTimeMs(e.eventTime);
+    const at = Number.isNaN(ms) ? '?' : new Date(ms).toISOString().slice(11, 23);
+    const a = e.activityTaskScheduledEventAttributes;
+    if (a) {
+      scheduled.set(String(e.eventId ?? ''), a.activityType?.name ?? '?');
+      lines.push(`${at} scheduled ${a.activityType?.name}`);
+    }
+    const done = e.activityTaskCompletedEventAttributes;
+    if (done) lines.push(`${at} completed ${scheduled.get(String(done.scheduledEventId ?? '')) ?? '?'} ${JSON.stringify(payloadJson(done.result?.payloads?.[0]) ?? '').slice(0, 200)}`);
+    const failed = e.activityTaskFailedEventAttributes;
+    if (failed) lines.push(`${at} failed ${scheduled.get(String(failed.scheduledEventId ?? '')) ?? '?'}: ${failed.failure?.message ?? ''}`);
+    if (e.timerStartedEventAttributes) lines.push(`${at} timer ${Number(e.timerStartedEventAttributes.startToFireTimeout?.seconds ?? 0)}s started`);
+    if (e.timerFiredEventAttributes) lines.push(`${at} timer fired`);
+    if (e.workflowExecutionSignaledEventAttributes) lines.push(`${at} signal ${e.workflowExecutionSignaledEventAttributes.signalName}`);
+    if (e.workflowTaskFailedEventAttributes) lines.push(`${at} workflow task failed: ${e.workflowTaskFailedEventAttributes.failure?.message ?? ''}`);
+  }
+  return [`${op.workflowId} ${op.runId}`, ...lines];
+}
+
+/**
+ * The look-again timers a run's parked waits started: each with the hold it waited on (the last
+ * step's parked result) and how many timers of that hold had fired before it.
+ */
+export async function lookAgainTimers(s: Scenario, run: Pick<Run, 'workflowId' | 'runId'>) {
+  let hold = null as { gate: string; message: string } | null;
+  let fired = 0;
+  const timers: { gate: string; message: string; seconds: number; firedBefore: number }[] = [];
+  for (const e of await historyEvents(s, run)) {
+    const done = e.activityTaskCompletedEventAttributes;
+    if (done) {
+      const parked = (payloadJson(done.result?.payloads?.[0]) as { parked?: { gate: string; message: string } } | undefined)?.parked;
+      if (parked?.gate !== hold?.gate || parked?.message !== hold?.message) fired = 0;
+      hold = parked ?? null;
+    }
+    const started = e.timerStartedEventAttributes;
+    if (started && hold) timers.push({ ...hold, seconds: Number(started.startToFireTimeout?.seconds ?? 0), firedBefore: fired });
+    if (e.timerFiredEventAttributes && hold) fired++;
+  }
+  return timers;
 }
 
 /** The activity types a run scheduled, in order. */
@@ -100,8 +156,7 @@ export async function activityResults(s: Scenario, run: Pick<Run, 'workflowId' |
     if (scheduled) typeOf.set(String(e.eventId), scheduled.activityType?.name ?? '');
     const done = e.activityTaskCompletedEventAttributes;
     if (done) {
-      const payload = done.result?.payloads?.[0]?.data;
-      const result = payload && payload.length ? JSON.parse(Buffer.from(payload).toString('utf8')) : undefined;
+      const result = payloadJson(done.result?.payloads?.[0]);
       out.push({ type: typeOf.get(String(done.scheduledEventId)) ?? '', result });
     }
   }
@@ -117,13 +172,12 @@ export async function heldSteps(s: Scenario, run: Pick<Run, 'workflowId' | 'runI
   const events = await historyEvents(s, run);
   const scheduled = new Map<string, { type: string; summary: string }>();
   const out: (HeldStep & { id: number })[] = [];
-  const text = (p: { data?: Uint8Array | null } | null | undefined) => (p?.data?.length ? JSON.parse(Buffer.from(p.data).toString('utf8')) : undefined);
   for (const e of events) {
     const a = e.activityTaskScheduledEventAttributes;
-    if (a) scheduled.set(String(e.eventId), { type: a.activityType?.name ?? '', summary: String(text(e.userMetadata?.summary) ?? '') });
+    if (a) scheduled.set(String(e.eventId), { type: a.activityType?.name ?? '', summary: String(payloadJson(e.userMetadata?.summary) ?? '') });
     const done = e.activityTaskCompletedEventAttributes;
     if (done) {
-      const result = text(done.result?.payloads?.[0]) as { held?: string } | undefined;
+      const result = payloadJson(done.result?.payloads?.[0]) as { held?: string } | undefined;
       const heldMs: Record<string, number> = {};
       for (const part of typeof result?.held === 'string' ? result.held.split(', ') : []) {
         const m = /^(\S+) ([\d.]+) s$/.exec(part);
