@@ -1,7 +1,9 @@
 // The simulated nodes: Node objects with the labels the scheduler spreads on, kept Ready the way a
-// kubelet keeps them (a Lease renewed every 10 s, the status posted every minute), so the real
-// node-lifecycle controller never marks them unreachable. A node can be stopped from the control
-// API: it then stops renewing, and the real controller marks it NotReady and taints it.
+// kubelet keeps them (a Lease renewed every 10 s, the status posted every minute, and at once when
+// the API server holds another view of it), so the real node-lifecycle controller never marks them
+// unreachable, and a node it marked so while the API server was away is Ready again as soon as its
+// kubelet reaches it. A node can be stopped from the control API: it then stops renewing, and the
+// real controller marks it NotReady and taints it.
 import { isConflict, type Kube } from './kube.ts';
 
 export interface NodeSpec {
@@ -41,6 +43,8 @@ export class Nodes {
   #k8sVersion: string;
   #timers: NodeJS.Timeout[] = [];
   #stopped = new Set<string>();
+  /** When each node's status was last posted (ms). */
+  #posted = new Map<string, number>();
   #log: (line: string) => void;
 
   #kubeletPort: number;
@@ -111,7 +115,7 @@ export class Nodes {
     await Promise.all(NODES.map((n) => this.#installNode(n)));
     for (const n of NODES) {
       this.#timers.push(setInterval(() => void this.#renew(n).catch((e) => this.#log(`nodes: lease ${n.name}: ${(e as Error).message}`)), RENEW_MS));
-      this.#timers.push(setInterval(() => void this.#postStatus(n).catch((e) => this.#log(`nodes: status ${n.name}: ${(e as Error).message}`)), STATUS_MS));
+      this.#timers.push(setInterval(() => void this.#postStatus(n).catch((e) => this.#log(`nodes: status ${n.name}: ${(e as Error).message}`)), RENEW_MS));
     }
   }
 
@@ -159,13 +163,25 @@ export class Nodes {
     });
   }
 
+  /**
+   * As a kubelet posts its node's status: its own view (Ready, no pressure), every minute, and at
+   * once when the API server holds another (the node-lifecycle controller's Unknown, written while
+   * the API server was away and the Lease went stale). A condition's transition time moves only when
+   * its status does.
+   */
   async #postStatus(n: NodeSpec): Promise<void> {
     if (this.#stopped.has(n.name)) return;
-    // Only the heartbeat times move; the transition times stay as they were.
     const node: any = await this.#kube.get(`/api/v1/nodes/${n.name}`);
-    const t = time();
-    const conditions = (node.status?.conditions ?? []).map((c: any) => ({ ...c, lastHeartbeatTime: t }));
+    const held = new Map<string, { status?: string; lastTransitionTime?: string }>((node.status?.conditions ?? []).map((c: any) => [c.type, c]));
+    const own = this.#status(n, true).conditions;
+    const differs = own.some((c) => held.get(c.type)?.status !== c.status);
+    if (!differs && Date.now() - (this.#posted.get(n.name) ?? 0) < STATUS_MS) return;
+    const conditions = own.map((c) => {
+      const was = held.get(c.type);
+      return was?.status === c.status && was.lastTransitionTime ? { ...c, lastTransitionTime: was.lastTransitionTime } : c;
+    });
     await this.#kube.mergePatch(`/api/v1/nodes/${n.name}/status`, { status: { conditions } });
+    this.#posted.set(n.name, Date.now());
   }
 
   /** Stops (or restarts) a node's heartbeats, as when its kubelet or machine is down. */

@@ -33,6 +33,18 @@ it('kube-apiserver and temporal killed and started again: the same addresses, th
     await expect(kube.get('/api/v1/namespaces/default/configmaps/kept')).rejects.toThrow();
     await client.control.startProcess('kube-apiserver');
     expect((await kube.get<any>('/api/v1/namespaces/default/configmaps/kept')).data).toEqual({ a: '1' });
+    // An outage long enough for the Leases to go stale: the node-lifecycle controller writes each
+    // node's conditions Unknown (and taints it unreachable). The kubelet posts its own view again
+    // once it reaches the API server: the node is Ready, and schedulable, within a renewal or two.
+    const nodePath = '/api/v1/nodes/tb-node-1';
+    const unknown = ((await kube.get<any>(nodePath)).status.conditions as any[]).map((c) => ({ ...c, status: 'Unknown', reason: 'NodeStatusUnknown', message: 'Kubelet stopped posting node status.' }));
+    await kube.mergePatch(`${nodePath}/status`, { status: { conditions: unknown } });
+    expect(((await kube.get<any>(nodePath)).status.conditions as any[]).find((c) => c.type === 'Ready').status).toBe('Unknown');
+    await until('tb-node-1 Ready again, not tainted unreachable', async () => {
+      const node = await kube.get<any>(nodePath);
+      const ready = (node.status.conditions as any[]).find((c) => c.type === 'Ready')?.status === 'True';
+      return ready && !(node.spec.taints ?? []).some((t: any) => t.key === 'node.kubernetes.io/unreachable');
+    }, 60_000);
 
     expect(await client.control.killProcess('temporal')).toMatchObject({ running: false, exitCode: 137 });
     await client.control.startProcess('temporal');
