@@ -728,7 +728,14 @@ export class Kubelet {
         nodeAllocatable: { cpu: '16', memory: '64Gi', 'ephemeral-storage': '200Gi' },
       });
     } catch (e) {
-      if (!(e instanceof ContainerConfigError)) throw e;
+      if (!(e instanceof ContainerConfigError)) {
+        // The API server did not answer (it restarts): as a kubelet's pod worker, the container
+        // waits and the pod is synced again, rather than staying down for good after a restart.
+        this.#o.log(`kubelet ${rt.key}: starting ${c.name}: its environment: ${(e as Error).message}; trying again`);
+        c.state = { kind: 'waiting', reason: 'ContainerCreating' };
+        this.#retryLater(rt);
+        return;
+      }
       const message = e.message;
       if (!(c.state.kind === 'waiting' && c.state.reason === 'CreateContainerConfigError' && c.state.message === message)) {
         this.#events.record(rt.pod, 'Warning', 'Failed', `Error: ${message}`, { host: node, fieldPath: `spec.containers{${c.name}}` });

@@ -1,8 +1,9 @@
 // The control API's /processes (for the chaos tests): the API server and the Temporal server killed
-// (SIGKILL) and started again come back on their data, at the same addresses. And a whole test bed
-// started again on its folder (what `npm start` does the second time), a second one refused there
-// while the first runs. In test beds of their own: killing the shared one's control plane would
-// fail the scenarios running beside it.
+// (SIGKILL) and started again come back on their data, at the same addresses, and a container that
+// exited while the API server was away starts again once it answers. And a whole test bed started
+// again on its folder (what `npm start` does the second time), a second one refused there while the
+// first runs. In test beds of their own: killing the shared one's control plane would fail the
+// scenarios running beside it.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,6 +20,17 @@ it('kube-apiserver and temporal killed and started again: the same addresses, th
     const client = connect(tb.info);
     const kube = client.kube();
     await kube.create('/api/v1/namespaces/default/configmaps', { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'kept' }, data: { a: '1' } });
+    // A container whose environment comes from the API server (as a Queen pod's does).
+    await kube.create('/api/v1/namespaces/default/pods', {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'with-env' },
+      spec: { containers: [{ name: 'c', image: 'example/sleeper', env: [{ name: 'A', valueFrom: { configMapKeyRef: { name: 'kept', key: 'a' } } }] }] },
+    });
+    const withEnv = await until('pod with-env running', async () => {
+      const info = await client.control.pod('default', 'with-env').catch(() => undefined);
+      return info?.running ? info : undefined;
+    }, 60_000);
     const connection = await Connection.connect({ address: tb.temporal.address });
     const temporal = new Client({ connection });
     // No worker takes it: it stays running, in the server's state file.
@@ -31,7 +43,18 @@ it('kube-apiserver and temporal killed and started again: the same addresses, th
     const killed = await client.control.killProcess('kube-apiserver');
     expect(killed).toMatchObject({ name: 'kube-apiserver', running: false, exitCode: 137 });
     await expect(kube.get('/api/v1/namespaces/default/configmaps/kept')).rejects.toThrow();
+    // Its container exits while the API server is away: the kubelet cannot read its environment
+    // then, and starts it once it can.
+    await client.control.kill('default', 'with-env');
+    await new Promise((r) => setTimeout(r, 3000));
+    expect((await client.control.pod('default', 'with-env')).running).toBe(false);
     await client.control.startProcess('kube-apiserver');
+    const withEnvAgain = await until('pod with-env running again', async () => {
+      const info = await client.control.pod('default', 'with-env');
+      return info.running ? info : undefined;
+    }, 60_000);
+    expect(withEnvAgain.pid).not.toBe(withEnv.pid);
+    expect(withEnvAgain.containers[0]!.env.A).toBe('1');
     expect((await kube.get<any>('/api/v1/namespaces/default/configmaps/kept')).data).toEqual({ a: '1' });
     // An outage long enough for the Leases to go stale: the node-lifecycle controller writes each
     // node's conditions Unknown (and taints it unreachable). The kubelet posts its own view again
