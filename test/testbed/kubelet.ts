@@ -453,7 +453,10 @@ export class Kubelet {
         await this.#syncOnce(rt);
       } while (rt.syncAgain && !rt.terminating && !rt.gone);
     } catch (e) {
-      this.#o.log(`kubelet ${rt.key}: ${(e as Error).stack ?? e}`);
+      // An API server that does not answer (it restarts), or any other failure: as a kubelet's pod
+      // worker, the pod is synced again a while later, rather than left as it is for good.
+      this.#o.log(`kubelet ${rt.key}: ${(e as Error).stack ?? e}; syncing again later`);
+      this.#retryLater(rt);
     } finally {
       rt.syncing = false;
     }
@@ -728,14 +731,7 @@ export class Kubelet {
         nodeAllocatable: { cpu: '16', memory: '64Gi', 'ephemeral-storage': '200Gi' },
       });
     } catch (e) {
-      if (!(e instanceof ContainerConfigError)) {
-        // The API server did not answer (it restarts): as a kubelet's pod worker, the container
-        // waits and the pod is synced again, rather than staying down for good after a restart.
-        this.#o.log(`kubelet ${rt.key}: starting ${c.name}: its environment: ${(e as Error).message}; trying again`);
-        c.state = { kind: 'waiting', reason: 'ContainerCreating' };
-        this.#retryLater(rt);
-        return;
-      }
+      if (!(e instanceof ContainerConfigError)) throw e;
       const message = e.message;
       if (!(c.state.kind === 'waiting' && c.state.reason === 'CreateContainerConfigError' && c.state.message === message)) {
         this.#events.record(rt.pod, 'Warning', 'Failed', `Error: ${message}`, { host: node, fieldPath: `spec.containers{${c.name}}` });
@@ -1339,7 +1335,11 @@ export class Kubelet {
     if (c.state.kind === 'terminated') c.last = c.state;
     c.restartCount++;
     c.state = { kind: 'waiting', reason: 'ContainerCreating' };
-    return this.#startContainer(rt, c).catch((e) => this.#o.log(`kubelet ${rt.key}: restart: ${(e as Error).stack ?? e}`));
+    return this.#startContainer(rt, c).catch((e) => {
+      // The container waits (ContainerCreating) and the pod's next sync starts it.
+      this.#o.log(`kubelet ${rt.key}: restart: ${(e as Error).stack ?? e}; syncing again later`);
+      this.#retryLater(rt);
+    });
   }
 
   async #terminate(rt: PodRuntime, graceMs: number): Promise<void> {
