@@ -305,6 +305,10 @@ export class Kubelet {
       this.#runtimes.set(uid, rt);
     } else {
       rt.pod = pod;
+      // As the kubelet's status manager: a status on the API server that is not the one last
+      // written (the node-lifecycle controller marks the pods of a node it lost track of not
+      // Ready, and the node is back) is written again.
+      if (rt.lastWritten && conditionsDiffer(pod.status?.conditions, JSON.parse(rt.lastWritten).status?.conditions)) rt.lastWritten = '';
       // A container whose image changed is restarted with the new one, as the kubelet does.
       for (const spec of pod.spec.containers ?? []) {
         const c = rt.containers.find((x) => x.name === spec.name);
@@ -1674,4 +1678,12 @@ const kv = (m?: Record<string, string>) =>
 function imageID(image: string): string {
   const repo = image.replace(/[:@][^/]*$/, '');
   return `${repo}@sha256:${createHash('sha256').update(image).digest('hex')}`;
+}
+
+/** Whether two lists of pod conditions differ in the status of a condition type. */
+function conditionsDiffer(held: { type: string; status: string }[] | undefined, written: { type: string; status: string }[] | undefined): boolean {
+  const statuses = (cs: { type: string; status: string }[] | undefined) => new Map((cs ?? []).map((c) => [c.type, c.status]));
+  const a = statuses(held);
+  const b = statuses(written);
+  return [...b].some(([type, status]) => a.get(type) !== status);
 }

@@ -55,6 +55,14 @@ it('kube-apiserver and temporal killed and started again: the same addresses, th
     }, 60_000);
     expect(withEnvAgain.pid).not.toBe(withEnv.pid);
     expect(withEnvAgain.containers[0]!.env.A).toBe('1');
+    // The node-lifecycle controller marks the pods of a node it lost track of not Ready; once the
+    // kubelet reaches the API server again it writes its own view back.
+    const podPath = '/api/v1/namespaces/default/pods/with-env';
+    const podReady = async () => ((await kube.get<any>(podPath)).status?.conditions ?? []).find((c: any) => c.type === 'Ready')?.status;
+    await until('pod with-env Ready', async () => (await podReady()) === 'True', 60_000);
+    const marked = ((await kube.get<any>(podPath)).status.conditions as any[]).map((c) => (c.type === 'Ready' ? { ...c, status: 'False', reason: 'NodeNotReady' } : c));
+    await kube.req('PATCH', `${podPath}/status`, { status: { conditions: marked } }, { contentType: 'application/strategic-merge-patch+json' });
+    await until('pod with-env Ready again', async () => (await podReady()) === 'True', 30_000);
     expect((await kube.get<any>('/api/v1/namespaces/default/configmaps/kept')).data).toEqual({ a: '1' });
     // An outage long enough for the Leases to go stale: the node-lifecycle controller writes each
     // node's conditions Unknown (and taints it unreachable). The kubelet posts its own view again
