@@ -7,7 +7,7 @@
 // during a grow retargets it. The re-creation carries the pod count of the StatefulSet it replaces.
 import { podAt, type Observation } from './observation.ts';
 import { podsText } from './format.ts';
-import type { GateName } from './gates.ts';
+import { nodeDownProblem, type GateName } from './gates.ts';
 
 export type VolumeStep =
   | { kind: 'done'; size: string }
@@ -103,6 +103,10 @@ export function nextVolumeStep(
     return !pod || pod.terminating || !pod.ready;
   });
   if (starting.length > 0) {
+    // A pod on a node that stopped reporting starts only when the node is back (or is marked out of
+    // service): status names the node and what a person can do, as every other wait does.
+    const down = starting.map((o) => nodeDownProblem(podAt(obs, o))).find((m) => m !== null);
+    if (down) return { kind: 'wait', message: down, gate: 'pod-ready' };
     const several = starting.length > 1;
     return {
       kind: 'wait',

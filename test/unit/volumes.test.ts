@@ -62,6 +62,16 @@ describe('a grow that restarted pods ends with them Ready again', () => {
     expect(nextVolumeStep(obs, '100Gi', 100 * GI, 100 * GI, [0, 2])).toEqual({ kind: 'wait', message: 'pod 2 is not Ready yet after its restart', gate: 'pod-ready' });
     obs.pods[0]!.terminating = true;
     expect(nextVolumeStep(obs, '100Gi', 100 * GI, 100 * GI, [2, 0])).toEqual({ kind: 'wait', message: 'pods 0 and 2 are not Ready yet after their restarts', gate: 'pod-ready' });
+    // A pod it restarted is on a node that stopped reporting: the node is named, with what to do.
+    obs.pods[0]!.nodeDown = { node: 'node-1', ready: 'Unknown', since: Date.parse('2026-12-07T06:00:00Z'), message: null };
+    expect(nextVolumeStep(obs, '100Gi', 100 * GI, 100 * GI, [2, 0])).toEqual({
+      kind: 'wait',
+      message:
+        'pod 0 is on node node-1, which has not reported since 06:00:00 UTC (it is off or cut off from the API server): this waits for the node to come back; ' +
+        'if it is shut down for good, kubectl taint nodes node-1 node.kubernetes.io/out-of-service=nodeshutdown:NoExecute lets pod 0 start on another node',
+      gate: 'pod-ready',
+    });
+    obs.pods[0]!.nodeDown = null;
     obs.pods[0]!.terminating = false;
     obs.pods[2]!.ready = true;
     // Pod 1 was not restarted by this grow: not waited for.
