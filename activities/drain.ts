@@ -260,14 +260,16 @@ export function nodesLeave(pods: DrainTarget[]): string {
 
 /**
  * The pods of the nodes a scale-down removes (members above the voters wanted), highest first,
- * but the leader's and `except`'s: they are drained together with the first pod a scale-down
- * drains, so each later removal finds its pod out of the client Services already.
+ * but `except`'s: they are drained together with the first pod a scale-down drains, so each later
+ * removal finds its pod out of the client Services already. A leader among them too: the restart
+ * that hands its leadership away then finds it drained and stops it at once, where it used to
+ * wait a drain of its own (its successor, once Ready, is drained again before its node leaves).
  */
-export function leavingPods(qc: QueenCluster, obs: Observation, except: number): DrainTarget[] {
+export function leavingPods(qc: Pick<QueenCluster, 'spec'>, obs: Observation, except: number): DrainTarget[] {
   const wanted = withDefaults(qc.spec).replicas;
   const ids = (obs.membership?.members ?? [])
     .map((m) => m.nodeId)
-    .filter((id) => id > wanted && id !== except && id !== obs.membership?.leader)
+    .filter((id) => id > wanted && id !== except)
     .sort((a, b) => b - a);
   return ids.map((id) => drainTarget(obs, id - 1)).filter((t): t is DrainTarget => t !== null);
 }

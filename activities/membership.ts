@@ -183,8 +183,8 @@ export function membershipActivities(deps: ActivityDeps) {
           return { done: 'held' };
         },
         // The other nodes above the voters wanted leave right after this one: their pods go out of
-        // the client Services now, in the same drain wait. Not the leader's (it is stopped once to
-        // hand leadership away first, and comes back serving).
+        // the client Services now, in the same drain wait, a leader's among them (it is stopped
+        // once to hand leadership away first, with no drain wait of its own then).
         companions: (qc, obs) => leavingPods(qc, obs, nodeId),
       });
       return { outcome };

@@ -1,7 +1,8 @@
 // Which pods a drain waits for: only one that clients may have sent requests still in flight.
 import type { V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { drainEvent, nodesLeave, notReadySinceStart } from '../../activities/drain.ts';
+import { drainEvent, leavingPods, nodesLeave, notReadySinceStart } from '../../activities/drain.ts';
+import { cluster } from './fixture.ts';
 
 function pod(ready: { status: 'True' | 'False'; at: string } | null, startedAt: string | null): V1Pod {
   return {
@@ -40,5 +41,29 @@ describe('the drain Event names the pods, and the nodes that leave in the order 
     const handOff = [target(2), target(1)];
     expect(drainEvent(handOff, `pod 2 restarts and ${nodesLeave(handOff)} the membership`)).toBe('taking pods 1 and 2 out of the client Service before pod 2 restarts and nodes 3 and 2 leave the membership');
     expect(drainEvent([target(0)], 'it restarts')).toBe('taking pod 0 out of the client Service before it restarts');
+  });
+});
+
+describe('the pods drained with the first removal of a scale-down', () => {
+  const spec = (replicas: 1 | 3) => ({ spec: { version: '2.6.0', secretName: 'queen', replicas } });
+  const ordinals = (replicas: 1 | 3, obs: ReturnType<typeof cluster>, except: number) => leavingPods(spec(replicas), obs, except).map((p) => p.ordinal);
+
+  it('every other node above the voters wanted, highest first', () => {
+    expect(ordinals(3, cluster(5, 5, 1), 5)).toEqual([3]);
+    expect(ordinals(1, cluster(3, 3, 1), 3)).toEqual([1]);
+  });
+
+  it('a leader among them too, so its hand-off restart has no drain wait of its own', () => {
+    // 3→1 with node 2 leading: node 3 leaves first, pod 1 (node 2's) goes out of the Service with pod 2.
+    expect(ordinals(1, cluster(3, 3, 2), 3)).toEqual([1]);
+    // 5→3 with node 4 leading.
+    expect(ordinals(3, cluster(5, 5, 4), 5)).toEqual([3]);
+  });
+
+  it('never a node that stays, nor a pod that terminates', () => {
+    const obs = cluster(5, 5, 2);
+    expect(ordinals(3, obs, 5)).toEqual([3]);
+    obs.pods[3]!.terminating = true;
+    expect(ordinals(3, obs, 5)).toEqual([]);
   });
 });
