@@ -233,7 +233,7 @@ export const DEFS: Record<OperationName, OperationDef> = {
     // more, and a node that takes it over and leaves too, three more again). The matrix crashes the
     // operator after each step of a run without a fault, so every run starts with node 4 leading:
     // node 5 leaves, node 4 hands leadership to a node that stays (the only other voters), leaves.
-    prepare: async (c) => void (c.leader = await leadershipTo(c.s, 4)),
+    prepare: async (c) => void (c.leader = await leadershipTo(c.s, 4, [1, 2, 3])),
     trigger: (c) => patchSpec(c.s, { replicas: 3 }),
     voters: [1, 2, 3],
     // A node that leads is stopped once, so it hands leadership away before it leaves.
@@ -546,14 +546,21 @@ export interface CellOptions {
 /**
  * Moves leadership to node `id` the one way the broker lets it move: a SIGTERM to the leader's
  * container, which hands leadership to the voter with the most log that acked within 1 s and did
- * not hand it away itself in the last 60 s (the kubelet then starts the container again). Repeated
- * until node `id` leads; each leader asked is out of the draw for the next one.
+ * not shut down itself in the last 60 s (the kubelet then starts the container again). Repeated
+ * until node `id` leads; each leader asked is out of the draw for the next one. If every node of
+ * `stays` was asked, node `id` would have no one to hand leadership to when the operation stops
+ * it: it leads once 60 s have passed since the first of them was.
  */
-async function leadershipTo(s: Scenario, id: number): Promise<number> {
+async function leadershipTo(s: Scenario, id: number, stays: number[]): Promise<number> {
+  const stopped = new Map<number, number>();
   for (let attempt = 1; attempt <= 8; attempt++) {
     const settled = (q: QueenCluster) => q.status?.phase === 'Ready' && !!q.status.leader && (q.status.members ?? []).every((m) => m.voter && m.live && m.ready);
     const leader = (await waitForCluster(s, 'every voter Ready and live under a leader', settled, 120_000)).status!.leader!;
-    if (leader === id) return id;
+    if (leader === id) {
+      if (stays.every((n) => stopped.has(n))) await sleep(Math.min(...stays.map((n) => stopped.get(n)!)) + 61_000 - Date.now());
+      return id;
+    }
+    stopped.set(leader, Date.now());
     const name = `queen-${leader - 1}`;
     const restarts = async () => (await pods(s)).find((p) => p.metadata?.name === name)?.status?.containerStatuses?.[0]?.restartCount ?? 0;
     const before = await restarts();
