@@ -154,9 +154,15 @@ export async function track(kc: KubeConfig, namespace: string, name = 'queen', s
     t.maxVotersDown = Math.max(t.maxVotersDown, down.length);
     if (down.length > 1 && down.some((p) => !downNow.includes(p))) {
       // Which pods, how each is down, and the voters status had then: what the check rested on.
+      // A pod whose containers all run and say ready, with its Ready condition false, was marked
+      // so from outside its kubelet (the node-lifecycle controller, for a node it lost track of);
+      // the order in which they went down tells whether a pod was stopped while another was down.
       const how = down.map((v) => {
         const p = podByName(v);
-        return `${v} ${!p ? 'gone' : p.metadata.deletionTimestamp ? 'stopping' : 'not Ready'}`;
+        const since = notReadySince.has(v) ? ` since +${((notReadySince.get(v)! - began) / 1000).toFixed(1)}s` : '';
+        const containers = (p?.status?.containerStatuses ?? []) as { ready?: boolean; state?: { running?: unknown } }[];
+        const marked = containers.length > 0 && containers.every((c) => c.ready && c.state?.running) ? ' (its container runs and is ready: marked from outside its kubelet)' : '';
+        return `${v} ${!p ? 'gone' : p.metadata.deletionTimestamp ? 'stopping' : `not Ready${marked}`}${since}`;
       });
       t.overDown.push(`+${((now - began) / 1000).toFixed(1)}s ${how.join(', ')} at once, status voters [${voterPods().join(', ')}] (${t.cluster()?.status?.message ?? ''})`);
     }
