@@ -542,7 +542,6 @@ export interface CellOptions {
   log?: (line: string) => void;
 }
 
-/** Runs one cell in a namespace of its own and says what a user would have seen. */
 /**
  * Moves leadership to node `id` the one way the broker lets it move: a SIGTERM to the leader's
  * container, which hands leadership to the voter with the most log that acked within 1 s and did
@@ -574,6 +573,7 @@ async function leadershipTo(s: Scenario, id: number, stays: number[]): Promise<n
   throw new Error(`node ${id} did not come to lead after 8 hand-offs`);
 }
 
+/** Runs one cell in a namespace of its own and says what a user would have seen. */
 export async function runCell(op: OperationName, fault: Fault, opts: CellOptions = {}): Promise<CellResult> {
   const def = DEFS[op];
   const log = opts.log ?? ((line: string) => console.log(line));
