@@ -12,6 +12,7 @@ import { leaveAfterDrain, removalHold } from './membership.ts';
 import { names, nodeIdOf } from './resources.ts';
 import { liveClaimAt, memberOf, podAt } from '../plan/observation.ts';
 import { podStartProblem } from '../plan/assess.ts';
+import { replacedVoterWait } from '../plan/progress.ts';
 import { replaceLines } from '../plan/steps.ts';
 import { handsOffBeforeLeaving } from '../plan/voters.ts';
 
@@ -126,11 +127,8 @@ export function replaceActivities(deps: ActivityDeps) {
       await holdUntil<true>(deps, ref, async () => {
         const qc = await loadCluster(deps, ref);
         const obs = await observeCluster(deps, qc);
-        const member = memberOf(obs.membership, r.nodeId);
-        const pod = podAt(obs, r.ordinal);
-        if (!member?.voter || !member.live || !pod?.ready) {
-          return { hold: { phase: 'Replacing', message: `waiting for pod ${r.ordinal} to be a Ready voter`, gate: 'pod-ready' } };
-        }
+        const wait = replacedVoterWait(obs, r.ordinal, r.nodeId);
+        if (wait) return { hold: { phase: 'Replacing', message: wait, gate: 'pod-ready' } };
         if (stillAsked(qc, r.pod)) await patchClusterAnnotations(deps.kube, ref.namespace, ref.name, { [ANNOTATIONS.replacePod]: null });
         await stepEvent(deps, qc, 'ReplaceFinished', replaceLines(r.ordinal, r.nodeId).done);
         return { done: true };

@@ -32,6 +32,18 @@ export function notReadyAndLive(obs: Observation, ordinal: number): string {
   return `the leader has not heard from node ${ordinal + 1}`;
 }
 
+/**
+ * What the end of a replacement waits for, in words: its node a voter again, live, and its pod
+ * Ready; null once they are. A stopped node under the pod is named with what a person can do.
+ */
+export function replacedVoterWait(obs: Observation, ordinal: number, nodeId: number): string | null {
+  const member = memberOf(obs.membership, nodeId);
+  const pod = podAt(obs, ordinal);
+  if (member?.voter && member.live && pod?.ready) return null;
+  const why = member?.voter ? notReadyAndLive(obs, ordinal) : (nodeDownProblem(pod) ?? `node ${nodeId} is not a voter yet`);
+  return `waiting for pod ${ordinal} to be a Ready voter: ${why}`;
+}
+
 const exited = (pod: PodObservation) =>
   `its container exited${pod.lastExitCode === null ? '' : ` with code ${pod.lastExitCode}`} (${pod.restarts} ${pod.restarts === 1 ? 'restart' : 'restarts'})`;
 

@@ -7,7 +7,7 @@ import { nodeDown } from '../../activities/observe.ts';
 import { assess, podStartProblem } from '../../plan/assess.ts';
 import { nodeDownProblem, stopGate, voterNodeDownProblem } from '../../plan/gates.ts';
 import type { NodeDown, Observation } from '../../plan/observation.ts';
-import { canaryProblem, newVersionFailure, notReadyAndLive } from '../../plan/progress.ts';
+import { canaryProblem, newVersionFailure, notReadyAndLive, replacedVoterWait } from '../../plan/progress.ts';
 import { cluster, member, pod, setMember, T0 } from './fixture.ts';
 
 const SILENT: NodeDown = { node: 'node-1', ready: 'Unknown', since: Date.parse('2026-11-29T11:59:20Z'), message: null };
@@ -79,5 +79,23 @@ describe('a pod on a node that does not report', () => {
     expect(voterNodeDownProblem(obs, 2)).toBeNull();
     pod(obs, 1).nodeDown = null;
     expect(voterNodeDownProblem(obs, 1)).toBeNull();
+  });
+});
+
+describe('the end of a replacement: its pod a Ready voter again', () => {
+  it('names the node its pod is on when that node stopped reporting (soak seed 56819, #1)', () => {
+    expect(replacedVoterWait(stopped(), 1, 2)).toBe(`waiting for pod 1 to be a Ready voter: ${NAMED}`);
+    const learner = stopped();
+    setMember(learner, { ...member(2, false, 40), live: false });
+    expect(replacedVoterWait(learner, 1, 2)).toBe(`waiting for pod 1 to be a Ready voter: ${NAMED}`);
+  });
+
+  it('says what is missing otherwise, and nothing once the pod is a Ready, live voter', () => {
+    const obs = cluster(3, 3, 1);
+    expect(replacedVoterWait(obs, 1, 2)).toBeNull();
+    pod(obs, 1).ready = false;
+    expect(replacedVoterWait(obs, 1, 2)).toBe('waiting for pod 1 to be a Ready voter: pod 1 is not Ready');
+    setMember(obs, member(2, false, 0));
+    expect(replacedVoterWait(obs, 1, 2)).toBe('waiting for pod 1 to be a Ready voter: node 2 is not a voter yet');
   });
 });
