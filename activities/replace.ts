@@ -10,7 +10,7 @@ import { deleteClaimByUid, deletePodByUid, patchClusterAnnotations } from './kub
 import { drainPod } from './drain.ts';
 import { leaveAfterDrain, removalHold } from './membership.ts';
 import { names, nodeIdOf } from './resources.ts';
-import { liveClaimAt, memberOf, podAt } from '../plan/observation.ts';
+import { liveClaimAt, podAt } from '../plan/observation.ts';
 import { podStartProblem } from '../plan/assess.ts';
 import { replacedVoterWait } from '../plan/progress.ts';
 import { replaceLines } from '../plan/steps.ts';

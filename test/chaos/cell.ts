@@ -552,8 +552,13 @@ export interface CellOptions {
  */
 async function leadershipTo(s: Scenario, id: number, stays: number[]): Promise<number> {
   const stopped = new Map<number, number>();
+  const settled = (q: QueenCluster) => q.status?.phase === 'Ready' && !!q.status.leader && (q.status.members ?? []).every((m) => m.voter && m.live && m.ready);
+  // The leader's pod as the API server has it: its container's restarts, and whether it is Ready.
+  const podOf = async (name: string) => {
+    const pod = (await pods(s)).find((p) => p.metadata?.name === name);
+    return { restarts: pod?.status?.containerStatuses?.[0]?.restartCount ?? 0, ready: !!pod?.status?.conditions?.some((x) => x.type === 'Ready' && x.status === 'True') };
+  };
   for (let attempt = 1; attempt <= 8; attempt++) {
-    const settled = (q: QueenCluster) => q.status?.phase === 'Ready' && !!q.status.leader && (q.status.members ?? []).every((m) => m.voter && m.live && m.ready);
     const leader = (await waitForCluster(s, 'every voter Ready and live under a leader', settled, 120_000)).status!.leader!;
     if (leader === id) {
       if (stays.every((n) => stopped.has(n))) await sleep(Math.min(...stays.map((n) => stopped.get(n)!)) + 61_000 - Date.now());
@@ -561,13 +566,12 @@ async function leadershipTo(s: Scenario, id: number, stays: number[]): Promise<n
     }
     stopped.set(leader, Date.now());
     const name = `queen-${leader - 1}`;
-    const restarts = async () => (await pods(s)).find((p) => p.metadata?.name === name)?.status?.containerStatuses?.[0]?.restartCount ?? 0;
-    const before = await restarts();
+    const before = (await podOf(name)).restarts;
     await control.kill(s.ns, name, { signal: 'SIGTERM' });
     await waitForCluster(s, `a node other than ${leader} leading`, (q) => !!q.status?.leader && q.status.leader !== leader, 60_000);
     await waitFor(`${name} started again and Ready`, async () => {
-      const pod = (await pods(s)).find((p) => p.metadata?.name === name);
-      return (await restarts()) > before && pod?.status?.conditions?.some((x) => x.type === 'Ready' && x.status === 'True') ? true : undefined;
+      const now = await podOf(name);
+      return now.restarts > before && now.ready ? true : undefined;
     }, 120_000);
   }
   throw new Error(`node ${id} did not come to lead after 8 hand-offs`);

@@ -2,8 +2,8 @@
 // enough for `npm test` (about 3 minutes): one cell where the operator is killed right after a step
 // of an operation (the operation drawn from the seed, and the step as a share of the steps a run of
 // it without a fault takes here, as the matrix finds them: a recorded history may be of another
-// path, a growth with restarts where the cell's grows online), and one where a voter's pod is killed while the operation waits at
-// a gate, or the leader dies in the middle of a promotion. Only faults that stay in the cell's
+// path, a growth with restarts where the cell's grows online), and one where a voter's pod is
+// killed while the operation waits at a gate, or the leader dies in the middle of a promotion. Only faults that stay in the cell's
 // namespace: the other scenarios share the test bed.
 // The seed is drawn from the commit the tests run on (test/chaos/seed.ts), so that every commit runs
 // other cells and the matrix is covered over many; it is printed with the commands that run the
