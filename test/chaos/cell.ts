@@ -696,6 +696,7 @@ export async function runCell(op: OperationName, fault: Fault, opts: CellOptions
     if (op !== 'FormCluster') {
       for (const o of tracker.overDown) result.violations.push(`two voters down at one time: ${o}`);
     }
+    if (tracker.marked.length) result.notes.push(`marked not Ready from outside their kubelets (not counted as down): ${tracker.marked.join('; ')}`);
   } catch (e) {
     result.outcome ||= 'error';
     result.violations.push(`the cell failed: ${(e as Error).message}`);

@@ -153,6 +153,8 @@ export async function soak(opts: SoakOptions): Promise<SoakResult> {
       const joint = membership.jointAtEnd();
       if (joint && end.outcome === 'finished') broken(`a joint configuration is left in the Raft log: ${joint}`);
       for (const o of tracker.overDown.splice(0)) broken(`two voters down at one time: ${o}`);
+      const marked = tracker.marked.splice(0);
+      if (marked.length) entry.notes.push(`marked not Ready from outside their kubelets (not counted as down): ${marked.join('; ')}`);
       if (!ready) {
         broken(`the cluster was not Ready again within 5 min: ${row(await getCluster(s))}`);
         break;

@@ -4,7 +4,11 @@
 // The operator is the only one that deletes a Queen pod (a restart, a replacement, a scale-down
 // through the StatefulSet); a deletion while another voter was down is "two voters down by the
 // operator's hand". A voter just promoted whose pod was not Ready yet (its readiness probe comes
-// after the leader saw it caught up) is starting, not down, for a few probes. While an operation
+// after the leader saw it caught up) is starting, not down, for a few probes. A pod whose containers
+// all run and say ready while its Ready condition is false was marked so from outside its kubelet
+// (the node-lifecycle controller, for a node whose Lease it saw go stale, as after an API-server
+// outage): the world's doing, so not counted as down, but listed in `marked`; a deletion while such
+// a pod is not Ready still counts in `disruptions`. While an operation
 // is expected to run (expectOperation), a status that says nothing for minutes (no message, or the
 // same message with no named gate and not Blocked) is a silent wait: the chaos promise is that
 // every operation ends or says why it waits.
@@ -34,6 +38,8 @@ export interface Tracker {
   maxVotersDown: number;
   /** Each time two or more voters were not Ready at once, but those a fault took down: when and which. */
   overDown: string[];
+  /** Each time a voter's pod was marked not Ready from outside its kubelet: when and which (not in overDown). */
+  marked: string[];
   /** Each silent wait: while an operation was expected, the status said nothing new for too long. */
   silences: string[];
   /** From now on an operation is expected (true) until it ended (false): its waits must say why. */
@@ -50,6 +56,12 @@ export interface Tracker {
 }
 
 const isReady = (p: any) => !p.metadata?.deletionTimestamp && !!p.status?.conditions?.some((c: any) => c.type === 'Ready' && c.status === 'True');
+
+/** Not Ready while every container runs and says ready, and not being deleted: marked from outside its kubelet. */
+export const markedFromOutside = (p: any): boolean => {
+  const containers = (p?.status?.containerStatuses ?? []) as { ready?: boolean; state?: { running?: unknown } }[];
+  return !!p && !p.metadata?.deletionTimestamp && !isReady(p) && containers.length > 0 && containers.every((c) => c.ready && c.state?.running);
+};
 
 /** How long a voter just promoted may be not Ready yet without counting as down (a few readiness probes of 5 s). */
 const NEW_VOTER_GRACE_MS = 15_000;
@@ -77,6 +89,7 @@ export async function track(kc: KubeConfig, namespace: string, name = 'queen', s
     disruptions: [],
     maxVotersDown: 0,
     overDown: [],
+    marked: [],
     silences: [],
     timeline: [],
     cluster: () => clusters.list().find((c) => c.metadata.name === name),
@@ -92,8 +105,10 @@ export async function track(kc: KubeConfig, namespace: string, name = 'queen', s
       t.disruptions.length = 0;
       t.maxVotersDown = 0;
       t.overDown.length = 0;
+      t.marked.length = 0;
       t.silences.length = 0;
       downNow = [];
+      markedNow = [];
       for (const p of pods.list()) see(t.podUids, p.metadata.name, p.metadata.uid!);
       for (const c of claims.list()) see(t.claimUids, c.metadata.name, c.metadata.uid!);
     },
@@ -134,7 +149,10 @@ export async function track(kc: KubeConfig, namespace: string, name = 'queen', s
     const p = podByName(v);
     return !!since && !since.readySince && now - since.at < NEW_VOTER_GRACE_MS && !!p && !p.metadata.deletionTimestamp;
   };
-  /** Voters whose pod is not Ready, but `except`; with `at`, not the ones a fault took down then, nor new voters starting. */
+  /**
+   * Voters whose pod is not Ready, but `except`; with `at`, not the ones a fault took down then,
+   * nor new voters starting, nor pods marked not Ready from outside their kubelet.
+   */
   const votersDown = (except: string | null, at: number | null) =>
     voterPods()
       .filter((v) => v !== except)
@@ -142,7 +160,8 @@ export async function track(kc: KubeConfig, namespace: string, name = 'queen', s
         const p = podByName(v);
         return !p || !isReady(p);
       })
-      .filter((v) => at === null || ((exempted.get(v) ?? 0) < at && !starting(v, at)));
+      .filter((v) => at === null || ((exempted.get(v) ?? 0) < at && !starting(v, at) && !markedFromOutside(podByName(v))));
+  let markedNow: string[] = [];
   const measure = () => {
     const now = Date.now();
     seeVoters(now);
@@ -152,17 +171,16 @@ export async function track(kc: KubeConfig, namespace: string, name = 'queen', s
     }
     const down = votersDown(null, now);
     t.maxVotersDown = Math.max(t.maxVotersDown, down.length);
+    const since = (v: string) => (notReadySince.has(v) ? ` since +${((notReadySince.get(v)! - began) / 1000).toFixed(1)}s` : '');
+    const marked = voterPods().filter((v) => markedFromOutside(podByName(v)));
+    if (marked.some((v) => !markedNow.includes(v))) t.marked.push(`+${((now - began) / 1000).toFixed(1)}s ${marked.map((v) => `${v}${since(v)}`).join(', ')}`);
+    markedNow = marked;
     if (down.length > 1 && down.some((p) => !downNow.includes(p))) {
-      // Which pods, how each is down, and the voters status had then: what the check rested on.
-      // A pod whose containers all run and say ready, with its Ready condition false, was marked
-      // so from outside its kubelet (the node-lifecycle controller, for a node it lost track of);
+      // Which pods, how each is down, and the voters status had then: what the check rested on;
       // the order in which they went down tells whether a pod was stopped while another was down.
       const how = down.map((v) => {
         const p = podByName(v);
-        const since = notReadySince.has(v) ? ` since +${((notReadySince.get(v)! - began) / 1000).toFixed(1)}s` : '';
-        const containers = (p?.status?.containerStatuses ?? []) as { ready?: boolean; state?: { running?: unknown } }[];
-        const marked = containers.length > 0 && containers.every((c) => c.ready && c.state?.running) ? ' (its container runs and is ready: marked from outside its kubelet)' : '';
-        return `${v} ${!p ? 'gone' : p.metadata.deletionTimestamp ? 'stopping' : `not Ready${marked}`}${since}`;
+        return `${v} ${!p ? 'gone' : p.metadata.deletionTimestamp ? 'stopping' : 'not Ready'}${since(v)}`;
       });
       t.overDown.push(`+${((now - began) / 1000).toFixed(1)}s ${how.join(', ')} at once, status voters [${voterPods().join(', ')}] (${t.cluster()?.status?.message ?? ''})`);
     }
