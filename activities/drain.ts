@@ -217,7 +217,8 @@ export async function drainPods(deps: ActivityDeps, ref: ClusterRef, pods: Drain
       }
     }
     if (now - out >= deps.settings.drainMs) return { done: true };
-    return { hold: { phase: words.phase, message: `${words.what}: letting the requests in flight on ${which} finish`, gate: 'requests-drained' satisfies DrainGate } };
+    // The last look comes when the drain wait is over, not at the poll after it.
+    return { hold: { phase: words.phase, message: `${words.what}: letting the requests in flight on ${which} finish`, gate: 'requests-drained' satisfies DrainGate, lookAgainAt: out + deps.settings.drainMs } };
   });
   return present;
 }

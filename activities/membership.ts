@@ -11,11 +11,11 @@ import { idsText, lagText } from '../plan/format.ts';
 import { stopGate, voterNodeDownProblem } from '../plan/gates.ts';
 import type { ChangeGate } from '../plan/steps.ts';
 import { memberOf, type MembershipObservation, type Observation, podAt } from '../plan/observation.ts';
-import { catchUpLookAgainAt, CHANGE_IN_FLIGHT_FAST_MS, changeInFlightLookAgainAt, handsOffBeforeLeaving, holdsOldData } from '../plan/voters.ts';
+import { catchUpLookAgainAt, CHANGE_IN_FLIGHT_FAST_MS, changeInFlightLookAgainAt, holdsOldData } from '../plan/voters.ts';
 import { addLearner, promote, refusalAdvice, removeMember, type ChangeResult } from './broker.ts';
 import { brokerToken, loadCluster, observeCluster, opLogger, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
 import { holdUntil, Parking, type Hold } from './waits.ts';
-import { drainEvent, drainPods, drainTarget, leavingPods, nodesLeave, setServing, type DrainTarget } from './drain.ts';
+import { drainEvent, drainPods, drainTarget, nodesLeave, setServing, type DrainTarget } from './drain.ts';
 import { gateOptions, stallMemory, stopHold } from './gate.ts';
 import { brokerBase } from './observe.ts';
 import { ordinalOf, podHost } from './resources.ts';
@@ -161,33 +161,6 @@ export function membershipActivities(deps: ActivityDeps) {
         await mirrorMembership(deps, qc, { ...obs, membership: c.membership });
         return { done: true };
       });
-    },
-
-    /**
-     * Takes a node that does not lead out of the membership; a no-op once it is not a member.
-     * `held` when the removal gate closed since the wait for it (the operation waits again). An
-     * object, so that the gates that held the step are in its result (worker.ts timeSteps); runs
-     * recorded before answered the outcome alone (workflows/scale-voters.ts reads both).
-     */
-    async removeNode(ref: ClusterRef, nodeId: number, phase: Phase): Promise<{ outcome: 'removed' | 'leads' | 'held' }> {
-      const log = opLogger(deps, ref);
-      const outcome = await leaveAfterDrain<'removed' | 'leads' | 'held'>(deps, ref, {
-        nodeId,
-        phase,
-        removed: 'removed',
-        exits: (_qc, _obs, m) => (handsOffBeforeLeaving(m, nodeId) ? 'leads' : null),
-        gate: async (qc, obs) => {
-          const held = removalHeld(deps, qc, obs, nodeId);
-          if (!held) return null;
-          log.info(`not removing node ${nodeId} yet: ${held}`);
-          return { done: 'held' };
-        },
-        // The other nodes above the voters wanted leave right after this one: their pods go out of
-        // the client Services now, in the same drain wait, a leader's among them (it is stopped
-        // once to hand leadership away first, with no drain wait of its own then).
-        companions: (qc, obs) => leavingPods(qc, obs, nodeId),
-      });
-      return { outcome };
     },
   };
 }

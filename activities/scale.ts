@@ -4,13 +4,14 @@
 // data of a node that left the membership.
 import { ApplicationFailure } from '@temporalio/common';
 import { withDefaults } from '../crd/defaults.ts';
-import { catchUpLookAgainAt, nextVoterStep, type ClaimToDelete, type VolumeToWipe, type VoterStep, wipeLine } from '../plan/voters.ts';
+import { catchUpLookAgainAt, handsOffBeforeLeaving, nextVoterStep, type ClaimToDelete, type VolumeToWipe, type VoterStep, wipeLine } from '../plan/voters.ts';
 import { podsText } from '../plan/format.ts';
-import { loadCluster, observeCluster, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
-import { holdUntil } from './waits.ts';
-import { drainPods, serveAgain, type DrainTarget } from './drain.ts';
+import type { Phase } from '../crd/schema.ts';
+import { loadCluster, observeCluster, opLogger, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
+import { holdUntil, type Hold } from './waits.ts';
+import { drainPods, leavingPods, serveAgain, type DrainTarget } from './drain.ts';
 import { applyObject, deleteClaimByUid, deletePodByUid, getPod, getStatefulSet } from './kube.ts';
-import { inFlightLookAgainAt, removalHold } from './membership.ts';
+import { inFlightLookAgainAt, leaveAfterDrain, removalHeld, removalHold } from './membership.ts';
 import { keptShape, names, parseOrdinal, statefulSet } from './resources.ts';
 
 export type ActionableVoterStep = Exclude<VoterStep, { kind: 'wait' }>;
@@ -39,30 +40,80 @@ export function scaleActivities(deps: ActivityDeps) {
     for (const v of volumes) if (deleted.has(v.claimUid)) await stepEvent(deps, qc, 'WipeVolume', v.message);
   }
 
+  /**
+   * One look for the next step towards spec.replicas voters (read again each time, from the API
+   * server): the step, or what holds it.
+   */
+  async function lookForVoterStep(ref: ClusterRef): Promise<{ done: ActionableVoterStep } | { hold: Hold }> {
+    const qc = await loadCluster(deps, ref);
+    const obs = await observeCluster(deps, qc);
+    const wanted = withDefaults(qc.spec).replicas;
+    // Nothing is drained while this waits: a pod drained for a removal that did not happen serves
+    // again, but for the pods of the nodes this scale-down removes (drained together).
+    await serveAgain(deps, ref, obs, wanted);
+    const s = nextVoterStep(obs, wanted);
+    if (s.kind === 'wait') {
+      const m = obs.membership;
+      let lookAgainAt: number | undefined;
+      if (s.gate === 'learner-caught-up') lookAgainAt = catchUpLookAgainAt(m, Date.now());
+      if (s.gate === 'no-change-in-flight' && m) lookAgainAt = inFlightLookAgainAt(qc.metadata.uid ?? '', m);
+      return { hold: { phase: 'Scaling', message: s.message, gate: s.gate, lookAgainAt } };
+    }
+    if (s.kind === 'remove-member') {
+      const hold = await removalHold(deps, qc, obs, s.nodeId, 'Scaling');
+      if (hold) return { hold };
+    }
+    return { done: s };
+  }
+
+  /**
+   * The step after the one just taken, when one look now finds it with nothing holding it: the
+   * workflow takes it without a wait of its own (one look, not two, between two steps). Null when a
+   * gate holds it or the look failed: the workflow's wait (awaitVoterStep) says what holds it.
+   */
+  async function stepNow(ref: ClusterRef): Promise<ActionableVoterStep | null> {
+    try {
+      const r = await lookForVoterStep(ref);
+      return 'done' in r ? r.done : null;
+    } catch (err) {
+      opLogger(deps, ref).info({ err: String(err) }, 'no look at the next step towards the voters wanted: the wait for it looks again');
+      return null;
+    }
+  }
+
   return {
     /** Waits until there is a step to take towards spec.replicas voters (read again each time). */
     async awaitVoterStep(ref: ClusterRef): Promise<ActionableVoterStep> {
-      return holdUntil<ActionableVoterStep>(deps, ref, async () => {
-        const qc = await loadCluster(deps, ref);
-        const obs = await observeCluster(deps, qc);
-        const wanted = withDefaults(qc.spec).replicas;
-        // Nothing is drained while this waits: a pod drained for a removal that did not happen serves
-        // again, but for the pods of the nodes this scale-down removes (drained together).
-        await serveAgain(deps, ref, obs, wanted);
-        const s = nextVoterStep(obs, wanted);
-        if (s.kind === 'wait') {
-          const m = obs.membership;
-          let lookAgainAt: number | undefined;
-          if (s.gate === 'learner-caught-up') lookAgainAt = catchUpLookAgainAt(m, Date.now());
-          if (s.gate === 'no-change-in-flight' && m) lookAgainAt = inFlightLookAgainAt(qc.metadata.uid ?? '', m);
-          return { hold: { phase: 'Scaling', message: s.message, gate: s.gate, lookAgainAt } };
-        }
-        if (s.kind === 'remove-member') {
-          const hold = await removalHold(deps, qc, obs, s.nodeId, 'Scaling');
-          if (hold) return { hold };
-        }
-        return { done: s };
+      return holdUntil<ActionableVoterStep>(deps, ref, () => lookForVoterStep(ref));
+    },
+
+    /**
+     * Takes a node that does not lead out of the membership; a no-op once it is not a member.
+     * `held` when the removal gate closed since the wait for it (the operation waits again). An
+     * object, so that the gates that held the step are in its result (worker.ts timeSteps); runs
+     * recorded before answered the outcome alone (workflows/scale-voters.ts reads both). Once the
+     * node is out, `next` is the step after it when nothing holds that one (stepNow).
+     */
+    async removeNode(ref: ClusterRef, nodeId: number, phase: Phase): Promise<{ outcome: 'removed' | 'leads' | 'held'; next?: ActionableVoterStep }> {
+      const log = opLogger(deps, ref);
+      const outcome = await leaveAfterDrain<'removed' | 'leads' | 'held'>(deps, ref, {
+        nodeId,
+        phase,
+        removed: 'removed',
+        exits: (_qc, _obs, m) => (handsOffBeforeLeaving(m, nodeId) ? 'leads' : null),
+        gate: async (qc, obs) => {
+          const held = removalHeld(deps, qc, obs, nodeId);
+          if (!held) return null;
+          log.info(`not removing node ${nodeId} yet: ${held}`);
+          return { done: 'held' };
+        },
+        // The other nodes above the voters wanted leave right after this one: their pods go out of
+        // the client Services now, in the same drain wait, a leader's among them (it is stopped
+        // once to hand leadership away first, with no drain wait of its own then).
+        companions: (qc, obs) => leavingPods(qc, obs, nodeId),
       });
+      const next = outcome === 'removed' ? await stepNow(ref) : null;
+      return { outcome, ...(next ? { next } : {}) };
     },
 
     /** Sets the StatefulSet's pod count, with the peer list for that count (the template's hash stays). */
@@ -100,11 +151,13 @@ export function scaleActivities(deps: ActivityDeps) {
      * Deletes the claims of pods that are gone for good, each if it is still the one observed (UID
      * precondition), each with its Event, in the order of their pods (kubectl describe lists them so).
      */
-    async deleteClaims(ref: ClusterRef, claims: ClaimToDelete[]): Promise<void> {
+    async deleteClaims(ref: ClusterRef, claims: ClaimToDelete[]): Promise<{ next?: ActionableVoterStep }> {
       const qc = await loadCluster(deps, ref);
       for (const c of claims) {
         if (await deleteClaimByUid(deps.kube, ref.namespace, c.claimName, c.claimUid)) await stepEvent(deps, qc, 'DeleteClaim', c.message);
       }
+      const next = await stepNow(ref);
+      return next ? { next } : {};
     },
   };
 }

@@ -4,8 +4,11 @@
 // hands leadership away), then the pods above it go, then their claims. The target is read again
 // at every step, so a second change of replicas retargets it. A node leaves through the stop gate,
 // waited for where a cancel or a yield may stop the operation; a pod that holds the data of a node
-// that left gets an empty volume before the node is added again.
+// that left gets an empty volume before the node is added again. A removal and the claims' deletion
+// answer the step after them when their last look found nothing holding it: it is taken without a
+// wait in between (one look, not two, between two steps).
 import { CancellationScope, patched } from '@temporalio/workflow';
+import type { ActionableVoterStep } from '../activities/scale.ts';
 import { outcomeOf } from './replace-node.ts';
 import { resumeHint, runOperation, step, yieldable, YIELD_AT_WAITS, YIELDED, type OperationInput } from './operation.ts';
 
@@ -26,8 +29,14 @@ export async function scaleVoters(input: OperationInput): Promise<string> {
       failed: `changing the voters to ${input.target} failed`,
     },
     async () => {
+      // The step after a removal or the claims' deletion, when the step's own look found it with
+      // nothing holding it (runs recorded before answered without one: they wait as recorded).
+      let next: ActionableVoterStep | null = null;
       for (;;) {
-        const s = await yielding.run(() => step('wait for the next step towards the voters wanted', 'wait').awaitVoterStep(ref));
+        // A yield or a cancel asked for meanwhile is honoured at the wait, as before.
+        const chained = yielding.requested === null && !CancellationScope.current().consideredCancelled ? next : null;
+        next = null;
+        const s = chained ?? (await yielding.run(() => step('wait for the next step towards the voters wanted', 'wait').awaitVoterStep(ref)));
         if (s === YIELDED) {
           return { result: 'Yielded', message: `changing the voters to ${input.target} yielded to ${yielding.requested} after ${sofar()}` };
         }
@@ -49,7 +58,9 @@ export async function scaleVoters(input: OperationInput): Promise<string> {
               break;
             case 'remove-member':
               // `held`: the gate closed again since the wait for it; the next wait says why.
-              took = outcomeOf(await step(s.message, 'wait').removeNode(ref, s.nodeId, 'Scaling')) === 'removed';
+              const answer = await step(s.message, 'wait').removeNode(ref, s.nodeId, 'Scaling');
+              took = outcomeOf(answer) === 'removed';
+              next = (typeof answer === 'object' && answer.next) || null;
               break;
             case 'wipe-claims':
               // A wait: the pods are drained before they go (`--drain-wait`, up to 10 minutes), longer
@@ -65,7 +76,7 @@ export async function scaleVoters(input: OperationInput): Promise<string> {
               await step(s.message).deleteClaim(ref, s.claimName, s.claimUid, s.message);
               break;
             case 'delete-claims':
-              await step(s.message).deleteClaims(ref, s.claims);
+              next = (await step(s.message).deleteClaims(ref, s.claims))?.next ?? null;
               break;
             case 'hand-off':
               break;
