@@ -394,6 +394,16 @@ export async function budgetsSelecting(kube: Kube, namespace: string, podName: s
 }
 
 /** Deletes a claim only if it is still the one that was recorded (UID precondition). */
+/** A claim as the API server has it now, or null when there is none of that name. */
+export async function getClaim(kube: Kube, namespace: string, name: string): Promise<V1PersistentVolumeClaim | null> {
+  try {
+    return await kube.core.readNamespacedPersistentVolumeClaim({ namespace, name });
+  } catch (err) {
+    if (isNotFound(err)) return null;
+    throw err;
+  }
+}
+
 export async function deleteClaimByUid(kube: Kube, namespace: string, name: string, uid: string): Promise<boolean> {
   try {
     await kube.core.deleteNamespacedPersistentVolumeClaim({ namespace, name, body: { preconditions: { uid } } });

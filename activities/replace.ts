@@ -6,7 +6,7 @@ import { readAnnotations, replaceRequest } from '../crd/annotations.ts';
 import { ANNOTATIONS, type QueenCluster } from '../crd/schema.ts';
 import { loadCluster, observeCluster, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
 import { holdUntil } from './waits.ts';
-import { deleteClaimByUid, deletePodByUid, patchClusterAnnotations } from './kube.ts';
+import { deleteClaimByUid, deletePodByUid, getClaim, patchClusterAnnotations } from './kube.ts';
 import { drainPod } from './drain.ts';
 import { leaveAfterDrain, removalHold } from './membership.ts';
 import { names, nodeIdOf } from './resources.ts';
@@ -96,8 +96,13 @@ export function replaceActivities(deps: ActivityDeps) {
         // well, and could never mount a claim being deleted). A successor the scheduler cannot
         // place, for its claim is being deleted, holds nothing. One still in the client Services
         // leaves them first.
+        // A pod made once the old claim was gone has (or gets) a new one: it is only deleted if the
+        // old claim is still there when asked after the pod was seen (the look read pods and claims
+        // side by side, and the StatefulSet makes no pod while its claim is being deleted).
         const pod = podAt(obs, r.ordinal);
         if (pod && !pod.terminating && !pod.unschedulable) {
+          const still = await getClaim(deps.kube, ref.namespace, names.claim(ref.name, r.ordinal));
+          if (still?.metadata?.uid !== r.claimUid) return { done: true };
           const words = { phase: 'Replacing' as const, what: message, event: `taking pod ${r.ordinal} out of the client Service before it is deleted` };
           await drainPod(deps, ref, { ordinal: r.ordinal, name: pod.name, uid: pod.uid, ip: pod.ip }, words);
           await deletePodByUid(deps.kube, ref.namespace, pod.name, pod.uid);

@@ -268,8 +268,11 @@ export const DEFS: Record<OperationName, OperationDef> = {
     },
     trigger: (c) => annotate(c.s, { [ANNOTATIONS.replacePod]: c.target }),
     voters: [1, 2, 3],
-    // Stopped once to hand leadership away, then again with its volume.
-    uids: (c) => ({ ...each(3, once), [c.target!]: [3, 3] }),
+    // Stopped once to hand leadership away, then again with its volume. The hand-off ends once
+    // another node leads, before the pod is gone: when the old volume goes before the StatefulSet
+    // made a successor on it, the one successor has the new volume (2 UIDs, not 3). That no pod
+    // on the new volume is stopped is checked apart (checkAfter).
+    uids: (c) => ({ ...each(3, once), [c.target!]: [2, 3] }),
     claimsDeleted: (c) => [`data-${c.target}`],
     events: () => ({
       ReplaceNodeStarted: once,
@@ -818,6 +821,18 @@ async function checkAfter(c: Ctx, def: OperationDef, result: CellResult): Promis
   const allowed = new Set(def.claimsDeleted(c).map((n) => c.claimsBefore.get(n)).filter((u): u is string => !!u));
   for (const d of tracker.deletedClaims) {
     if (!allowed.has(d.uid)) result.violations.push(`claim ${d.name} (uid ${d.uid.slice(0, 8)}) was deleted, and the operation did not record it`);
+  }
+  // A replaced pod is stopped for its old volume only: once that claim is gone, the pod the
+  // StatefulSet makes has the new volume, and nothing stops it again.
+  if (def.type === 'ReplaceNode' && c.target) {
+    const oldClaim = c.claimsBefore.get(`data-${c.target}`);
+    const goneAt = oldClaim ? tracker.claimGoneAt.get(oldClaim) : undefined;
+    if (goneAt === undefined) result.violations.push(`the old claim of ${c.target} was never seen gone`);
+    for (const d of tracker.podDeletions) {
+      if (goneAt !== undefined && d.pod === c.target && d.at > goneAt) {
+        result.violations.push(`${c.target} (uid ${d.uid.slice(0, 8)}) was deleted ${((d.at - goneAt) / 1000).toFixed(1)} s after its old claim was gone`);
+      }
+    }
   }
   // Steps: each once in `kubectl describe`, as many as the operation has (the formation before
   // it, in the same namespace, has its own).

@@ -6,8 +6,8 @@
 // operator's hand". A voter just promoted whose pod was not Ready yet (its readiness probe comes
 // after the leader saw it caught up) is starting, not down, for a few probes. A pod whose containers
 // all run and say ready while its Ready condition is false was marked so from outside its kubelet
-// (the node-lifecycle controller, for a node whose Lease it saw go stale, as after an API-server
-// outage): the world's doing, so not counted as down, but listed in `marked`; a deletion while such
+// (the node-lifecycle controller, for a node whose Lease it saw go stale: a node stopped, or an
+// API-server outage): the world's doing, so not counted as down, but listed in `marked`; a deletion while such
 // a pod is not Ready still counts in `disruptions`. While an operation
 // is expected to run (expectOperation), a status that says nothing for minutes (no message, or the
 // same message with no named gate and not Blocked) is a silent wait: the chaos promise is that
@@ -32,6 +32,10 @@ export interface Tracker {
   claimUids: Map<string, string[]>;
   /** UIDs of claims that got a deletion (deletionTimestamp or gone), in order. */
   deletedClaims: { name: string; uid: string; at: number }[];
+  /** When each claim (UID) was gone from the API server. */
+  claimGoneAt: Map<string, number>;
+  /** Every pod deletion (deletionTimestamp, or gone without one), voter or not: which, and when. */
+  podDeletions: { pod: string; uid: string; at: number }[];
   /** Every deletion of a voter's pod, with the other voters not Ready at that moment. */
   disruptions: Disruption[];
   /** The most voters not Ready at one time, but those a fault took down (exempt()). */
@@ -86,6 +90,8 @@ export async function track(kc: KubeConfig, namespace: string, name = 'queen', s
     podUids: new Map(),
     claimUids: new Map(),
     deletedClaims: [],
+    claimGoneAt: new Map(),
+    podDeletions: [],
     disruptions: [],
     maxVotersDown: 0,
     overDown: [],
@@ -102,6 +108,8 @@ export async function track(kc: KubeConfig, namespace: string, name = 'queen', s
       t.podUids.clear();
       t.claimUids.clear();
       t.deletedClaims.length = 0;
+      t.claimGoneAt.clear();
+      t.podDeletions.length = 0;
       t.disruptions.length = 0;
       t.maxVotersDown = 0;
       t.overDown.length = 0;
@@ -201,6 +209,7 @@ export async function track(kc: KubeConfig, namespace: string, name = 'queen', s
   const silenceTimer = setInterval(silence, 5000);
   const deleted = (p: any) => {
     const pod = p.metadata.name as string;
+    t.podDeletions.push({ pod, uid: p.metadata.uid, at: Date.now() });
     if (!voterPods().includes(pod)) return;
     const now = Date.now();
     const othersDown = votersDown(pod, null).map((v) => ({ pod: v, downForMs: now - (notReadySince.get(v) ?? now) }));
@@ -231,7 +240,10 @@ export async function track(kc: KubeConfig, namespace: string, name = 'queen', s
       see(t.claimUids, c.metadata.name, c.metadata.uid!);
       if (c.metadata.deletionTimestamp) claimGone(c);
     },
-    delete: (c) => claimGone(c),
+    delete: (c) => {
+      claimGone(c);
+      t.claimGoneAt.set(c.metadata.uid!, Date.now());
+    },
   });
   clusters.on({
     add: (c) => line(c),
