@@ -321,8 +321,8 @@ async function pauseAndResume(s: Scenario, tracker: Tracker, type: string, after
 
 /**
  * spec.upgrade.approval Manual: the upgrade waits before the leader at its gate `approved`, its
- * status saying the command that approves it; approved 5 s later. An upgrade that finishes
- * without that wait restarted the leader unapproved.
+ * status saying the command that approves it; approved 5 s later. An upgrade that ends without
+ * that wait stopped no pod that led at that moment (its broker asked as the deletion is seen).
  */
 async function approveAtGate(s: Scenario, tracker: Tracker, step: Step, t0: number, notes: string[], broken: (v: string) => void): Promise<void> {
   const at = () => `+${Math.round((Date.now() - t0) / 1000)}s`;
@@ -339,9 +339,16 @@ async function approveAtGate(s: Scenario, tracker: Tracker, step: Step, t0: numb
   ).catch(() => ({ asked: null }));
   const asked = seen.asked;
   if (asked === null) {
+    // No wait for approval: no pod may have been stopped while it led (a fault can move leadership
+    // to a pod already on the new version, and then no restart of a leader is left to approve).
+    await sleep(1500);
+    const stops = tracker.podDeletions.filter((d) => d.at >= t0 - 2000 && /^queen-\d+$/.test(d.pod));
+    const led = stops.filter((d) => d.led === true);
     const lo = tracker.cluster()?.status?.lastOperation;
-    if (lo?.result === 'Succeeded' && Date.parse(lo.startedAt ?? '') >= t0 - 2000) broken('the upgrade finished without waiting for approval (spec.upgrade.approval Manual)');
-    else notes.push(`${at()} no wait for approval (${lo?.result ?? 'no end'})`);
+    for (const d of led) broken(`${d.pod} was stopped while it led, and the upgrade never waited for approval (spec.upgrade.approval Manual)`);
+    // A pod whose broker did not answer when it was stopped was down (a fault's), leading nothing.
+    const said = stops.map((d) => `${d.pod} ${d.led === false ? 'a follower' : d.led === null ? 'not answering' : 'the leader'}`);
+    notes.push(`${at()} no wait for approval (${lo?.result ?? 'no end'}); stopped: ${said.join(', ') || 'none'}`);
     return;
   }
   notes.push(`${at()} waits for approval: ${asked}`);

@@ -14,6 +14,7 @@
 // every operation ends or says why it waits.
 import type { KubeConfig } from '@kubernetes/client-node';
 import { GROUP, PLURAL, VERSION } from '../../crd/schema.ts';
+import { readHealth } from '../../activities/broker.ts';
 import { authOf } from '../testbed/load.ts';
 import { Informer, Kube, type KObject } from '../testbed/kube.ts';
 
@@ -34,8 +35,12 @@ export interface Tracker {
   deletedClaims: { name: string; uid: string; at: number }[];
   /** When each claim (UID) was gone from the API server. */
   claimGoneAt: Map<string, number>;
-  /** Every pod deletion (deletionTimestamp, or gone without one), voter or not: which, and when. */
-  podDeletions: { pod: string; uid: string; at: number }[];
+  /**
+   * Every pod deletion (deletionTimestamp, or gone without one), voter or not: which, when, and
+   * whether its broker said it led right then (asked at once: it hands leadership away only once
+   * its kubelet stops it; null when it did not answer).
+   */
+  podDeletions: { pod: string; uid: string; at: number; led?: boolean | null }[];
   /** Every deletion of a voter's pod, with the other voters not Ready at that moment. */
   disruptions: Disruption[];
   /** The most voters not Ready at one time, but those a fault took down (exempt()). */
@@ -66,6 +71,9 @@ export const markedFromOutside = (p: any): boolean => {
   const containers = (p?.status?.containerStatuses ?? []) as { ready?: boolean; state?: { running?: unknown } }[];
   return !!p && !p.metadata?.deletionTimestamp && !isReady(p) && containers.length > 0 && containers.every((c) => c.ready && c.state?.running);
 };
+
+/** The port of a Queen node's HTTP API in the test bed's pods. */
+const BROKER_HTTP_PORT = 6632;
 
 /** How long a voter just promoted may be not Ready yet without counting as down (a few readiness probes of 5 s). */
 const NEW_VOTER_GRACE_MS = 15_000;
@@ -209,7 +217,11 @@ export async function track(kc: KubeConfig, namespace: string, name = 'queen', s
   const silenceTimer = setInterval(silence, 5000);
   const deleted = (p: any) => {
     const pod = p.metadata.name as string;
-    t.podDeletions.push({ pod, uid: p.metadata.uid, at: Date.now() });
+    const deletion: Tracker['podDeletions'][number] = { pod, uid: p.metadata.uid, at: Date.now() };
+    t.podDeletions.push(deletion);
+    const ip = p.status?.podIP;
+    if (ip) void readHealth(`http://${ip}:${BROKER_HTTP_PORT}`, 1000).then((h) => (deletion.led = h ? h.role === 'leader' : null));
+    else deletion.led = null;
     if (!voterPods().includes(pod)) return;
     const now = Date.now();
     const othersDown = votersDown(pod, null).map((v) => ({ pod: v, downForMs: now - (notReadySince.get(v) ?? now) }));
