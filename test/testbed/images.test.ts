@@ -45,9 +45,14 @@ it('a new tag takes its pull time; a present one is not pulled; a missing one: E
   await control.registry({ pullSeconds: 4 });
   expect((await client.applyManifest(pod('first', image, 'tb-node-1'), ns)).code).toBe(0);
   await until('first running', async () => (await listPods(client, ns, ''))[0]?.status?.containerStatuses?.[0]?.state?.running, 60_000);
-  expect((await events('first')).filter((e) => e.reason === 'Pulling' || e.reason === 'Pulled').map((e) => e.message)).toEqual([
+  // One pull. A restart of the container since (a busy machine) starts it from the image it has,
+  // which its own Pulled Event says: there is one exactly when the pod counts a restart.
+  const pulls = (await events('first')).filter((e) => e.reason === 'Pulling' || e.reason === 'Pulled').map((e) => e.message);
+  const restarted = ((await listPods(client, ns, ''))[0]?.status?.containerStatuses?.[0]?.restartCount ?? 0) > 0;
+  expect(pulls).toEqual([
     `Pulling image "${image}"`,
     `Successfully pulled image "${image}" in 4s (4s including waiting). Image size: 48234496 bytes.`,
+    ...(restarted ? [`Container image "${image}" already present on machine`] : []),
   ]);
   expect((await control.registry()).present['tb-node-1']).toContain(image);
   expect((await client.applyManifest(pod('second', image, 'tb-node-1'), ns)).code).toBe(0);
