@@ -6,7 +6,7 @@ import { nextVolumeStep, type ClaimToExpand, type VolumeStep } from '../plan/vol
 import { loadCluster, observeCluster, stepEvent, writeStep, type ActivityDeps, type ClusterRef } from './common.ts';
 import { holdUntil, type Hold } from './waits.ts';
 import type { QueenCluster } from '../crd/schema.ts';
-import { apiErrorMessage, applyObject, getStatefulSet, isConflict, isNotFound, statusCode } from './kube.ts';
+import { apiErrorMessage, applyObject, getClaim, getStatefulSet, isConflict, isNotFound, statusCode } from './kube.ts';
 import { names, statefulSet } from './resources.ts';
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 
@@ -111,14 +111,8 @@ export function growActivities(deps: ActivityDeps) {
  */
 async function askForSize(deps: ActivityDeps, qc: QueenCluster, claim: ClaimToExpand, size: string): Promise<Hold | null> {
   const namespace = qc.metadata.namespace!;
-  let live;
-  try {
-    live = await deps.kube.core.readNamespacedPersistentVolumeClaim({ namespace, name: claim.claimName });
-  } catch (err) {
-    if (isNotFound(err)) return null;
-    throw err;
-  }
-  if (live.metadata?.uid !== claim.claimUid) return null;
+  const live = await getClaim(deps.kube, namespace, claim.claimName);
+  if (!live || live.metadata?.uid !== claim.claimUid) return null;
   if (parseQuantity(String(live.spec?.resources?.requests?.storage ?? '0')) >= parseQuantity(size)) return null;
   try {
     await deps.kube.core.patchNamespacedPersistentVolumeClaim(

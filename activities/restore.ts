@@ -12,7 +12,7 @@ import { podAt } from '../plan/observation.ts';
 import { getBackup, getVolumeSnapshot, sizeText, SNAPSHOT_GROUP } from './backup.ts';
 import { loadCluster, observeCluster, stepEvent, type ActivityDeps, type ClusterRef } from './common.ts';
 import { holdUntil } from './waits.ts';
-import { applyObject, deletePodByUid, getPod, getStatefulSet, isConflict, isNotFound, patchClusterStatus } from './kube.ts';
+import { applyObject, deletePodByUid, getClaim, getPod, getStatefulSet, isConflict, patchClusterStatus } from './kube.ts';
 import { FORCE_RECOVER_ENV, keptShape, names, selectorLabels, statefulSet } from './resources.ts';
 
 export interface RestoreSource {
@@ -72,10 +72,7 @@ export function restoreActivities(deps: ActivityDeps) {
           return blocked(`the VolumeSnapshot ${vsName} is not ready to restore from${err ? `: ${err}` : ''}; the cluster forms once it is, or ${NAME_ANOTHER}`);
         }
         const claimName = names.claim(ref.name, 0);
-        const claim = await deps.kube.core.readNamespacedPersistentVolumeClaim({ namespace: ref.namespace, name: claimName }).catch((err: unknown) => {
-          if (isNotFound(err)) return null;
-          throw err;
-        });
+        const claim = await getClaim(deps.kube, ref.namespace, claimName);
         if (claim && claim.spec?.dataSource?.name !== vsName) {
           return blocked(
             `the claim ${claimName} exists already and was not made from the VolumeSnapshot ${vsName} (a cluster of this name left it): ` +

@@ -56,12 +56,13 @@ export async function scaleVoters(input: OperationInput): Promise<string> {
             case 'promote':
               await step(s.message, 'wait').promoteNodes(ref, s.nodeIds, 'Scaling');
               break;
-            case 'remove-member':
+            case 'remove-member': {
               // `held`: the gate closed again since the wait for it; the next wait says why.
               const answer = await step(s.message, 'wait').removeNode(ref, s.nodeId, 'Scaling');
               took = outcomeOf(answer) === 'removed';
               next = (typeof answer === 'object' && answer.next) || null;
               break;
+            }
             case 'wipe-claims':
               // A wait: the pods are drained before they go (`--drain-wait`, up to 10 minutes), longer
               // than a quick step's timeout, whose attempts would then overlap.
