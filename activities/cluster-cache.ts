@@ -53,9 +53,10 @@ export interface OwnedObjects {
 
 /**
  * What changed: the QueenCluster's spec, annotations or deletion (`spec`), only its status
- * (`status`), or an object it owns (`owned`).
+ * (`status`), an object it owns (`owned`), or an object it owns is gone from the API server
+ * (`gone`: the end of a stop or a deletion, not one of a burst of changes).
  */
-export type Change = 'spec' | 'status' | 'owned';
+export type Change = 'spec' | 'status' | 'owned' | 'gone';
 
 /** The label every object of a QueenCluster carries: the watches select on it. */
 const OWNED = 'app.kubernetes.io/name=queen';
@@ -152,12 +153,13 @@ export class ClusterCache {
         this.changed(m.namespace!, m.name!, what);
       };
       for (const verb of ['add', 'update', 'delete'] as const) clusters.on(verb, onCluster);
-      const onOwned = (obj: KubernetesObject) => {
+      const onOwned = (what: 'owned' | 'gone') => (obj: KubernetesObject) => {
         const instance = obj.metadata?.labels?.['app.kubernetes.io/instance'];
-        if (instance && obj.metadata?.namespace) this.changed(obj.metadata.namespace, instance, 'owned');
+        if (instance && obj.metadata?.namespace) this.changed(obj.metadata.namespace, instance, what);
       };
       for (const inf of [pods, statefulSets, services, claims] as Informer<KubernetesObject>[]) {
-        for (const verb of ['add', 'update', 'delete'] as const) inf.on(verb, onOwned);
+        for (const verb of ['add', 'update'] as const) inf.on(verb, onOwned('owned'));
+        inf.on('delete', onOwned('gone'));
       }
     }
     await Promise.all(this.lists.map((l) => l.begin()));

@@ -125,10 +125,13 @@ export const WOKEN_LOOK_GAP_MS = 200;
  * Wakes a wait when its cluster or an object the cluster owns changes (the process's watches): a
  * step held by a pod's state looks again as soon as the pod moves, not at the next poll. The
  * cluster's status (which the wait writes itself) wakes nothing; what only the brokers show (a
- * learner's catch-up) is still seen at the next poll.
+ * learner's catch-up) is still seen at the next poll. An object that is gone (a pod that stopped,
+ * a claim deleted) wakes the look at once: it ends a stop rather than begins a burst, and the
+ * steps that wait for a pod to be gone are the ones it lets go on.
  */
-class ChangeWake {
+export class ChangeWake {
   private changed = false;
+  private gone = false;
   private wake: (() => void) | null = null;
   private readonly off: () => void;
 
@@ -137,6 +140,7 @@ class ChangeWake {
       deps.cache?.onChange((namespace, name, what) => {
         if (what === 'status' || namespace !== ref.namespace || name !== ref.name) return;
         this.changed = true;
+        if (what === 'gone') this.gone = true;
         this.wake?.();
       }) ?? (() => undefined);
   }
@@ -144,16 +148,25 @@ class ChangeWake {
   /** A look begins: it sees every change until now. */
   looking(): void {
     this.changed = false;
+    this.gone = false;
   }
 
-  /** Until `ms` passed or a change came, but not sooner than `earliest` (performance.now()). */
-  async next(deps: ActivityDeps, ms: number, earliest: number): Promise<void> {
-    if (!this.changed) {
-      await Promise.race([pause(deps, ms), new Promise<void>((resolve) => (this.wake = resolve))]);
-      this.wake = null;
+  /**
+   * Until `ms` passed or a change came, but not sooner than `earliest` (performance.now()) unless
+   * an object is gone, and never later than `ms` from now (a change does not delay a poll).
+   */
+  async next(sleepFor: (ms: number) => Promise<void>, ms: number, earliest: number): Promise<void> {
+    earliest = Math.min(earliest, performance.now() + ms);
+    if (!this.changed) await this.until(sleepFor(ms));
+    // A change seen before the gap is over: the look waits for the gap, unless an object goes meanwhile.
+    for (let left = earliest - performance.now(); this.changed && !this.gone && left > 0; left = earliest - performance.now()) {
+      await this.until(sleepFor(left));
     }
-    const left = earliest - performance.now();
-    if (this.changed && left > 0) await pause(deps, left);
+  }
+
+  private async until(slept: Promise<void>): Promise<void> {
+    await Promise.race([slept, new Promise<void>((resolve) => (this.wake = resolve))]);
+    this.wake = null;
   }
 
   close(): void {
@@ -327,7 +340,8 @@ export async function holdUntil<T>(deps: ActivityDeps, ref: ClusterRef, check: C
 
 /**
  * Runs `look` until it has a result: again after the time it says, or as soon as the cluster's
- * objects change (ChangeWake), but not sooner than WOKEN_LOOK_GAP_MS after it began. Ends with a
+ * objects change (ChangeWake), but not sooner than WOKEN_LOOK_GAP_MS after it began unless one of
+ * them is gone. Ends with a
  * failure Temporal retries elsewhere when this replica stops.
  */
 export async function looksUntil<T>(deps: ActivityDeps, ref: ClusterRef, look: () => Promise<{ result: T } | { againInMs: number }>): Promise<T> {
@@ -339,7 +353,7 @@ export async function looksUntil<T>(deps: ActivityDeps, ref: ClusterRef, look: (
       changes.looking();
       const r = await look();
       if ('result' in r) return r.result;
-      await changes.next(deps, r.againInMs, began + WOKEN_LOOK_GAP_MS);
+      await changes.next((ms) => pause(deps, ms), r.againInMs, began + WOKEN_LOOK_GAP_MS);
     }
   } finally {
     changes.close();
