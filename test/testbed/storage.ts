@@ -165,14 +165,22 @@ export class Storage {
     });
     for (const pvc of this.#pvcs.list()) this.#enqueue(`pvc/${pvc.metadata.uid}`, () => this.#syncClaim(pvc.metadata.namespace!, pvc.metadata.name));
     for (const pv of this.#pvs.list()) this.#enqueue(`pv/${pv.metadata.name}`, () => this.#syncVolume(pv.metadata.name));
-    // Like the real external-provisioner, claims still waiting for a volume are looked at again
-    // from time to time: a change missed while the API server was down (killed and started again,
-    // the chaos tests' fault) would otherwise leave a claim unbound for ever.
+    // Like the real external-provisioner and external-attacher, claims still waiting for a volume
+    // and attachments not yet attached (or detached) are looked at again from time to time: a
+    // change missed, or a write refused, while the API server was down (killed and started again,
+    // the chaos tests' fault) would otherwise leave a claim unbound, or a pod waiting for its
+    // volume, for ever.
     setInterval(() => {
       for (const pvc of this.#pvcs.list()) {
         const key = `pvc/${pvc.metadata.uid}`;
         if (pvc.spec?.volumeName || pvc.metadata.deletionTimestamp || this.#chains.has(key)) continue;
         this.#enqueue(key, () => this.#syncClaim(pvc.metadata.namespace!, pvc.metadata.name));
+      }
+      for (const va of this.#vas?.list() ?? []) {
+        const key = `va/${va.metadata.name}`;
+        const pending = va.metadata.deletionTimestamp ? (va.metadata.finalizers ?? []).includes(ATTACHER_FINALIZER) : (va as any).status?.attached !== true;
+        if ((va as any).spec?.attacher !== PROVISIONER || !pending || this.#chains.has(key)) continue;
+        this.#enqueue(key, () => this.#syncAttachment(va.metadata.name));
       }
     }, Math.max(1000, 10_000 * this.timeFactor)).unref();
   }
