@@ -42,6 +42,7 @@ import { backups, requestedBackup, volumeSnapshot } from '../e2e/backups.ts';
 import { requestedBackupWorkflowId } from '../../watcher/backups.ts';
 import { followMembership, membershipViolations, changeKey, type MembershipLog } from './membership.ts';
 import { track, type Tracker } from './tracker.ts';
+import { readHealth } from '../../activities/broker.ts';
 import { LINK_CELLS, LINK_STEP_REASONS } from './link-cells.ts';
 
 export const OPERATIONS = [
@@ -867,14 +868,29 @@ async function checkAfter(c: Ctx, def: OperationDef, result: CellResult): Promis
 }
 
 /**
- * Stops the test bed node `pod` runs on (its kubelet silent, its pods cut off the network), the
- * pod exempt from the invariants for `exemptMs`: its voter is down by the world's hand, not the
- * operator's. Returns the node's name, or null when the pod runs on none.
+ * Stops the test bed node `pod` runs on (its kubelet silent, its pods cut off the network), every
+ * Queen pod on it exempt from the invariants for `exemptMs`: their voters are down by the world's
+ * hand, not the operator's. When one of them leads, the other voters lose their quorum with it:
+ * each says it is not ready once its leader has been silent for the broker's readiness quorum,
+ * until a new leader is elected (a few seconds); they are exempt for FAILOVER_EXEMPT_MS. Returns
+ * the node's name, or null when the pod runs on none.
  */
 export async function stopNodeOf(s: Scenario, tracker: Tracker, pod: string, exemptMs: number): Promise<string | null> {
-  const node = (await pods(s)).find((p) => p.metadata?.name === pod)?.spec?.nodeName;
+  const all = await pods(s);
+  const node = all.find((p) => p.metadata?.name === pod)?.spec?.nodeName;
   if (!node) return null;
-  tracker.exempt(pod, Date.now() + exemptMs);
+  const there = all.filter((p) => p.spec?.nodeName === node);
+  const names = new Set(there.map((p) => p.metadata?.name ?? ''));
+  // Whether one of them leads, as its broker says right before the stop (status may lag).
+  const roles = await Promise.all(there.map((p) => (p.status?.podIP ? readHealth(`http://${p.status.podIP}:6632`, 1000) : Promise.resolve(null))));
+  const now = Date.now();
+  for (const p of names) tracker.exempt(p, now + exemptMs);
+  if (roles.some((h) => h?.role === 'leader')) {
+    for (const p of all.map((x) => x.metadata?.name ?? '')) if (!names.has(p)) tracker.exempt(p, now + FAILOVER_EXEMPT_MS);
+  }
   await control.call('POST', `/nodes/${node}/stop`, {});
   return node;
 }
+
+/** How long the voters that stay are exempt when a stopped node takes their leader with it. */
+const FAILOVER_EXEMPT_MS = 20_000;

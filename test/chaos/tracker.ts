@@ -107,7 +107,8 @@ export async function track(kc: KubeConfig, namespace: string, name = 'queen', s
     silences: [],
     timeline: [],
     cluster: () => clusters.list().find((c) => c.metadata.name === name),
-    exempt: (pod, untilMs) => exempted.set(pod, untilMs),
+    // The later of two exemptions holds (a node's stop and its leader's failover overlap).
+    exempt: (pod, untilMs) => exempted.set(pod, Math.max(untilMs, exempted.get(pod) ?? 0)),
     expectOperation(on) {
       expecting = on;
       said = { key: said.key, since: Date.now(), reported: false };
