@@ -158,15 +158,20 @@ export class ChangeWake {
   async next(sleepFor: (ms: number) => Promise<void>, ms: number, earliest: number): Promise<void> {
     earliest = Math.min(earliest, performance.now() + ms);
     if (!this.changed) await this.until(sleepFor(ms));
-    // A change seen before the gap is over: the look waits for the gap, unless an object goes meanwhile.
-    for (let left = earliest - performance.now(); this.changed && !this.gone && left > 0; left = earliest - performance.now()) {
-      await this.until(sleepFor(left));
+    // A change seen before the gap is over: the look waits for the gap, unless an object goes
+    // meanwhile (another change wakes this only to see whether it is one that went).
+    let left = earliest - performance.now();
+    while (this.changed && !this.gone && left > 0) {
+      if (!(await this.until(sleepFor(left)))) return;
+      left = earliest - performance.now();
     }
   }
 
-  private async until(slept: Promise<void>): Promise<void> {
-    await Promise.race([slept, new Promise<void>((resolve) => (this.wake = resolve))]);
+  /** Until the sleep is over (false) or a change came (true). */
+  private async until(slept: Promise<void>): Promise<boolean> {
+    const woken = await Promise.race([slept.then(() => false), new Promise<boolean>((resolve) => (this.wake = () => resolve(true)))]);
     this.wake = null;
+    return woken;
   }
 
   close(): void {
