@@ -41,7 +41,7 @@ import { historyEvents, settledRuns, workflowRuns } from '../e2e/temporal.ts';
 import { backups, requestedBackup, volumeSnapshot } from '../e2e/backups.ts';
 import { requestedBackupWorkflowId } from '../../watcher/backups.ts';
 import { followMembership, membershipViolations, changeKey, type MembershipLog } from './membership.ts';
-import { track, type Tracker } from './tracker.ts';
+import { BROKER_HTTP_PORT, track, type Tracker } from './tracker.ts';
 import { readHealth } from '../../activities/broker.ts';
 import { LINK_CELLS, LINK_STEP_REASONS } from './link-cells.ts';
 
@@ -882,7 +882,7 @@ export async function stopNodeOf(s: Scenario, tracker: Tracker, pod: string, exe
   const there = all.filter((p) => p.spec?.nodeName === node);
   const names = new Set(there.map((p) => p.metadata?.name ?? ''));
   // Whether one of them leads, as its broker says right before the stop (status may lag).
-  const roles = await Promise.all(there.map((p) => (p.status?.podIP ? readHealth(`http://${p.status.podIP}:6632`, 1000) : Promise.resolve(null))));
+  const roles = await Promise.all(there.map((p) => (p.status?.podIP ? readHealth(`http://${p.status.podIP}:${BROKER_HTTP_PORT}`, 1000) : Promise.resolve(null))));
   const now = Date.now();
   for (const p of names) tracker.exempt(p, now + exemptMs);
   if (roles.some((h) => h?.role === 'leader')) {

@@ -73,7 +73,7 @@ export const markedFromOutside = (p: any): boolean => {
 };
 
 /** The port of a Queen node's HTTP API in the test bed's pods. */
-const BROKER_HTTP_PORT = 6632;
+export const BROKER_HTTP_PORT = 6632;
 
 /** How long a voter just promoted may be not Ready yet without counting as down (a few readiness probes of 5 s). */
 const NEW_VOTER_GRACE_MS = 15_000;

@@ -21,11 +21,15 @@ function watches() {
 
 const sleepFor = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
-/** Starts a look's wait (a poll of 30 s, a gap of `gapMs`); resolves with the ms it waited. */
-function waitFor(wake: ChangeWake, gapMs: number): Promise<number> {
+/**
+ * Starts a look's wait (a gap of `gapMs`, a poll of `pollMs`); `before` runs once the look began
+ * (a change it does not see). Resolves with the ms it waited.
+ */
+function waitFor(wake: ChangeWake, gapMs: number, pollMs = 30_000, before: () => void = () => undefined): Promise<number> {
   const began = performance.now();
   wake.looking();
-  return wake.next(sleepFor, 30_000, began + gapMs).then(() => performance.now() - began);
+  before();
+  return wake.next(sleepFor, pollMs, began + gapMs).then(() => performance.now() - began);
 }
 
 describe('a wait woken by its cluster', () => {
@@ -52,9 +56,7 @@ describe('a wait woken by its cluster', () => {
   it('is not woken by its own status, nor by another cluster', async () => {
     const w = watches();
     const wake = new ChangeWake(w.deps, ref);
-    const began = performance.now();
-    wake.looking();
-    const waited = wake.next(sleepFor, 500, began).then(() => performance.now() - began);
+    const waited = waitFor(wake, 0, 500);
     setTimeout(() => w.tell('status'), 20);
     setTimeout(() => w.tell('gone', 'other'), 40);
     expect(await waited).toBeGreaterThanOrEqual(495);
@@ -66,10 +68,7 @@ describe('a wait that polls quickly', () => {
   it('looks again at its poll even when a change came before the gap is over', async () => {
     const w = watches();
     const wake = new ChangeWake(w.deps, ref);
-    const began = performance.now();
-    wake.looking();
-    w.tell('owned');
-    const waited = await wake.next(sleepFor, 100, began + 5000).then(() => performance.now() - began);
+    const waited = await waitFor(wake, 5000, 100, () => w.tell('owned'));
     expect(waited).toBeLessThan(4000);
     wake.close();
   });
