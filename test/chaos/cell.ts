@@ -892,5 +892,5 @@ export async function stopNodeOf(s: Scenario, tracker: Tracker, pod: string, exe
   return node;
 }
 
-/** How long the voters that stay are exempt when a stopped node takes their leader with it. */
-const FAILOVER_EXEMPT_MS = 20_000;
+/** How long the voters that stay are exempt when a fault takes their leader (or their majority) with it. */
+export const FAILOVER_EXEMPT_MS = 20_000;

@@ -15,7 +15,7 @@ import { control } from '../testbed/client.ts';
 import { startLoad, verifyAcknowledged } from '../testbed/load.ts';
 import { annotate, formed, getCluster, kubectl, patchSpec, pods, row, scenario, seedSpec, sleep, waitFor, type Scenario } from '../e2e/harness.ts';
 import { currentStep } from '../e2e/temporal.ts';
-import { grantNodeReads, nodeNamed, reachableVoters, revokeNodeReads, stopNodeOf } from './cell.ts';
+import { FAILOVER_EXEMPT_MS, grantNodeReads, nodeNamed, reachableVoters, revokeNodeReads, stopNodeOf } from './cell.ts';
 import { changeKey, followMembership, membershipViolations, type MembershipLog } from './membership.ts';
 import { track, type Tracker } from './tracker.ts';
 import { rng, type SoakResult } from './results.ts';
@@ -229,7 +229,18 @@ async function injectSoakFault(s: Scenario, tracker: Tracker, fault: SoakFault, 
       const id = fault === 'leader-kill' && leader ? leader : follower[Math.floor(follower.length / 2)] ?? voters[0];
       if (!id) return;
       const pod = `queen-${id - 1}`;
-      tracker.exempt(pod, Date.now() + 60_000);
+      // The voters that stay and are Ready lose their readiness with the kill when it takes their
+      // leader (until a new one is elected) or their majority (another voter not Ready then, e.g.
+      // restarted by the operation): the world's hand, as a node's stop (cell.ts stopNodeOf); they
+      // are exempt for FAILOVER_EXEMPT_MS. A voter already down is not (the operation's), and
+      // whether the operator stops a pod while others are down is still checked (disruptions).
+      const others = voters.filter((v) => v !== id).map((v) => `queen-${v - 1}`);
+      const ready = (await pods(s))
+        .filter((p) => others.includes(p.metadata?.name ?? '') && !p.metadata?.deletionTimestamp && p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'))
+        .map((p) => p.metadata!.name!);
+      const now = Date.now();
+      tracker.exempt(pod, now + 60_000);
+      if (id === leader || ready.length < Math.floor(voters.length / 2) + 1) for (const p of ready) tracker.exempt(p, now + FAILOVER_EXEMPT_MS);
       await control.kill(s.ns, pod, { signal: 'SIGKILL', hold: true }).catch((e) => notes.push(`${pod} could not be killed: ${(e as Error).message}`));
       notes.push(`${at()} ${pod}${id === leader ? ' (the leader)' : ''} killed`);
       await sleep(10_000);
