@@ -17,7 +17,7 @@ import { annotate, formed, getCluster, kubectl, patchSpec, pods, row, scenario, 
 import { currentStep } from '../e2e/temporal.ts';
 import { FAILOVER_EXEMPT_MS, grantNodeReads, nodeNamed, reachableVoters, revokeNodeReads, stopNodeOf } from './cell.ts';
 import { changeKey, followMembership, membershipViolations, type MembershipLog } from './membership.ts';
-import { track, type Tracker } from './tracker.ts';
+import { isReady, track, type Tracker } from './tracker.ts';
 import { rng, type SoakResult } from './results.ts';
 
 export const SOAK_FAULTS = ['none', 'operator-kill', 'temporal-restart', 'apiserver-restart', 'voter-kill', 'leader-kill', 'node-stop'] as const;
@@ -235,9 +235,7 @@ async function injectSoakFault(s: Scenario, tracker: Tracker, fault: SoakFault, 
       // are exempt for FAILOVER_EXEMPT_MS. A voter already down is not (the operation's), and
       // whether the operator stops a pod while others are down is still checked (disruptions).
       const others = voters.filter((v) => v !== id).map((v) => `queen-${v - 1}`);
-      const ready = (await pods(s))
-        .filter((p) => others.includes(p.metadata?.name ?? '') && !p.metadata?.deletionTimestamp && p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'))
-        .map((p) => p.metadata!.name!);
+      const ready = (await pods(s)).filter((p) => others.includes(p.metadata?.name ?? '') && isReady(p)).map((p) => p.metadata!.name!);
       const now = Date.now();
       tracker.exempt(pod, now + 60_000);
       if (id === leader || ready.length < Math.floor(voters.length / 2) + 1) for (const p of ready) tracker.exempt(p, now + FAILOVER_EXEMPT_MS);

@@ -64,7 +64,8 @@ export interface Tracker {
   stop(): void;
 }
 
-const isReady = (p: any) => !p.metadata?.deletionTimestamp && !!p.status?.conditions?.some((c: any) => c.type === 'Ready' && c.status === 'True');
+/** Ready, and not being deleted. */
+export const isReady = (p: any) => !p.metadata?.deletionTimestamp && !!p.status?.conditions?.some((c: any) => c.type === 'Ready' && c.status === 'True');
 
 /** Not Ready while every container runs and says ready, and not being deleted: marked from outside its kubelet. */
 export const markedFromOutside = (p: any): boolean => {
