@@ -281,6 +281,11 @@ export interface Scenario {
    */
   /** `uncomment`: the manifest's commented lines that match it are uncommented (as docs/temporal.md tells for TLS). */
   install(flags?: OperatorFlags, opts?: { replicas?: number; env?: Record<string, string>; uncomment?: RegExp }): Promise<InstalledOperator>;
+  /**
+   * Removes the installed operator (its Deployment, then waits for its pods to go), so that an
+   * operator the scenario starts next is the only one acting on its clusters. Its log stays readable.
+   */
+  uninstall(): Promise<void>;
   /** An operator process on this machine, for a scenario that must control it by hand. */
   startOperator(label?: string, flags?: OperatorFlags): OperatorProcess;
   /** The logs of every operator of the scenario, installed or process. */
@@ -363,6 +368,13 @@ export async function scenario(prefix: string, opts: { secret?: boolean; namespa
       await op.ready(core, replicas);
       return op;
     },
+    async uninstall() {
+      if (!s.installed) return;
+      await s.kc.makeApiClient(AppsV1Api).deleteNamespacedDeployment({ namespace: ns, name: 'queen-operator', propagationPolicy: 'Foreground' }).catch((err) => {
+        if (!/404|not found/i.test(String(err))) throw err;
+      });
+      await waitFor('the installed operator pods gone', async () => (await s.installed!.pods(core)).length === 0, 60_000);
+    },
     operatorLog() {
       return [s.installed?.log() ?? '', ...operators.map((o) => o.log())].join('\n');
     },
@@ -385,11 +397,8 @@ export async function scenario(prefix: string, opts: { secret?: boolean; namespa
   async function closeScenario() {
     for (const fn of closing.splice(0)) await fn().catch(() => undefined);
     await Promise.all(operators.map((o) => o.kill('SIGTERM')));
-    if (s.installed) {
-      // The installed operator stops first (SIGTERM, then its pods go), so it restarts nothing below.
-      await s.kc.makeApiClient(AppsV1Api).deleteNamespacedDeployment({ namespace: ns, name: 'queen-operator', propagationPolicy: 'Foreground' }).catch(() => undefined);
-      await waitFor('the operator pods gone', async () => (await s.installed!.pods(core)).length === 0, 60_000).catch(() => undefined);
-    }
+    // The installed operator stops first (SIGTERM, then its pods go), so it restarts nothing below.
+    await s.uninstall().catch(() => undefined);
     // Workflows nobody works on any more are ended, so the Temporal server carries no leftovers.
     for (const name of clusters) {
       for (const id of [`queencluster/${ns}/${name}`, `queencluster-observer/${ns}/${name}`]) {

@@ -157,6 +157,8 @@ describe('operator connections', () => {
     const env = Object.fromEntries((pod!.spec!.containers[0]!.env ?? []).map((e) => [e.name, e.value]));
     expect(env).toMatchObject({ TEMPORAL_TLS_CA: '/etc/temporal-tls/ca.crt', TEMPORAL_TLS_CERT: '/etc/temporal-tls/tls.crt', TEMPORAL_TLS_KEY: '/etc/temporal-tls/tls.key' });
     expect(pod!.spec!.volumes).toContainEqual(expect.objectContaining({ name: 'temporal-tls', secret: expect.objectContaining({ secretName: 'temporal-client' }) }));
+    // It watches this namespace: left running, it would act on the next test's cluster beside that test's operator.
+    await s.uninstall();
   });
 
   it('an API key: a frontend that asks for one refuses a wrong one in words, takes the right one from TEMPORAL_API_KEY', async () => {
