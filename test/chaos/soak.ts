@@ -10,7 +10,9 @@
 // once it waits at its gate `approved` (queenmq.com/approve). The seed is printed; the same seed
 // makes the same choices (`npm run chaos -- --seed N`). Timing on a shared machine still varies,
 // so a fault may land on another step of the same operation.
+import { ordinalOf } from '../../crd/ordinals.ts';
 import { ANNOTATIONS, type QueenCluster } from '../../crd/schema.ts';
+import { names } from '../../activities/resources.ts';
 import { control } from '../testbed/client.ts';
 import { startLoad, verifyAcknowledged } from '../testbed/load.ts';
 import { annotate, formed, getCluster, kubectl, patchSpec, pods, row, scenario, seedSpec, sleep, waitFor, type Scenario } from '../e2e/harness.ts';
@@ -19,6 +21,9 @@ import { FAILOVER_EXEMPT_MS, grantNodeReads, nodeNamed, reachableVoters, revokeN
 import { changeKey, followMembership, membershipViolations, type MembershipLog } from './membership.ts';
 import { isReady, track, type Tracker } from './tracker.ts';
 import { rng, type SoakResult } from './results.ts';
+
+/** The pod of the soak's cluster (named queen) that runs this node. */
+const podOf = (nodeId: number) => names.pod('queen', ordinalOf(nodeId));
 
 export const SOAK_FAULTS = ['none', 'operator-kill', 'temporal-restart', 'apiserver-restart', 'voter-kill', 'leader-kill', 'node-stop'] as const;
 export type SoakFault = (typeof SOAK_FAULTS)[number];
@@ -101,9 +106,9 @@ export async function soak(opts: SoakOptions): Promise<SoakResult> {
       ];
       const victim = pick(voters.length ? voters : [1, 2, 3]);
       choices.push({
-        what: `replace pod queen-${victim - 1}`,
+        what: `replace pod ${podOf(victim)}`,
         type: 'ReplaceNode',
-        apply: (x) => annotate(x, { [ANNOTATIONS.replacePod]: `queen-${victim - 1}` }),
+        apply: (x) => annotate(x, { [ANNOTATIONS.replacePod]: podOf(victim) }),
         members: [`remove ${victim}`, `learner ${victim}`, `promote ${victim}`],
       });
       const step = pick(choices);
@@ -228,13 +233,13 @@ async function injectSoakFault(s: Scenario, tracker: Tracker, fault: SoakFault, 
       const follower = voters.filter((v) => v !== leader);
       const id = fault === 'leader-kill' && leader ? leader : follower[Math.floor(follower.length / 2)] ?? voters[0];
       if (!id) return;
-      const pod = `queen-${id - 1}`;
+      const pod = podOf(id);
       // The voters that stay and are Ready lose their readiness with the kill when it takes their
       // leader (until a new one is elected) or their majority (another voter not Ready then, e.g.
       // restarted by the operation): the world's hand, as a node's stop (cell.ts stopNodeOf); they
       // are exempt for FAILOVER_EXEMPT_MS. A voter already down is not (the operation's), and
       // whether the operator stops a pod while others are down is still checked (disruptions).
-      const others = voters.filter((v) => v !== id).map((v) => `queen-${v - 1}`);
+      const others = voters.filter((v) => v !== id).map(podOf);
       const ready = (await pods(s)).filter((p) => others.includes(p.metadata?.name ?? '') && isReady(p)).map((p) => p.metadata!.name!);
       const now = Date.now();
       tracker.exempt(pod, now + 60_000);
@@ -247,7 +252,7 @@ async function injectSoakFault(s: Scenario, tracker: Tracker, fault: SoakFault, 
     }
     case 'node-stop': {
       const follower = voters.filter((v) => v !== leader);
-      const pod = `queen-${(follower[0] ?? 1) - 1}`;
+      const pod = podOf(follower[0] ?? 1);
       const node = await stopNodeOf(s, tracker, pod, 600_000);
       if (!node) return;
       notes.push(`${at()} node ${node} (of ${pod}) stopped`);

@@ -13,7 +13,7 @@ import { Client, Connection } from '@temporalio/client';
 import { inject } from 'vitest';
 import { isMap, isSeq, parseAllDocuments } from 'yaml';
 import { expect } from 'vitest';
-import { PooledKubeConfig } from '../../activities/kube.ts';
+import { isNotFound, PooledKubeConfig } from '../../activities/kube.ts';
 import { GROUP, PLURAL, VERSION, type QueenCluster, type QueenClusterSpec } from '../../crd/schema.ts';
 import { HEAVY_FILES, takeHeavySlot } from '../heavy.ts';
 import { control } from '../testbed/client.ts';
@@ -198,6 +198,14 @@ export class InstalledOperator {
     if (r.code !== 0) throw new Error(`kubectl apply of deploy/namespaced.yaml failed: ${r.stderr}`);
   }
 
+  /** Deletes its Deployment (its pods get SIGTERM) and waits until its pods are gone. */
+  async remove(apps: AppsV1Api, core: CoreV1Api): Promise<void> {
+    await apps.deleteNamespacedDeployment({ namespace: this.namespace, name: 'queen-operator', propagationPolicy: 'Foreground' }).catch((err) => {
+      if (!isNotFound(err)) throw err;
+    });
+    await waitFor('the installed operator pods gone', async () => (await this.pods(core)).length === 0, 60_000);
+  }
+
   /** The operator's pods (Terminating ones too), oldest first. */
   async pods(core: CoreV1Api): Promise<V1Pod[]> {
     const list = await core.listNamespacedPod({ namespace: this.namespace, labelSelector: 'app.kubernetes.io/name=queen-operator' });
@@ -369,11 +377,7 @@ export async function scenario(prefix: string, opts: { secret?: boolean; namespa
       return op;
     },
     async uninstall() {
-      if (!s.installed) return;
-      await s.kc.makeApiClient(AppsV1Api).deleteNamespacedDeployment({ namespace: ns, name: 'queen-operator', propagationPolicy: 'Foreground' }).catch((err) => {
-        if (!/404|not found/i.test(String(err))) throw err;
-      });
-      await waitFor('the installed operator pods gone', async () => (await s.installed!.pods(core)).length === 0, 60_000);
+      await s.installed?.remove(s.kc.makeApiClient(AppsV1Api), core);
     },
     operatorLog() {
       return [s.installed?.log() ?? '', ...operators.map((o) => o.log())].join('\n');
