@@ -1,5 +1,6 @@
 import { join } from 'node:path';
 import { defineConfig } from 'vitest/config';
+import { ALONE, CLUSTER_WIDE } from './test/projects.ts';
 import { LongestFirst } from './test/sequencer.ts';
 
 // Node's compile cache for every process the tests start (vitest's workers, the operators, the
@@ -14,10 +15,6 @@ process.env.NODE_COMPILE_CACHE ??= join(import.meta.dirname, '.cache', 'node-com
 // (QUEEN_SIM_MODE=fleet), the way a test bed with fleets runs them.
 // Temporal workers and the simulator run in forked processes: vitest's thread pool and the
 // Temporal worker do not mix.
-/** Scenarios that act on a whole test bed node (see the `testbed-alone` project). */
-const ALONE = ['test/testbed/nodes.test.ts', 'test/e2e/upgrade-drain.test.ts'];
-/** Scenarios that install the operator cluster-wide (see the `cluster-wide` project). */
-const CLUSTER_WIDE = ['test/e2e/install.test.ts', 'test/e2e/helm.test.ts'];
 
 export default defineConfig({
   test: {
@@ -63,7 +60,7 @@ export default defineConfig({
         // may run on: npm test runs them after the others, one at a time.
         test: {
           name: 'testbed-alone',
-          include: ALONE,
+          include: [...ALONE],
           globalSetup: ['test/testbed/global-setup.ts', 'test/e2e/global-setup.ts'],
           testTimeout: 600_000,
           hookTimeout: 300_000,
@@ -71,11 +68,12 @@ export default defineConfig({
       },
       {
         // The operator as the README installs it cluster-wide (deploy/install.yaml, the Helm chart),
-        // in a test bed of its own, one file after the other: both take the namespace queen-system,
-        // the cluster-wide objects and the README's example cluster, and each leaves none behind.
+        // in a test bed of its own: both take the namespace queen-system, the cluster-wide objects
+        // and the README's example cluster, and each leaves none behind, so in one run they go one
+        // file after the other (npm test runs each in a run, and a test bed, of its own).
         test: {
           name: 'cluster-wide',
-          include: CLUSTER_WIDE,
+          include: [...CLUSTER_WIDE],
           globalSetup: ['test/testbed/global-setup.ts'],
           fileParallelism: false,
           testTimeout: 900_000,

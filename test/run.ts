@@ -4,13 +4,14 @@
 //
 // The `unit` project runs first and alone, then the `testbed` project (four scenarios at a time, one of them heavy),
 // then those that act on a whole node one at a time beside `cluster-wide` (the README's cluster-wide
-// installs, plain and with Helm, in a test bed of their own): the simulator's own tests
+// installs, plain and with Helm, each in a test bed of its own): the simulator's own tests
 // time a protocol of 300 ms elections, and the end-to-end scenarios put a control plane, a Temporal
 // server and clusters of simulated nodes on the same two cores. Run side by side, each slows the
 // other down in ways that say nothing about the code under test.
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
+import { CLUSTER_WIDE } from './projects.ts';
 import { longDraw } from './long.ts';
 
 const root = new URL('..', import.meta.url).pathname;
@@ -71,7 +72,7 @@ if (args.some((a) => a.startsWith('--project'))) {
   // gates, not computing (with three, a quarter of the two cores stayed idle), and those that push
   // 200 messages a second take one slot at a time (test/heavy.ts). Those that act on a whole test bed node (stop it, cordon or drain it)
   // would disrupt the scenario beside them: they run afterwards, one at a time (vitest.config.ts),
-  // beside the cluster-wide installs, which have a test bed of their own (they would act on the other
+  // beside the cluster-wide installs, which have test beds of their own (they would act on the other
   // scenarios' clusters); their output follows once they end.
   // Two of the long scenarios, drawn from the commit (test/long.ts); a file filter runs what it names.
   const long = longDraw();
@@ -82,9 +83,15 @@ if (args.some((a) => a.startsWith('--project'))) {
   }
   await runVitest('testbed', ['--project', 'testbed', '--maxWorkers=4', ...filtered, ...args]);
   delete process.env.QUEEN_LEAVE_OUT;
+  // The two cluster-wide installs each start a test bed of their own (a vitest run each), side by
+  // side: one after the other in one test bed they took 300 s after the test bed stage, where the
+  // scenarios that run alone take 130 s.
+  const clusterWide = args.length === 0 ? CLUSTER_WIDE.map((file) => [file]) : [args];
   await Promise.all([
     runVitest('testbed-alone', ['--project', 'testbed-alone', '--maxWorkers=1', ...filtered, ...args]),
-    runVitest('cluster-wide', ['--project', 'cluster-wide', ...filtered, ...args], true),
+    ...clusterWide.map((files, i) =>
+      runVitest(clusterWide.length > 1 ? `cluster-wide-${i + 1}` : 'cluster-wide', ['--project', 'cluster-wide', ...filtered, ...files], true),
+    ),
   ]);
 }
 

@@ -3,6 +3,7 @@
 import { spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
+import { ALONE, CLUSTER_WIDE } from '../projects.ts';
 
 const here = new URL('.', import.meta.url).pathname;
 const root = join(here, '..', '..');
@@ -26,12 +27,12 @@ rmSync(out, { force: true });
 const started = Date.now();
 // install and helm are the `cluster-wide` project's (a test bed of their own), upgrade-drain the
 // `testbed-alone` project's (it drains a node); the others are `testbed`'s.
-const CLUSTER_WIDE = ['install', 'helm'];
-const ALONE = ['upgrade-drain'];
-const projects = [...new Set(names.map((n) => (CLUSTER_WIDE.includes(n) ? 'cluster-wide' : ALONE.includes(n) ? 'testbed-alone' : 'testbed')))].flatMap((p) => ['--project', p]);
+const fileOf = (n: string) => `test/e2e/${n}.test.ts`;
+const projectOf = (n: string) => (CLUSTER_WIDE.includes(fileOf(n)) ? 'cluster-wide' : ALONE.includes(fileOf(n)) ? 'testbed-alone' : 'testbed');
+const projects = [...new Set(names.map(projectOf))].flatMap((p) => ['--project', p]);
 const r = spawnSync(
   'vitest',
-  ['run', ...projects, '--reporter=default', '--reporter=json', `--outputFile.json=${out}`, ...names.map((n) => `test/e2e/${n}.test.ts`)],
+  ['run', ...projects, '--reporter=default', '--reporter=json', `--outputFile.json=${out}`, ...names.map(fileOf)],
   { cwd: root, stdio: 'inherit' },
 );
 let summary = 'did not run to the end';
