@@ -51,6 +51,8 @@ export default defineConfig({
           exclude: [...CLUSTER_WIDE, ...ALONE, ...(process.env.QUEEN_LEAVE_OUT ? process.env.QUEEN_LEAVE_OUT.split(',') : [])],
           // The test bed first, then what the operator needs in it (CRD, RBAC, the workflow bundle).
           globalSetup: ['test/testbed/global-setup.ts', 'test/e2e/global-setup.ts'],
+          // A heavy file gives the heavy slot back at its end (test/heavy.ts).
+          setupFiles: ['test/e2e/setup.ts'],
           testTimeout: 600_000,
           hookTimeout: 300_000,
         },

@@ -3,7 +3,11 @@
 // them side by side on two cores starved each other's load client and simulators (pushes sent
 // 1.9 s late, an upgrade of five voters past its 10 minutes), so they hold one slot: at most one
 // runs at a time (harness.ts, scenario()), and the sequencer (test/sequencer.ts) orders the files
-// so that the next one is due as the last ends, with the other scenarios beside it.
+// so that the next one is due as the last ends, with the other scenarios beside it. A file holds the
+// slot from its first scenario to its end (test/e2e/setup.ts gives it back): held per scenario, the
+// slot went to another heavy file between two tests of one, whose worker then waited idle for it
+// (replace's third scenario waited 124 s in one run), which the sequencer's plan, made per file,
+// cannot foresee.
 import { closeSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { pidAlive } from '../identity.ts';
@@ -56,4 +60,25 @@ export async function takeHeavySlot(dir: string, holder: string): Promise<{ rele
     }
   };
   return { release, waitedMs: Date.now() - began };
+}
+
+/** The slot as this process holds it for its test file: one take for all of the file's scenarios. */
+let heldForFile: { file: string; release: () => void } | null = null;
+
+/**
+ * Takes the heavy slot for the test file `file` unless this process holds it for that file already.
+ * Returns the time waited (0 when held already); giveBackFileSlot() gives it back.
+ */
+export async function holdHeavySlotForFile(dir: string, file: string, holder: string): Promise<{ waitedMs: number }> {
+  if (heldForFile?.file === file) return { waitedMs: 0 };
+  giveBackFileSlot();
+  const slot = await takeHeavySlot(dir, holder);
+  heldForFile = { file, release: slot.release };
+  return { waitedMs: slot.waitedMs };
+}
+
+/** Gives back the slot held for a test file (at the file's end), if any. */
+export function giveBackFileSlot(): void {
+  heldForFile?.release();
+  heldForFile = null;
 }

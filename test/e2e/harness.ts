@@ -15,7 +15,7 @@ import { isMap, isSeq, parseAllDocuments } from 'yaml';
 import { expect } from 'vitest';
 import { isNotFound, PooledKubeConfig } from '../../activities/kube.ts';
 import { GROUP, PLURAL, VERSION, type QueenCluster, type QueenClusterSpec } from '../../crd/schema.ts';
-import { HEAVY_FILES, takeHeavySlot } from '../heavy.ts';
+import { HEAVY_FILES, holdHeavySlotForFile } from '../heavy.ts';
 import { control } from '../testbed/client.ts';
 import { Informer, Kube, type KObject } from '../testbed/kube.ts';
 import { authOf, startLoad, verifyAcknowledged, type Load, type LoadReport } from '../testbed/load.ts';
@@ -346,9 +346,10 @@ export async function scenario(prefix: string, opts: { secret?: boolean; namespa
   const core = kc.makeApiClient(CoreV1Api);
   const custom = kc.makeApiClient(CustomObjectsApi);
   const ns = opts.namespace ?? `${prefix}-${process.pid.toString(36)}${(counter++).toString(36)}${Date.now().toString(36).slice(-4)}`;
-  // A scenario of the heavy files waits for the test bed's heavy slot (test/heavy.ts).
+  // The first scenario of a heavy file waits for the test bed's heavy slot, which the file holds to
+  // its end (test/heavy.ts).
   const testFile = relative(ROOT, expect.getState().testPath ?? '');
-  const slot = HEAVY_FILES.has(testFile) ? await takeHeavySlot(testbed().dir, ns) : null;
+  const slot = HEAVY_FILES.has(testFile) ? await holdHeavySlotForFile(testbed().dir, testFile, ns) : null;
   if (slot && slot.waitedMs >= 1000) console.log(`${ns}: waited ${Math.round(slot.waitedMs / 1000)}s for the heavy slot`);
   await control.setSimEnv(ns, opts.sim ?? REALISTIC_SIM);
   if (!opts.namespace) await core.createNamespace({ body: { metadata: { name: ns } } });
@@ -391,11 +392,7 @@ export async function scenario(prefix: string, opts: { secret?: boolean; namespa
       closing.push(fn);
     },
     async close() {
-      try {
-        await closeScenario();
-      } finally {
-        slot?.release();
-      }
+      await closeScenario();
     },
   };
   async function closeScenario() {

@@ -4,7 +4,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { HEAVY_FILES, takeHeavySlot } from '../heavy.ts';
+import { giveBackFileSlot, HEAVY_FILES, holdHeavySlotForFile, takeHeavySlot } from '../heavy.ts';
 import { plan, type Planned } from '../sequencer.ts';
 
 /** Runs the plan the way vitest does: each file on the first worker that frees, a heavy one waiting for the slot. */
@@ -73,5 +73,26 @@ describe('the heavy slot', () => {
     third.release();
     expect(existsSync(slot)).toBe(true);
     fourth.release();
+  });
+
+  it('is held by a test file from its first scenario to its end: its later scenarios do not queue behind another file', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'heavy-slot-'));
+    const slot = join(dir, 'heavy-slot');
+    await holdHeavySlotForFile(dir, 'test/e2e/replace.test.ts', 'replace-1');
+    expect(readFileSync(slot, 'utf8')).toBe(`${process.pid} replace-1`);
+    // The file's second scenario keeps it: no new take, nothing waited.
+    expect(await holdHeavySlotForFile(dir, 'test/e2e/replace.test.ts', 'replace-2')).toEqual({ waitedMs: 0 });
+    expect(readFileSync(slot, 'utf8')).toBe(`${process.pid} replace-1`);
+    // The file's end gives it back; the next heavy file of this process takes it anew.
+    giveBackFileSlot();
+    expect(existsSync(slot)).toBe(false);
+    await holdHeavySlotForFile(dir, 'test/e2e/grow.test.ts', 'grow-1');
+    expect(readFileSync(slot, 'utf8')).toBe(`${process.pid} grow-1`);
+    // A file after it in the same process (its end missed) takes it over rather than waiting on itself.
+    await holdHeavySlotForFile(dir, 'test/e2e/scale.test.ts', 'scale-1');
+    expect(readFileSync(slot, 'utf8')).toBe(`${process.pid} scale-1`);
+    giveBackFileSlot();
+    expect(existsSync(slot)).toBe(false);
+    giveBackFileSlot();
   });
 });
