@@ -484,8 +484,21 @@ export async function waitForCluster(s: Scenario, what: string, ok: (qc: QueenCl
     // What the brokers said of their elections meanwhile: a wait that ran out is explained by it.
     const lines = raftEvents(s, name, Date.now() - Math.min(timeoutMs, 120_000), Date.now());
     console.log(`${what}: the brokers' raft lines of the last ${Math.min(timeoutMs, 120_000) / 1000} s (${lines.length}):\n${lines.slice(-80).join('\n')}`);
-    throw err;
+    // The error itself carries the pods and the last of those lines: a run whose output is kept
+    // only in part (a CI log's tail) still shows why the wait ran out.
+    const podLines = await pods(s, name)
+      .then((list) => list.map(podLine))
+      .catch((e: unknown) => [`pods not listed: ${String(e)}`]);
+    const tail = lines.slice(-15).map((l) => `  ${l.slice(0, 240)}`);
+    throw new Error(`${(err as Error).message}\npods:\n${podLines.map((l) => `  ${l}`).join('\n')}\nthe brokers' last raft lines (${tail.length} of ${lines.length}):\n${tail.join('\n')}`);
   }
+}
+
+/** One pod as `kubectl get pods -o wide` would show it: name, phase, Ready, restarts, IP. */
+function podLine(p: V1Pod): string {
+  const ready = p.status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True';
+  const restarts = (p.status?.containerStatuses ?? []).reduce((n, c) => n + c.restartCount, 0);
+  return `${p.metadata?.name} ${p.status?.phase ?? '?'} ready=${ready} restarts=${restarts} ip=${p.status?.podIP ?? ''}${p.metadata?.deletionTimestamp ? ' terminating' : ''}`;
 }
 
 /** The Events of the QueenCluster in the order they happened, as `kubectl describe` lists them. */
@@ -738,7 +751,7 @@ export const LOAD_RATE = 200;
  */
 export function raftEvents(s: Scenario, name: string, from: number, to: number): string[] {
   const dir = join(testbed().dir, 'logs', 'pods');
-  const pattern = /election|elected|leader|hand|quorum|stopped|SIGTERM|exiting|removed/i;
+  const pattern = /election|elected|leader|hand|quorum|stopped|SIGTERM|exiting|removed|snapshot|disk gate/i;
   const out: { at: number; line: string }[] = [];
   for (const file of existsSync(dir) ? readdirSync(dir) : []) {
     if (!file.startsWith(`${s.ns}_${name}-`) || /operator/.test(file)) continue;
