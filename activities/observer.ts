@@ -19,7 +19,7 @@ import { assess, type Assessment } from '../plan/assess.ts';
 import { decide, rolledOutGeneration } from '../plan/decide.ts';
 import { readAnnotations } from '../crd/annotations.ts';
 import { podsToServe } from '../plan/serving.ts';
-import { linkStatusOf, standbyLinkUnread, standbysOf } from '../plan/link.ts';
+import { linkStatusOf, standbyLinkUnread, standbyProbeStatus, standbysOf } from '../plan/link.ts';
 import { answeringNodes, stallMemoryFromStatus, trackStalls, type StallMemory } from '../plan/stalls.ts';
 import { setVoters } from './broker.ts';
 import type { OwnedObjects } from './cluster-cache.ts';
@@ -282,8 +282,12 @@ async function observeOnce(deps: ActivityDeps, qc: QueenCluster, state: Observer
   // While writes do not commit, look again sooner, so COMMITS turns true soon after they do.
   const interval = lastProbe && !lastProbe.ok ? Math.min(deps.settings.probeIntervalMs, 5000) : deps.settings.probeIntervalMs;
   // A standby whose link is not read yet (a moment after it formed): no write is sent, the last
-  // probe stands until the link says how it follows.
-  if ((!lastProbe || obs.at - lastProbe.at >= interval) && !standbyLinkUnread(obs, qc.spec, qc.status)) {
+  // probe stands until the link says how it follows. A standby's probe is the look itself (no
+  // write is sent): it is taken again as soon as the look says otherwise than the last one, so
+  // COMMITS changes in the same status write as the standby's state.
+  const standbyNow = standbyProbeStatus(obs, qc.spec, ref.namespace, new Date(obs.at));
+  const due = !lastProbe || obs.at - lastProbe.at >= interval || (standbyNow !== null && standbyNow.commits !== lastProbe.ok);
+  if (due && !standbyLinkUnread(obs, qc.spec, qc.status)) {
     const probe = await probeThrough(deps, qc, obs, null);
     lastProbe = { at: Date.now(), ok: probe.ok, ...(probe.ok ? {} : { error: probe.error }) };
     status.commits = probe.ok;

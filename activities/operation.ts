@@ -12,7 +12,7 @@ import { patchClusterAnnotations } from './kube.ts';
 import { operationDuration, operationsEnded, operationsStarted } from '../metrics.ts';
 import { observedStatus } from './status.ts';
 import { clusterView } from './view.ts';
-import { linkStatusOf } from '../plan/link.ts';
+import { linkStatusOf, standbyProbeStatus } from '../plan/link.ts';
 import { decide, rolledOutGeneration } from '../plan/decide.ts';
 
 export interface OperationStart {
@@ -128,7 +128,12 @@ export function operationActivities(deps: ActivityDeps) {
         });
         phase = a.phase;
         message = a.message;
-        observed = { ...observed, ...observedStatus(obs, stallMemoryFromStatus(qc.status?.members, obs.at)), ...(linkStatusOf(obs, qc.spec, qc.status) ?? {}) };
+        observed = {
+          ...observed,
+          ...observedStatus(obs, stallMemoryFromStatus(qc.status?.members, obs.at)),
+          ...(linkStatusOf(obs, qc.spec, qc.status) ?? {}),
+          ...(standbyProbeStatus(obs, qc.spec, ref.namespace, new Date(obs.at)) ?? {}),
+        };
       } catch (err) {
         log.warn({ err: String(err) }, 'could not look at the cluster after the operation; the observer will');
       }

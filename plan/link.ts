@@ -177,6 +177,23 @@ export function standbyProbe(obs: Pick<Observation, 'link'>, spec: Pick<QueenClu
   return { ok: true };
 }
 
+/**
+ * COMMITS of a standby from a look: its probe is the look itself (standbyProbe, no write is sent),
+ * so a status written with how the standby follows says whether it commits in the same write, not
+ * a probe interval later (a standby shown following with COMMITS false from before it followed).
+ * Null for a look of a cluster that is not a standby.
+ */
+export function standbyProbeStatus(
+  obs: Pick<Observation, 'link'>,
+  spec: Pick<QueenClusterSpec, 'standby'>,
+  namespace: string,
+  at: Date,
+): Pick<QueenClusterStatus, 'commits' | 'lastProbeTime' | 'lastProbeError'> | null {
+  if (obs.link?.role !== 'standby') return null;
+  const probe = standbyProbe(obs, spec, namespace);
+  return { commits: probe.ok, lastProbeTime: at.toISOString(), lastProbeError: probe.ok ? null : probe.error };
+}
+
 /** status.role and status.standby from a look (only for a cluster that is, or was, part of a link). */
 export function linkStatusOf(obs: Pick<Observation, 'link' | 'at' | 'namespace'>, spec: Pick<QueenClusterSpec, 'standby' | 'link'>, prev: QueenClusterStatus | undefined): Pick<QueenClusterStatus, 'role' | 'standby'> | null {
   if (obs.link === undefined && !prev?.role) return null;

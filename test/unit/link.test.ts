@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { withDefaults } from '../../crd/defaults.ts';
 import type { QueenCluster } from '../../crd/schema.ts';
 import { linkEnv, linkPodLabels, linkSourceAddresses } from '../../activities/link-objects.ts';
-import { compareVersions, linkNeed, linkRefusal, linkRole, parseLinkStatus, standbyAssessment, standbyBehind, standbyLinkUnread, standbyProbe, standbysOf, standbyStatus } from '../../plan/link.ts';
+import { compareVersions, linkNeed, linkRefusal, linkRole, parseLinkStatus, standbyAssessment, standbyBehind, standbyLinkUnread, standbyProbe, standbyProbeStatus, standbysOf, standbyStatus } from '../../plan/link.ts';
 
 const standby = { source: { cluster: { name: 'queen' } }, tokenSecret: { name: 'link', key: 'token' } };
 
@@ -89,6 +89,21 @@ describe('the link status', () => {
     expect(standbyLinkUnread(obsOf({ role: 'primary', leader: true, follower: { state: 'idle' } }), { standby }, undefined)).toBe(false);
     expect(standbyLinkUnread({ link: null }, { standby }, { role: 'promoted' })).toBe(false);
     expect(standbyLinkUnread({ link: null }, {}, undefined)).toBe(false);
+  });
+
+  it("a standby's COMMITS comes with the look that says how it follows: true while it follows, false with the reason while it does not", () => {
+    const at = new Date(1_796_568_948_000);
+    expect(standbyProbeStatus(obsOf(status()), { standby }, 'ns', at)).toEqual({ commits: true, lastProbeTime: '2026-12-06T14:55:48.000Z', lastProbeError: null });
+    const halted = obsOf(status({ follower: { ...status().follower, state: 'halted', error: 'it needs a new seed' } }));
+    expect(standbyProbeStatus(halted, { standby }, 'ns', at)).toEqual({
+      commits: false,
+      lastProbeTime: '2026-12-06T14:55:48.000Z',
+      lastProbeError: 'the standby stopped following its source ns/queen: it needs a new seed',
+    });
+    // Not a standby (a primary, a promoted one, no link read): its COMMITS is a write's, sent by the probe.
+    expect(standbyProbeStatus(obsOf({ role: 'primary', leader: true }), { standby }, 'ns', at)).toBeNull();
+    expect(standbyProbeStatus(obsOf(status({ role: 'promoted', follower: undefined })), { standby }, 'ns', at)).toBeNull();
+    expect(standbyProbeStatus({ link: null }, { standby }, 'ns', at)).toBeNull();
   });
 });
 
