@@ -137,15 +137,17 @@ export function operationActivities(deps: ActivityDeps) {
       } catch (err) {
         log.warn({ err: String(err) }, 'could not look at the cluster after the operation; the observer will');
       }
-      await writePhase(deps, ref, phase, message, { ...observed, operation: null, lastOperation });
       // A cancel is spent once the operation ended; an approval once the upgrade it let through is
-      // over (done, or rolled back): the next upgrade, even to the same version, asks again.
+      // over (done, or rolled back): the next upgrade, even to the same version, asks again. Spent
+      // before status says the operation ended, so that whoever reads the end finds them gone (e2e
+      // waits-restart-approval read Ready and Succeeded with the approval still there).
       const annotations = readAnnotations(qc.metadata.annotations);
       const spent: Record<string, null> = {
         ...(annotations.cancel ? { [ANNOTATIONS.cancel]: null } : {}),
         ...(annotations.approve && end.type === 'RollingUpgrade' && (end.result === 'Succeeded' || end.result === 'RolledBack') ? { [ANNOTATIONS.approve]: null } : {}),
       };
       if (Object.keys(spent).length > 0) await patchClusterAnnotations(deps.kube, ref.namespace, ref.name, spent);
+      await writePhase(deps, ref, phase, message, { ...observed, operation: null, lastOperation });
       if (!again) {
         log.info({ type: end.type, result: end.result }, end.message);
         operationsEnded.inc({ type: end.type, result: end.result });
