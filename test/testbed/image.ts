@@ -163,6 +163,9 @@ export function imageCacheDir(): string {
   return process.env.QUEEN_IMAGE_CACHE ?? join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'queen-operator', 'images');
 }
 
+/** A build whose folder holds both its root and its image.json (published whole). */
+const built = (dir: string) => existsSync(join(dir, 'image.json')) && existsSync(join(dir, 'rootfs'));
+
 /** A build used (pulled) within this time is not evicted by another checkout's build. */
 const RECENTLY_USED_MS = 6 * 3600_000;
 
@@ -180,7 +183,7 @@ export async function buildOperatorImage(opts: { projectDir?: string; cacheDir?:
   const key = imageKey(projectDir, files);
   const dir = join(cacheDir, `operator-${key}`);
   const metaPath = join(dir, 'image.json');
-  if (existsSync(metaPath)) {
+  if (built(dir)) {
     // A pull marks the build as in use: builds are evicted only after hours without one.
     const now = new Date();
     utimesSync(dir, now, now);
@@ -261,12 +264,22 @@ export async function buildOperatorImage(opts: { projectDir?: string; cacheDir?:
     final = { base: stage.from, nodePath: base.nodePath, entrypoint, cmd, env, workdir, user };
   }
   const last = stages.length - 1;
-  rmSync(dir, { recursive: true, force: true });
-  mkdirSync(dir, { recursive: true });
-  renameSync(join(work, `stage-${last}`), join(dir, 'rootfs'));
-  rmSync(work, { recursive: true, force: true });
   const image: BuiltImage = { ...final!, rootfs: join(dir, 'rootfs'), files, key };
-  writeFileSync(metaPath, JSON.stringify(image, null, 2) + '\n');
+  // Published whole, by one rename of a folder that holds the root and image.json: two test beds
+  // that build the same image at once (npm run chaos beside npm run e2e) each finish theirs, the
+  // first one published is kept and the other dropped. Removing the folder and filling it again
+  // took the root from under a test bed that had just started from it (its pods failed to mount).
+  const staged = join(work, 'image');
+  mkdirSync(staged);
+  renameSync(join(work, `stage-${last}`), join(staged, 'rootfs'));
+  writeFileSync(join(staged, 'image.json'), JSON.stringify(image, null, 2) + '\n');
+  if (existsSync(dir) && !built(dir)) rmSync(dir, { recursive: true, force: true });
+  try {
+    renameSync(staged, dir);
+  } catch (err) {
+    if (!built(dir)) throw err;
+  }
+  rmSync(work, { recursive: true, force: true });
   log(`built the operator image ${key} in ${((Date.now() - began) / 1000).toFixed(1)} s`);
   evictOldBuilds(cacheDir, key);
   return image;
